@@ -1,0 +1,151 @@
+//! The machine-readable vocabulary of refusals: [`Reason`] travels from `tcd` to its
+//! clients on gRPC errors, [`ErrorCode`] is what the shim shows the MCP client.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// Why the daemon refused a token, request state or cursor operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Reason {
+    /// No such token / redemption (never issued, or voided by a secret rotation).
+    Unknown,
+    /// Past its expiry.
+    Expired,
+    /// Already used (token redeemed, request state consumed, redemption released or final).
+    Spent,
+    /// Presented for a different vault, tool, caller or args_hash than it was issued for.
+    BindingMismatch,
+    /// The target changed since the request was raised; the confirmation is spent.
+    ReplayDrift,
+    /// `tcctl elicit` for a call that was never blocked (or not by this caller).
+    NoRaisedRequest,
+    /// `--state-fp` names a fingerprint that is not the retained request's own.
+    StateFpMismatch,
+    /// Not something this daemon issued: garbage, tampered, or sealed under another key.
+    Invalid,
+    /// Issued to another caller.
+    Foreign,
+    /// Issued for another request (tool or arguments differ).
+    RequestMismatch,
+    /// A request argument is malformed (empty binding field, bad hex, ...).
+    BadArgument,
+}
+
+impl Reason {
+    /// All reasons, for exhaustive tests and docs.
+    pub const ALL: [Reason; 11] = [
+        Reason::Unknown,
+        Reason::Expired,
+        Reason::Spent,
+        Reason::BindingMismatch,
+        Reason::ReplayDrift,
+        Reason::NoRaisedRequest,
+        Reason::StateFpMismatch,
+        Reason::Invalid,
+        Reason::Foreign,
+        Reason::RequestMismatch,
+        Reason::BadArgument,
+    ];
+
+    /// The wire spelling (snake_case), stable across versions.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::Unknown => "unknown",
+            Reason::Expired => "expired",
+            Reason::Spent => "spent",
+            Reason::BindingMismatch => "binding_mismatch",
+            Reason::ReplayDrift => "replay_drift",
+            Reason::NoRaisedRequest => "no_raised_request",
+            Reason::StateFpMismatch => "state_fp_mismatch",
+            Reason::Invalid => "invalid",
+            Reason::Foreign => "foreign",
+            Reason::RequestMismatch => "request_mismatch",
+            Reason::BadArgument => "bad_argument",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Reason {
+    type Err = ();
+    fn from_str(s: &str) -> Result<Self, ()> {
+        Reason::ALL.into_iter().find(|r| r.as_str() == s).ok_or(())
+    }
+}
+
+/// The `structuredContent.code` of a tool result (or `data.code` of a JSON-RPC error)
+/// the shim returns to the MCP client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    ElicitRequired,
+    ReplayDrift,
+    ApprovalDeclined,
+    ApprovalNotObtained,
+    InvalidInput,
+    Overflow,
+    TooLarge,
+    AclDenied,
+    ConfirmationUnavailable,
+    GateNotConfigured,
+}
+
+impl ErrorCode {
+    /// The wire spelling (snake_case).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorCode::ElicitRequired => "elicit_required",
+            ErrorCode::ReplayDrift => "replay_drift",
+            ErrorCode::ApprovalDeclined => "approval_declined",
+            ErrorCode::ApprovalNotObtained => "approval_not_obtained",
+            ErrorCode::InvalidInput => "invalid_input",
+            ErrorCode::Overflow => "overflow",
+            ErrorCode::TooLarge => "too_large",
+            ErrorCode::AclDenied => "acl_denied",
+            ErrorCode::ConfirmationUnavailable => "confirmation_unavailable",
+            ErrorCode::GateNotConfigured => "gate_not_configured",
+        }
+    }
+}
+
+impl fmt::Display for ErrorCode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Audit event kinds written to the event log.
+pub mod events {
+    pub const REQUESTED: &str = "tc.elicit.requested";
+    pub const MINTED: &str = "tc.elicit.minted";
+    pub const CONSUMED: &str = "tc.elicit.consumed";
+    pub const RELEASED: &str = "hitl_released";
+    pub const DECLINED: &str = "tc.elicit.declined";
+    pub const NOT_OBTAINED: &str = "tc.elicit.not_obtained";
+    pub const REPLAY_DRIFT: &str = "replay_drift";
+    pub const REFUSED: &str = "tc.elicit.refused";
+    pub const OVERFLOW: &str = "tc.governor.overflow";
+    pub const CURSOR_REJECTED: &str = "tc.cursor.rejected";
+    pub const AUTH_DENIED: &str = "tc.auth.denied";
+    pub const SECRET_ROTATED: &str = "tc.secret.rotated";
+
+    /// Kinds a client may append with `AppendEvent`; the rest only the daemon writes.
+    pub const CLIENT_APPENDABLE: &[&str] = &[DECLINED, NOT_OBTAINED, OVERFLOW];
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reasons_round_trip_through_their_wire_names() {
+        for r in Reason::ALL {
+            assert_eq!(r.as_str().parse::<Reason>(), Ok(r));
+        }
+        assert!("nonsense".parse::<Reason>().is_err());
+    }
+}

@@ -1,0 +1,479 @@
+//! The one TOML configuration shared by `tcd`, `tc-shim` and `tcctl`: its types,
+//! defaults, loading (unknown keys are errors naming the key) and validation.
+//!
+//! - [`Config`], [`DaemonConfig`], [`GovernorConfig`], [`VaultConfig`]
+//! - [`Gate`], [`When`], [`Targets`]: which tool calls need a human, and what the
+//!   confirmation is bound to.
+
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+
+use crate::paths::{self, PathError};
+
+/// Default confirmation lifetime.
+pub const DEFAULT_TTL_SECONDS: u32 = 300;
+/// Default governor cap.
+pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 1_048_576;
+
+/// Why a configuration could not be used.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The file exists but could not be read.
+    #[error("cannot read config {path}: {source}")]
+    Read { path: PathBuf, source: std::io::Error },
+    /// TOML syntax, wrong type, or unknown key (the message names the key).
+    #[error("invalid config {path}: {message}")]
+    Parse { path: PathBuf, message: String },
+    /// Parsed, but a value breaks a rule.
+    #[error("invalid config {path}: {key}: {reason}")]
+    Invalid { path: PathBuf, key: String, reason: String },
+    /// An explicitly named config file does not exist.
+    #[error("config file {path} does not exist (named by {by})")]
+    Missing { path: PathBuf, by: &'static str },
+    /// No default location could be derived.
+    #[error(transparent)]
+    Path(#[from] PathError),
+}
+
+/// The whole configuration file.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Config {
+    pub daemon: DaemonConfig,
+    pub governor: GovernorConfig,
+    pub vaults: Vec<VaultConfig>,
+    /// Where this config was loaded from (not a TOML key).
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
+}
+
+/// `[daemon]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct DaemonConfig {
+    /// Default: `$XDG_RUNTIME_DIR/tc/tcd.sock`, else `<cache_dir>/tcd.sock`.
+    pub socket: Option<PathBuf>,
+    /// Default: `$XDG_STATE_HOME/tc`, else `~/.local/state/tc`.
+    pub cache_dir: Option<PathBuf>,
+    pub elicit_ttl_seconds: u32,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> Self {
+        DaemonConfig { socket: None, cache_dir: None, elicit_ttl_seconds: DEFAULT_TTL_SECONDS }
+    }
+}
+
+/// `[governor]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GovernorConfig {
+    pub max_response_bytes: u64,
+}
+
+impl Default for GovernorConfig {
+    fn default() -> Self {
+        GovernorConfig { max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES }
+    }
+}
+
+/// `[[vaults]]`: one downstream MCP server with a root folder.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VaultConfig {
+    pub id: String,
+    pub root: PathBuf,
+    #[serde(default)]
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub legacy_elicitation_shim: bool,
+    #[serde(default)]
+    pub lean: bool,
+    #[serde(default)]
+    pub gates: Vec<Gate>,
+    #[serde(default)]
+    pub paged: Vec<Paged>,
+    #[serde(default)]
+    pub acl: Acl,
+}
+
+/// `[[vaults.gates]]`: a tool that needs confirmation.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gate {
+    pub tool: String,
+    #[serde(default)]
+    pub when: Option<When>,
+    /// Required; `Option` only so a missing value gets a message saying what to write.
+    #[serde(default)]
+    pub targets: Option<Targets>,
+}
+
+/// Conditions under which a gate applies (all given ones must hold); absent = always.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct When {
+    /// The parent folders of these two path arguments differ.
+    pub cross_folder: Option<[String; 2]>,
+    /// The path argument names something that already exists.
+    pub exists: Option<String>,
+    /// The argument equals the value.
+    pub equals: Option<Equals>,
+}
+
+/// `when.equals = { arg = "…", value = … }`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Equals {
+    pub arg: String,
+    pub value: serde_json::Value,
+}
+
+/// What a confirmation is bound to (DESIGN section 4).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Targets {
+    /// `targets = "none"`: arguments only (a stated residual).
+    None,
+    /// Each path argument's existence, type and content.
+    Paths(Vec<String>),
+    /// Files under `root` matching `glob`, with content hashes.
+    Tree { root: String, glob: String },
+    /// Files under `root` whose content contains the argument's value.
+    Matching { root: String, contains: String },
+    /// HEAD and the staged index of the repository at this argument (None: vault root).
+    Git(Option<String>),
+    /// The result of a read-only downstream tool with templated arguments.
+    Probe { tool: String, arguments: serde_json::Value },
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum TargetsRepr {
+    Word(String),
+    Table(TargetsTable),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+enum TargetsTable {
+    Paths(Vec<String>),
+    Tree {
+        root: String,
+        #[serde(default = "default_glob")]
+        glob: String,
+    },
+    Matching {
+        root: String,
+        contains: String,
+    },
+    Git(String),
+    Probe {
+        tool: String,
+        #[serde(default = "empty_object")]
+        arguments: serde_json::Value,
+    },
+}
+
+fn default_glob() -> String {
+    "**".into()
+}
+
+fn empty_object() -> serde_json::Value {
+    serde_json::Value::Object(Default::default())
+}
+
+impl<'de> Deserialize<'de> for Targets {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        Ok(match TargetsRepr::deserialize(d).map_err(|_| {
+            D::Error::custom(
+                "targets must be \"none\" or one of { paths = [..] }, { tree = { root, glob } }, \
+                 { matching = { root, contains } }, { git = \"arg\" | \"\" }, { probe = { tool, arguments } }",
+            )
+        })? {
+            TargetsRepr::Word(w) if w == "none" => Targets::None,
+            TargetsRepr::Word(w) => {
+                return Err(D::Error::custom(format!("unknown targets keyword {w:?} (only \"none\")")))
+            }
+            TargetsRepr::Table(TargetsTable::Paths(p)) => Targets::Paths(p),
+            TargetsRepr::Table(TargetsTable::Tree { root, glob }) => Targets::Tree { root, glob },
+            TargetsRepr::Table(TargetsTable::Matching { root, contains }) => {
+                Targets::Matching { root, contains }
+            }
+            TargetsRepr::Table(TargetsTable::Git(a)) => {
+                Targets::Git(if a.is_empty() { None } else { Some(a) })
+            }
+            TargetsRepr::Table(TargetsTable::Probe { tool, arguments }) => {
+                Targets::Probe { tool, arguments }
+            }
+        })
+    }
+}
+
+/// `[[vaults.paged]]`: a batch-read tool the governor pages instead of refusing.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Paged {
+    pub tool: String,
+    /// The array argument holding the items.
+    pub items: String,
+}
+
+/// `[vaults.acl]`: globs relative to the vault root.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Acl {
+    #[serde(default)]
+    pub deny: Vec<String>,
+    #[serde(default)]
+    pub read_only: Vec<String>,
+}
+
+impl Config {
+    /// Loads from `explicit` (a `--config` flag), else the default location.
+    /// A missing file at the default location means defaults; a missing explicit one is an error.
+    pub fn load(explicit: Option<&Path>) -> Result<Config, ConfigError> {
+        Self::load_with_env(explicit, &paths::process_env)
+    }
+
+    /// [`Config::load`] with an injected environment.
+    pub fn load_with_env(
+        explicit: Option<&Path>,
+        env: &dyn Fn(&str) -> Option<OsString>,
+    ) -> Result<Config, ConfigError> {
+        let (path, by) = match explicit {
+            Some(p) => (p.to_path_buf(), Some("--config")),
+            None => {
+                let (p, from_env) = paths::config_file(env)?;
+                (p, from_env.then_some("$TC_CONFIG"))
+            }
+        };
+        match std::fs::read_to_string(&path) {
+            Ok(text) => Self::parse(&text, &path),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => match by {
+                Some(by) => Err(ConfigError::Missing { path, by }),
+                None => Ok(Config::default()),
+            },
+            Err(source) => Err(ConfigError::Read { path, source }),
+        }
+    }
+
+    /// Parses and validates `text`; `path` is only used in messages.
+    pub fn parse(text: &str, path: &Path) -> Result<Config, ConfigError> {
+        let mut cfg: Config = toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            message: e.to_string().trim_end().to_string(),
+        })?;
+        cfg.source = Some(path.to_path_buf());
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    fn invalid(&self, key: String, reason: impl Into<String>) -> ConfigError {
+        ConfigError::Invalid {
+            path: self.source.clone().unwrap_or_default(),
+            key,
+            reason: reason.into(),
+        }
+    }
+
+    /// Checks every rule serde cannot express.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.daemon.elicit_ttl_seconds == 0 {
+            return Err(self.invalid("daemon.elicit_ttl_seconds".into(), "must be at least 1"));
+        }
+        if self.governor.max_response_bytes < 1024 {
+            return Err(self.invalid("governor.max_response_bytes".into(), "must be at least 1024"));
+        }
+        let mut ids = std::collections::HashSet::new();
+        for (i, v) in self.vaults.iter().enumerate() {
+            let at = format!("vaults[{i}]");
+            if v.id.is_empty() || !v.id.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+                return Err(self.invalid(format!("{at}.id"), "must be non-empty [A-Za-z0-9._-]"));
+            }
+            if !ids.insert(v.id.as_str()) {
+                return Err(self.invalid(format!("{at}.id"), format!("duplicate vault id {:?}", v.id)));
+            }
+            if !v.root.is_absolute() {
+                return Err(self.invalid(format!("{at}.root"), "must be an absolute path"));
+            }
+            let mut tools = std::collections::HashSet::new();
+            for (j, g) in v.gates.iter().enumerate() {
+                let key = format!("{at}.gates[{j}]");
+                if !tools.insert(g.tool.as_str()) {
+                    return Err(self.invalid(format!("{key}.tool"), format!("tool {:?} is gated twice", g.tool)));
+                }
+                match &g.targets {
+                    None => {
+                        return Err(self.invalid(
+                            format!("{key}.targets"),
+                            format!(
+                                "gate for tool {:?} declares no targets; every gate must say what its \
+                                 confirmation is bound to (write targets = \"none\" to bind on arguments alone)",
+                                g.tool
+                            ),
+                        ))
+                    }
+                    Some(Targets::Paths(p)) if p.is_empty() => {
+                        return Err(self.invalid(format!("{key}.targets.paths"), "lists no argument"))
+                    }
+                    Some(Targets::Tree { glob, .. }) => {
+                        globset::Glob::new(glob).map_err(|e| {
+                            self.invalid(format!("{key}.targets.tree.glob"), e.to_string())
+                        })?;
+                    }
+                    Some(Targets::Probe { arguments, .. }) if !arguments.is_object() => {
+                        return Err(self.invalid(format!("{key}.targets.probe.arguments"), "must be a table"))
+                    }
+                    _ => {}
+                }
+            }
+            for (j, p) in v.paged.iter().enumerate() {
+                if p.items.is_empty() {
+                    return Err(self.invalid(format!("{at}.paged[{j}].items"), "must name an argument"));
+                }
+            }
+            for (list, globs) in [("deny", &v.acl.deny), ("read_only", &v.acl.read_only)] {
+                for (j, g) in globs.iter().enumerate() {
+                    globset::Glob::new(g)
+                        .map_err(|e| self.invalid(format!("{at}.acl.{list}[{j}]"), e.to_string()))?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The cache (state) directory, with its fallback chain.
+    pub fn cache_dir(&self) -> Result<PathBuf, PathError> {
+        self.cache_dir_with_env(&paths::process_env)
+    }
+
+    /// [`Config::cache_dir`] with an injected environment.
+    pub fn cache_dir_with_env(&self, env: &dyn Fn(&str) -> Option<OsString>) -> Result<PathBuf, PathError> {
+        match &self.daemon.cache_dir {
+            Some(p) => Ok(paths::expand_home(p, env)),
+            None => paths::default_cache_dir(env),
+        }
+    }
+
+    /// The daemon socket, with its fallback chain.
+    pub fn socket(&self) -> Result<PathBuf, PathError> {
+        self.socket_with_env(&paths::process_env)
+    }
+
+    /// [`Config::socket`] with an injected environment.
+    pub fn socket_with_env(&self, env: &dyn Fn(&str) -> Option<OsString>) -> Result<PathBuf, PathError> {
+        match &self.daemon.socket {
+            Some(p) => Ok(paths::expand_home(p, env)),
+            None => Ok(paths::default_socket(env, &self.cache_dir_with_env(env)?)),
+        }
+    }
+
+    /// The vault with this id.
+    pub fn vault(&self, id: &str) -> Option<&VaultConfig> {
+        self.vaults.iter().find(|v| v.id == id)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(text: &str) -> Result<Config, ConfigError> {
+        Config::parse(text, Path::new("/etc/tc.toml"))
+    }
+
+    #[test]
+    fn empty_file_is_all_defaults() {
+        let c = parse("").unwrap();
+        assert_eq!(c.daemon.elicit_ttl_seconds, 300);
+        assert_eq!(c.governor.max_response_bytes, 1_048_576);
+        assert!(c.vaults.is_empty());
+    }
+
+    #[test]
+    fn design_example_parses() {
+        let c = parse(
+            r#"
+[daemon]
+elicit_ttl_seconds = 120
+[[vaults]]
+id = "notes"
+root = "/home/me/notes"
+command = ["node", "x.js", "/home/me/notes"]
+[[vaults.gates]]
+tool = "move_file"
+when = { cross_folder = ["source", "destination"] }
+targets = { paths = ["source", "destination"] }
+[[vaults.gates]]
+tool = "git_commit"
+targets = { git = "repo_path" }
+[[vaults.gates]]
+tool = "delete_entities"
+targets = { probe = { tool = "open_nodes", arguments = { names = "$entityNames" } } }
+[[vaults.gates]]
+tool = "run"
+targets = "none"
+[[vaults.paged]]
+tool = "read_multiple_files"
+items = "paths"
+[vaults.acl]
+deny = ["private/**"]
+"#,
+        )
+        .unwrap();
+        let v = c.vault("notes").unwrap();
+        assert_eq!(v.gates[0].targets, Some(Targets::Paths(vec!["source".into(), "destination".into()])));
+        assert_eq!(v.gates[1].targets, Some(Targets::Git(Some("repo_path".into()))));
+        assert!(matches!(&v.gates[2].targets, Some(Targets::Probe { tool, .. }) if tool == "open_nodes"));
+        assert_eq!(v.gates[3].targets, Some(Targets::None));
+        assert_eq!(v.gates[0].when.as_ref().unwrap().cross_folder.as_ref().unwrap()[1], "destination");
+    }
+
+    #[test]
+    fn unknown_keys_are_errors_naming_the_key() {
+        let e = parse("[daemon]\nsockett = \"/x\"\n").unwrap_err().to_string();
+        assert!(e.contains("sockett") && e.contains("/etc/tc.toml"), "{e}");
+        let e = parse("[[vaults]]\nid = \"a\"\nroot = \"/a\"\n[[vaults.gates]]\ntool = \"t\"\ntargets = \"none\"\nwhen = { exist = \"p\" }\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("exist"), "{e}");
+    }
+
+    #[test]
+    fn a_gate_without_targets_is_refused_with_what_to_write() {
+        let e = parse("[[vaults]]\nid = \"a\"\nroot = \"/a\"\n[[vaults.gates]]\ntool = \"rm\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("vaults[0].gates[0].targets") && e.contains("targets = \"none\""), "{e}");
+        let e = parse("[[vaults]]\nid = \"a\"\nroot = \"/a\"\n[[vaults.gates]]\ntool = \"rm\"\ntargets = \"all\"\n")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("targets"), "{e}");
+    }
+
+    #[test]
+    fn rule_violations_name_the_key() {
+        for (text, key) in [
+            ("[daemon]\nelicit_ttl_seconds = 0\n", "daemon.elicit_ttl_seconds"),
+            ("[[vaults]]\nid = \"a\"\nroot = \"rel\"\n", "vaults[0].root"),
+            ("[[vaults]]\nid = \"a\"\nroot = \"/a\"\n[[vaults]]\nid = \"a\"\nroot = \"/b\"\n", "vaults[1].id"),
+            ("[[vaults]]\nid = \"a\"\nroot = \"/a\"\n[vaults.acl]\ndeny = [\"[\"]\n", "vaults[0].acl.deny[0]"),
+        ] {
+            let e = parse(text).unwrap_err().to_string();
+            assert!(e.contains(key), "{text:?} -> {e}");
+        }
+    }
+
+    #[test]
+    fn missing_default_file_is_defaults_but_missing_explicit_is_an_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let home = dir.path().to_path_buf();
+        let env = move |k: &str| (k == "HOME").then(|| home.clone().into_os_string());
+        assert!(Config::load_with_env(None, &env).unwrap().vaults.is_empty());
+        let e = Config::load_with_env(Some(&dir.path().join("nope.toml")), &env).unwrap_err();
+        assert!(matches!(e, ConfigError::Missing { .. }), "{e}");
+    }
+}

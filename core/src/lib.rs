@@ -1,0 +1,26 @@
+//! Shared tc domain code, used by `tcd`, `tc-shim` and `tcctl` alike so each piece of
+//! logic exists exactly once.
+//!
+//! - [`config`]: the TOML configuration types and their validation.
+//! - [`paths`]: where the config, cache dir and socket live, with documented fallbacks.
+//! - [`hash`]: the canonical `args_hash` and fingerprint helpers.
+//! - [`codes`]: refusal reasons (daemon) and error codes (MCP-facing).
+
+pub mod codes;
+pub mod config;
+pub mod hash;
+pub mod paths;
+
+pub use codes::{ErrorCode, Reason};
+pub use config::Config;
+
+/// The caller id every locally spawned stdio client presents.
+pub const STDIO_CALLER: &str = "stdio";
+
+/// Milliseconds since the Unix epoch (the one clock all stored times use).
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
