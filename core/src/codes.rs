@@ -128,6 +128,7 @@ pub mod events {
     pub const NOT_OBTAINED: &str = "tc.elicit.not_obtained";
     pub const REPLAY_DRIFT: &str = "replay_drift";
     pub const REFUSED: &str = "tc.elicit.refused";
+    pub const REDEEMED: &str = "tc.elicit.redeemed";
     pub const OVERFLOW: &str = "tc.governor.overflow";
     pub const CURSOR_REJECTED: &str = "tc.cursor.rejected";
     pub const AUTH_DENIED: &str = "tc.auth.denied";

@@ -22,13 +22,20 @@ pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 1_048_576;
 pub enum ConfigError {
     /// The file exists but could not be read.
     #[error("cannot read config {path}: {source}")]
-    Read { path: PathBuf, source: std::io::Error },
+    Read {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// TOML syntax, wrong type, or unknown key (the message names the key).
     #[error("invalid config {path}: {message}")]
     Parse { path: PathBuf, message: String },
     /// Parsed, but a value breaks a rule.
     #[error("invalid config {path}: {key}: {reason}")]
-    Invalid { path: PathBuf, key: String, reason: String },
+    Invalid {
+        path: PathBuf,
+        key: String,
+        reason: String,
+    },
     /// An explicitly named config file does not exist.
     #[error("config file {path} does not exist (named by {by})")]
     Missing { path: PathBuf, by: &'static str },
@@ -62,7 +69,11 @@ pub struct DaemonConfig {
 
 impl Default for DaemonConfig {
     fn default() -> Self {
-        DaemonConfig { socket: None, cache_dir: None, elicit_ttl_seconds: DEFAULT_TTL_SECONDS }
+        DaemonConfig {
+            socket: None,
+            cache_dir: None,
+            elicit_ttl_seconds: DEFAULT_TTL_SECONDS,
+        }
     }
 }
 
@@ -75,7 +86,9 @@ pub struct GovernorConfig {
 
 impl Default for GovernorConfig {
     fn default() -> Self {
-        GovernorConfig { max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES }
+        GovernorConfig {
+            max_response_bytes: DEFAULT_MAX_RESPONSE_BYTES,
+        }
     }
 }
 
@@ -145,7 +158,10 @@ pub enum Targets {
     /// HEAD and the staged index of the repository at this argument (None: vault root).
     Git(Option<String>),
     /// The result of a read-only downstream tool with templated arguments.
-    Probe { tool: String, arguments: serde_json::Value },
+    Probe {
+        tool: String,
+        arguments: serde_json::Value,
+    },
 }
 
 #[derive(Deserialize)]
@@ -285,16 +301,26 @@ impl Config {
             return Err(self.invalid("daemon.elicit_ttl_seconds".into(), "must be at least 1"));
         }
         if self.governor.max_response_bytes < 1024 {
-            return Err(self.invalid("governor.max_response_bytes".into(), "must be at least 1024"));
+            return Err(self.invalid(
+                "governor.max_response_bytes".into(),
+                "must be at least 1024",
+            ));
         }
         let mut ids = std::collections::HashSet::new();
         for (i, v) in self.vaults.iter().enumerate() {
             let at = format!("vaults[{i}]");
-            if v.id.is_empty() || !v.id.chars().all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c)) {
+            if v.id.is_empty()
+                || !v
+                    .id
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+            {
                 return Err(self.invalid(format!("{at}.id"), "must be non-empty [A-Za-z0-9._-]"));
             }
             if !ids.insert(v.id.as_str()) {
-                return Err(self.invalid(format!("{at}.id"), format!("duplicate vault id {:?}", v.id)));
+                return Err(
+                    self.invalid(format!("{at}.id"), format!("duplicate vault id {:?}", v.id))
+                );
             }
             if !v.root.is_absolute() {
                 return Err(self.invalid(format!("{at}.root"), "must be an absolute path"));
@@ -303,7 +329,10 @@ impl Config {
             for (j, g) in v.gates.iter().enumerate() {
                 let key = format!("{at}.gates[{j}]");
                 if !tools.insert(g.tool.as_str()) {
-                    return Err(self.invalid(format!("{key}.tool"), format!("tool {:?} is gated twice", g.tool)));
+                    return Err(self.invalid(
+                        format!("{key}.tool"),
+                        format!("tool {:?} is gated twice", g.tool),
+                    ));
                 }
                 match &g.targets {
                     None => {
@@ -332,13 +361,16 @@ impl Config {
             }
             for (j, p) in v.paged.iter().enumerate() {
                 if p.items.is_empty() {
-                    return Err(self.invalid(format!("{at}.paged[{j}].items"), "must name an argument"));
+                    return Err(
+                        self.invalid(format!("{at}.paged[{j}].items"), "must name an argument")
+                    );
                 }
             }
             for (list, globs) in [("deny", &v.acl.deny), ("read_only", &v.acl.read_only)] {
                 for (j, g) in globs.iter().enumerate() {
-                    globset::Glob::new(g)
-                        .map_err(|e| self.invalid(format!("{at}.acl.{list}[{j}]"), e.to_string()))?;
+                    globset::Glob::new(g).map_err(|e| {
+                        self.invalid(format!("{at}.acl.{list}[{j}]"), e.to_string())
+                    })?;
                 }
             }
         }
@@ -351,7 +383,10 @@ impl Config {
     }
 
     /// [`Config::cache_dir`] with an injected environment.
-    pub fn cache_dir_with_env(&self, env: &dyn Fn(&str) -> Option<OsString>) -> Result<PathBuf, PathError> {
+    pub fn cache_dir_with_env(
+        &self,
+        env: &dyn Fn(&str) -> Option<OsString>,
+    ) -> Result<PathBuf, PathError> {
         match &self.daemon.cache_dir {
             Some(p) => Ok(paths::expand_home(p, env)),
             None => paths::default_cache_dir(env),
@@ -364,7 +399,10 @@ impl Config {
     }
 
     /// [`Config::socket`] with an injected environment.
-    pub fn socket_with_env(&self, env: &dyn Fn(&str) -> Option<OsString>) -> Result<PathBuf, PathError> {
+    pub fn socket_with_env(
+        &self,
+        env: &dyn Fn(&str) -> Option<OsString>,
+    ) -> Result<PathBuf, PathError> {
         match &self.daemon.socket {
             Some(p) => Ok(paths::expand_home(p, env)),
             None => Ok(paths::default_socket(env, &self.cache_dir_with_env(env)?)),
@@ -425,16 +463,35 @@ deny = ["private/**"]
         )
         .unwrap();
         let v = c.vault("notes").unwrap();
-        assert_eq!(v.gates[0].targets, Some(Targets::Paths(vec!["source".into(), "destination".into()])));
-        assert_eq!(v.gates[1].targets, Some(Targets::Git(Some("repo_path".into()))));
-        assert!(matches!(&v.gates[2].targets, Some(Targets::Probe { tool, .. }) if tool == "open_nodes"));
+        assert_eq!(
+            v.gates[0].targets,
+            Some(Targets::Paths(vec!["source".into(), "destination".into()]))
+        );
+        assert_eq!(
+            v.gates[1].targets,
+            Some(Targets::Git(Some("repo_path".into())))
+        );
+        assert!(
+            matches!(&v.gates[2].targets, Some(Targets::Probe { tool, .. }) if tool == "open_nodes")
+        );
         assert_eq!(v.gates[3].targets, Some(Targets::None));
-        assert_eq!(v.gates[0].when.as_ref().unwrap().cross_folder.as_ref().unwrap()[1], "destination");
+        assert_eq!(
+            v.gates[0]
+                .when
+                .as_ref()
+                .unwrap()
+                .cross_folder
+                .as_ref()
+                .unwrap()[1],
+            "destination"
+        );
     }
 
     #[test]
     fn unknown_keys_are_errors_naming_the_key() {
-        let e = parse("[daemon]\nsockett = \"/x\"\n").unwrap_err().to_string();
+        let e = parse("[daemon]\nsockett = \"/x\"\n")
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("sockett") && e.contains("/etc/tc.toml"), "{e}");
         let e = parse("[[vaults]]\nid = \"a\"\nroot = \"/a\"\n[[vaults.gates]]\ntool = \"t\"\ntargets = \"none\"\nwhen = { exist = \"p\" }\n")
             .unwrap_err()
@@ -447,7 +504,10 @@ deny = ["private/**"]
         let e = parse("[[vaults]]\nid = \"a\"\nroot = \"/a\"\n[[vaults.gates]]\ntool = \"rm\"\n")
             .unwrap_err()
             .to_string();
-        assert!(e.contains("vaults[0].gates[0].targets") && e.contains("targets = \"none\""), "{e}");
+        assert!(
+            e.contains("vaults[0].gates[0].targets") && e.contains("targets = \"none\""),
+            "{e}"
+        );
         let e = parse("[[vaults]]\nid = \"a\"\nroot = \"/a\"\n[[vaults.gates]]\ntool = \"rm\"\ntargets = \"all\"\n")
             .unwrap_err()
             .to_string();
@@ -457,10 +517,19 @@ deny = ["private/**"]
     #[test]
     fn rule_violations_name_the_key() {
         for (text, key) in [
-            ("[daemon]\nelicit_ttl_seconds = 0\n", "daemon.elicit_ttl_seconds"),
+            (
+                "[daemon]\nelicit_ttl_seconds = 0\n",
+                "daemon.elicit_ttl_seconds",
+            ),
             ("[[vaults]]\nid = \"a\"\nroot = \"rel\"\n", "vaults[0].root"),
-            ("[[vaults]]\nid = \"a\"\nroot = \"/a\"\n[[vaults]]\nid = \"a\"\nroot = \"/b\"\n", "vaults[1].id"),
-            ("[[vaults]]\nid = \"a\"\nroot = \"/a\"\n[vaults.acl]\ndeny = [\"[\"]\n", "vaults[0].acl.deny[0]"),
+            (
+                "[[vaults]]\nid = \"a\"\nroot = \"/a\"\n[[vaults]]\nid = \"a\"\nroot = \"/b\"\n",
+                "vaults[1].id",
+            ),
+            (
+                "[[vaults]]\nid = \"a\"\nroot = \"/a\"\n[vaults.acl]\ndeny = [\"[\"]\n",
+                "vaults[0].acl.deny[0]",
+            ),
         ] {
             let e = parse(text).unwrap_err().to_string();
             assert!(e.contains(key), "{text:?} -> {e}");

@@ -73,7 +73,9 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// True when `s` looks like a SHA-256 in lowercase hex (what `args_hash`/`state_fp` are).
 pub fn is_sha256_hex(s: &str) -> bool {
-    s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    s.len() == 64
+        && s.bytes()
+            .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
 }
 
 #[cfg(test)]

@@ -17,7 +17,10 @@ pub fn process_env(name: &str) -> Option<OsString> {
 pub enum PathError {
     /// Neither the XDG variable nor `$HOME` is set.
     #[error("cannot find a default {what}: ${xdg} and $HOME are both unset; set one, or give the path in the config")]
-    NoHome { what: &'static str, xdg: &'static str },
+    NoHome {
+        what: &'static str,
+        xdg: &'static str,
+    },
 }
 
 fn home(env: &dyn Fn(&str) -> Option<OsString>) -> Option<PathBuf> {
@@ -35,7 +38,10 @@ pub fn config_file(env: &dyn Fn(&str) -> Option<OsString>) -> Result<(PathBuf, b
     }
     home(env)
         .map(|h| (h.join(".config/tc/config.toml"), false))
-        .ok_or(PathError::NoHome { what: "config file", xdg: "XDG_CONFIG_HOME" })
+        .ok_or(PathError::NoHome {
+            what: "config file",
+            xdg: "XDG_CONFIG_HOME",
+        })
 }
 
 /// `$XDG_STATE_HOME/tc`, else `~/.local/state/tc`.
@@ -45,11 +51,17 @@ pub fn default_cache_dir(env: &dyn Fn(&str) -> Option<OsString>) -> Result<PathB
     }
     home(env)
         .map(|h| h.join(".local/state/tc"))
-        .ok_or(PathError::NoHome { what: "cache directory", xdg: "XDG_STATE_HOME" })
+        .ok_or(PathError::NoHome {
+            what: "cache directory",
+            xdg: "XDG_STATE_HOME",
+        })
 }
 
 /// `$XDG_RUNTIME_DIR/tc/tcd.sock`, else `<cache_dir>/tcd.sock` (root has no runtime dir).
-pub fn default_socket(env: &dyn Fn(&str) -> Option<OsString>, cache_dir: &std::path::Path) -> PathBuf {
+pub fn default_socket(
+    env: &dyn Fn(&str) -> Option<OsString>,
+    cache_dir: &std::path::Path,
+) -> PathBuf {
     match env("XDG_RUNTIME_DIR") {
         Some(x) => PathBuf::from(x).join("tc/tcd.sock"),
         None => cache_dir.join("tcd.sock"),
@@ -70,8 +82,10 @@ mod tests {
     use std::collections::HashMap;
 
     fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> {
-        let m: HashMap<String, String> =
-            pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let m: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         move |k| m.get(k).map(OsString::from)
     }
 
@@ -80,8 +94,14 @@ mod tests {
         let env = env_of(&[("HOME", "/root")]);
         let cache = default_cache_dir(&env).unwrap();
         assert_eq!(cache, PathBuf::from("/root/.local/state/tc"));
-        assert_eq!(default_socket(&env, &cache), PathBuf::from("/root/.local/state/tc/tcd.sock"));
-        assert_eq!(config_file(&env).unwrap(), (PathBuf::from("/root/.config/tc/config.toml"), false));
+        assert_eq!(
+            default_socket(&env, &cache),
+            PathBuf::from("/root/.local/state/tc/tcd.sock")
+        );
+        assert_eq!(
+            config_file(&env).unwrap(),
+            (PathBuf::from("/root/.config/tc/config.toml"), false)
+        );
     }
 
     #[test]
@@ -94,8 +114,14 @@ mod tests {
         ]);
         let cache = default_cache_dir(&env).unwrap();
         assert_eq!(cache, PathBuf::from("/s/tc"));
-        assert_eq!(default_socket(&env, &cache), PathBuf::from("/run/user/1/tc/tcd.sock"));
-        assert_eq!(config_file(&env).unwrap().0, PathBuf::from("/c/tc/config.toml"));
+        assert_eq!(
+            default_socket(&env, &cache),
+            PathBuf::from("/run/user/1/tc/tcd.sock")
+        );
+        assert_eq!(
+            config_file(&env).unwrap().0,
+            PathBuf::from("/c/tc/config.toml")
+        );
         let env = env_of(&[("TC_CONFIG", "/x.toml")]);
         assert_eq!(config_file(&env).unwrap(), (PathBuf::from("/x.toml"), true));
     }

@@ -37,3 +37,30 @@ pub async fn connect(path: impl AsRef<Path>) -> Result<Channel, tonic::transport
         }))
         .await
 }
+
+/// The machine-readable refusal reason a `tcd` error carries, if any.
+///
+/// `None` means the error is not a domain refusal (transport, auth, internal).
+pub fn reason(status: &tonic::Status) -> Option<tc_core::Reason> {
+    status
+        .metadata()
+        .get(REASON_KEY)?
+        .to_str()
+        .ok()?
+        .parse()
+        .ok()
+}
+
+/// Builds the error `Status` for a refusal: the reason in metadata, the message for people.
+pub fn refusal(
+    code: tonic::Code,
+    reason: tc_core::Reason,
+    message: impl Into<String>,
+) -> tonic::Status {
+    let mut status = tonic::Status::new(code, message);
+    status.metadata_mut().insert(
+        REASON_KEY,
+        tonic::metadata::MetadataValue::from_static(reason.as_str()),
+    );
+    status
+}

@@ -1,0 +1,73 @@
+//! The daemon's domain errors and their single mapping to `tonic::Status`.
+//!
+//! Refusals carry a [`Reason`] in the `tc-reason` metadata; internal faults are logged
+//! here and sent as a generic message so no SQL or key material reaches a client.
+
+use tc_core::Reason;
+use tonic::{Code, Status};
+
+/// Everything a daemon operation can fail with.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// A domain refusal the client can act on.
+    #[error("{message}")]
+    Refused { reason: Reason, message: String },
+    /// SQLite failed (disk full, read-only, corruption).
+    #[error("database: {0}")]
+    Db(#[from] rusqlite::Error),
+    /// Filesystem or other I/O failed.
+    #[error("io: {0}")]
+    Io(#[from] std::io::Error),
+    /// A background task died.
+    #[error("internal: {0}")]
+    Internal(String),
+}
+
+impl DaemonError {
+    /// Shorthand for a refusal.
+    pub fn refused(reason: Reason, message: impl Into<String>) -> Self {
+        DaemonError::Refused {
+            reason,
+            message: message.into(),
+        }
+    }
+}
+
+/// The gRPC code each refusal travels under; clients read the reason, people the code.
+fn code_for(reason: Reason) -> Code {
+    match reason {
+        Reason::Unknown | Reason::NoRaisedRequest => Code::NotFound,
+        Reason::Expired | Reason::Spent | Reason::StateFpMismatch | Reason::BindingMismatch => {
+            Code::FailedPrecondition
+        }
+        Reason::ReplayDrift => Code::Aborted,
+        Reason::Invalid | Reason::Foreign | Reason::RequestMismatch | Reason::BadArgument => {
+            Code::InvalidArgument
+        }
+    }
+}
+
+impl From<DaemonError> for Status {
+    fn from(e: DaemonError) -> Status {
+        match e {
+            DaemonError::Refused { reason, message } => {
+                tc_proto::refusal(code_for(reason), reason, message)
+            }
+            DaemonError::Db(rusqlite::Error::SqliteFailure(f, _))
+                if matches!(
+                    f.code,
+                    rusqlite::ErrorCode::DiskFull | rusqlite::ErrorCode::ReadOnly
+                ) =>
+            {
+                tracing::error!(error = %f, "database cannot be written");
+                Status::unavailable(
+                    "tcd cannot write its database (disk full or read-only); nothing was recorded",
+                )
+            }
+            other => {
+                tracing::error!(error = %other, "internal error");
+                Status::internal("tcd internal error (details in the daemon's log)")
+            }
+        }
+    }
+}

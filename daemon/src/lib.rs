@@ -1,0 +1,166 @@
+//! `tcd`, the tc daemon: owns the server secret, the token table, raised requests,
+//! consumed request states and the audit log, behind tc.v1 gRPC on a Unix socket.
+//!
+//! - [`run`]: the binary's whole `main`.
+//! - [`Options`] / [`serve`]: start the daemon from code (tests, benchmarks).
+
+pub mod error;
+pub mod fsutil;
+pub mod ledger;
+pub mod listener;
+pub mod seal;
+pub mod secret;
+pub mod service;
+pub mod store;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::Parser;
+use tc_core::Config;
+use tc_proto::v1::confirm_server::ConfirmServer;
+use tokio::signal::unix::{signal, SignalKind};
+use tokio_stream::wrappers::UnixListenerStream;
+use tonic::transport::server::UdsConnectInfo;
+
+use crate::ledger::Ledger;
+use crate::secret::Secret;
+use crate::store::Store;
+
+/// Command line of `tcd`.
+#[derive(Debug, Parser)]
+#[command(
+    name = "tcd",
+    version,
+    about = "The tc confirmation daemon (run as a systemd user service)"
+)]
+pub struct Args {
+    /// Config file (default: $TC_CONFIG, $XDG_CONFIG_HOME/tc/config.toml, ~/.config/tc/config.toml).
+    #[arg(long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Key the codecs from a per-process random key: nothing survives a restart.
+    #[arg(long)]
+    pub ephemeral: bool,
+    /// Override `daemon.socket`.
+    #[arg(long, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    /// Override `daemon.cache_dir`.
+    #[arg(long, value_name = "DIR")]
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// Everything [`serve`] needs.
+pub struct Options {
+    pub config: Config,
+    pub ephemeral: bool,
+}
+
+/// Parses the command line, then serves until SIGTERM/SIGINT.
+pub fn run() -> anyhow::Result<()> {
+    let args = Args::parse();
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TCD_LOG")
+                .unwrap_or_else(|_| "info".into()),
+        )
+        .init();
+    let mut config = Config::load(args.config.as_deref())?;
+    if let Some(s) = args.socket {
+        config.daemon.socket = Some(s);
+    }
+    if let Some(c) = args.cache_dir {
+        config.daemon.cache_dir = Some(c);
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    rt.block_on(serve(Options {
+        config,
+        ephemeral: args.ephemeral,
+    }))
+}
+
+/// Opens the store, binds the socket and serves until a shutdown signal.
+pub async fn serve(opts: Options) -> anyhow::Result<()> {
+    let cfg = &opts.config;
+    let cache_dir = cfg.cache_dir()?;
+    let socket = cfg.socket()?;
+    fsutil::ensure_private_dir(&cache_dir)
+        .with_context(|| format!("cache directory {}", cache_dir.display()))?;
+    let secret = if opts.ephemeral {
+        Secret::ephemeral()
+    } else {
+        Secret::load_or_create(&cache_dir)?
+    };
+    eprintln!("{}", secret.source.elicit_line());
+    let db = cache_dir.join("cache.db");
+    let store = Store::open(&db).map_err(|e| anyhow::anyhow!("database {}: {e}", db.display()))?;
+    let ledger = Arc::new(Ledger::new(store, secret, cfg.daemon.elicit_ttl_seconds));
+    let bound = listener::bind(&socket)?;
+
+    let my_uid = nix::unistd::geteuid().as_raw();
+    let auth_ledger = ledger.clone();
+    let auth = move |req: tonic::Request<()>| {
+        let cred = req
+            .extensions()
+            .get::<UdsConnectInfo>()
+            .and_then(|i| i.peer_cred);
+        match cred {
+            Some(c) if c.uid() == my_uid => Ok(req),
+            other => {
+                let (uid, pid) = (other.map(|c| c.uid()), other.and_then(|c| c.pid()));
+                tracing::warn!(?uid, ?pid, "refused a peer with another uid");
+                let l = auth_ledger.clone();
+                tokio::task::spawn_blocking(move || l.auth_denied(uid, pid));
+                Err(tonic::Status::permission_denied(
+                    "tcd only serves its own user",
+                ))
+            }
+        }
+    };
+    let service = service::Service::new(
+        ledger.clone(),
+        service::Info {
+            socket: socket.clone(),
+            cache_dir: cache_dir.clone(),
+            started: Instant::now(),
+        },
+    );
+
+    let gc_ledger = ledger.clone();
+    let gc = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(60));
+        loop {
+            tick.tick().await;
+            let l = gc_ledger.clone();
+            if let Ok(Err(e)) = tokio::task::spawn_blocking(move || l.gc()).await {
+                tracing::warn!(error = %e, "garbage collection failed");
+            }
+        }
+    });
+
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let shutdown = async move {
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+            _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+        }
+    };
+    tracing::info!(socket = %socket.display(), activated = bound.activated, db = %db.display(), "tcd ready");
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
+    let result = tonic::transport::Server::builder()
+        .add_service(ConfirmServer::with_interceptor(service, auth))
+        .serve_with_incoming_shutdown(UnixListenerStream::new(bound.listener), shutdown)
+        .await;
+    let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
+    gc.abort();
+    if let Some(path) = bound.cleanup {
+        let _ = std::fs::remove_file(path);
+    }
+    result.context("gRPC server failed")
+}

@@ -1,0 +1,358 @@
+//! The tc.v1 `Confirm` service: turns RPCs into [`Ledger`] calls on blocking threads
+//! and results into replies, with the one error mapping from [`crate::error`].
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tc_proto::v1::{self, confirm_server::Confirm};
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+use crate::error::DaemonError;
+use crate::ledger::{Binding, Ledger};
+use crate::store::NewEvent;
+
+/// Everything `Status` reports besides the ledger.
+pub struct Info {
+    pub socket: PathBuf,
+    pub cache_dir: PathBuf,
+    pub started: Instant,
+}
+
+/// The service object.
+pub struct Service {
+    ledger: Arc<Ledger>,
+    info: Arc<Info>,
+}
+
+impl Service {
+    pub fn new(ledger: Arc<Ledger>, info: Info) -> Self {
+        Service {
+            ledger,
+            info: Arc::new(info),
+        }
+    }
+
+    async fn run<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&Ledger) -> Result<T, DaemonError> + Send + 'static,
+    ) -> Result<T, Status> {
+        let ledger = self.ledger.clone();
+        tokio::task::spawn_blocking(move || f(&ledger))
+            .await
+            .map_err(|e| DaemonError::Internal(e.to_string()))?
+            .map_err(Status::from)
+    }
+}
+
+fn binding(b: Option<v1::Binding>) -> Result<Binding, Status> {
+    let b = b.ok_or_else(|| {
+        Status::from(DaemonError::refused(
+            tc_core::Reason::BadArgument,
+            "binding is required",
+        ))
+    })?;
+    Ok(Binding {
+        vault: b.vault,
+        tool: b.tool,
+        caller: b.caller,
+        args_hash: b.args_hash,
+    })
+}
+
+fn to_proto(b: &Binding) -> v1::Binding {
+    v1::Binding {
+        vault: b.vault.clone(),
+        tool: b.tool.clone(),
+        caller: b.caller.clone(),
+        args_hash: b.args_hash.clone(),
+    }
+}
+
+#[tonic::async_trait]
+impl Confirm for Service {
+    async fn status(
+        &self,
+        _: Request<v1::StatusRequest>,
+    ) -> Result<Response<v1::StatusReply>, Status> {
+        let (pending, live, events) = self.run(|l| l.counts()).await?;
+        let src = self.ledger.key_source();
+        Ok(Response::new(v1::StatusReply {
+            version: env!("CARGO_PKG_VERSION").into(),
+            protocol: tc_proto::PROTOCOL,
+            socket: self.info.socket.display().to_string(),
+            cache_dir: self.info.cache_dir.display().to_string(),
+            ephemeral: matches!(src, crate::secret::KeySource::Ephemeral),
+            key_source: src.describe(),
+            uptime_seconds: self.info.started.elapsed().as_secs(),
+            pending_requests: pending,
+            live_tokens: live,
+            events,
+            elicit_ttl_seconds: self.ledger.ttl_seconds(),
+        }))
+    }
+
+    async fn raise(
+        &self,
+        r: Request<v1::RaiseRequest>,
+    ) -> Result<Response<v1::RaiseReply>, Status> {
+        let r = r.into_inner();
+        let b = binding(r.binding)?;
+        let (raised_at_ms, expires_at_ms) = self
+            .run(move |l| l.raise(&b, &r.state_fp, &r.summary))
+            .await?;
+        Ok(Response::new(v1::RaiseReply {
+            raised_at_ms,
+            expires_at_ms,
+        }))
+    }
+
+    async fn mint(&self, r: Request<v1::MintRequest>) -> Result<Response<v1::MintReply>, Status> {
+        let r = r.into_inner();
+        let b = binding(r.binding)?;
+        let (token, expires_at_ms, state_fp) =
+            self.run(move |l| l.mint(&b, r.state_fp.as_deref())).await?;
+        Ok(Response::new(v1::MintReply {
+            token,
+            expires_at_ms,
+            state_fp,
+        }))
+    }
+
+    async fn redeem(
+        &self,
+        r: Request<v1::RedeemRequest>,
+    ) -> Result<Response<v1::RedeemReply>, Status> {
+        let r = r.into_inner();
+        let b = binding(r.binding)?;
+        let redemption_id = self
+            .run(move |l| l.redeem(&r.token, &b, &r.current_state_fp))
+            .await?;
+        Ok(Response::new(v1::RedeemReply { redemption_id }))
+    }
+
+    async fn release(
+        &self,
+        r: Request<v1::ReleaseRequest>,
+    ) -> Result<Response<v1::ReleaseReply>, Status> {
+        let r = r.into_inner();
+        self.run(move |l| l.release(&r.redemption_id, &r.reason))
+            .await?;
+        Ok(Response::new(v1::ReleaseReply {}))
+    }
+
+    async fn record_consumed(
+        &self,
+        r: Request<v1::RecordConsumedRequest>,
+    ) -> Result<Response<v1::RecordConsumedReply>, Status> {
+        let r = r.into_inner();
+        let b = binding(r.binding)?;
+        self.run(move |l| l.consumed(&b, &r.state_fp, &r.route, &r.redemption_id))
+            .await?;
+        Ok(Response::new(v1::RecordConsumedReply {}))
+    }
+
+    async fn seal_state(
+        &self,
+        r: Request<v1::SealStateRequest>,
+    ) -> Result<Response<v1::SealStateReply>, Status> {
+        let r = r.into_inner();
+        let b = binding(r.binding)?;
+        let (request_state, expires_at_ms) = self
+            .run(move |l| l.seal_state(&b, &r.state_fp, &r.inner))
+            .await?;
+        Ok(Response::new(v1::SealStateReply {
+            request_state,
+            expires_at_ms,
+        }))
+    }
+
+    async fn open_state(
+        &self,
+        r: Request<v1::OpenStateRequest>,
+    ) -> Result<Response<v1::OpenStateReply>, Status> {
+        let r = r.into_inner();
+        let b = binding(r.binding)?;
+        let s = self
+            .run(move |l| l.open_state(&r.request_state, &b, r.consume))
+            .await?;
+        let inner = crate::seal::decode_inner(&s.inner).map_err(Status::from)?;
+        Ok(Response::new(v1::OpenStateReply {
+            state_fp: s.state_fp,
+            inner,
+            expires_at_ms: s.expires_at_ms,
+        }))
+    }
+
+    async fn seal_cursor(
+        &self,
+        r: Request<v1::SealCursorRequest>,
+    ) -> Result<Response<v1::SealCursorReply>, Status> {
+        let r = r.into_inner();
+        let b = binding(r.binding)?;
+        let (cursor, expires_at_ms) = self.run(move |l| l.seal_cursor(&b, &r.position)).await?;
+        Ok(Response::new(v1::SealCursorReply {
+            cursor,
+            expires_at_ms,
+        }))
+    }
+
+    async fn open_cursor(
+        &self,
+        r: Request<v1::OpenCursorRequest>,
+    ) -> Result<Response<v1::OpenCursorReply>, Status> {
+        let r = r.into_inner();
+        let b = binding(r.binding)?;
+        let position = self.run(move |l| l.open_cursor(&r.cursor, &b)).await?;
+        Ok(Response::new(v1::OpenCursorReply { position }))
+    }
+
+    async fn append_event(
+        &self,
+        r: Request<v1::AppendEventRequest>,
+    ) -> Result<Response<v1::AppendEventReply>, Status> {
+        let r = r.into_inner();
+        let detail = if r.detail_json.is_empty() {
+            serde_json::json!({})
+        } else {
+            match serde_json::from_str::<serde_json::Value>(&r.detail_json) {
+                Ok(v @ serde_json::Value::Object(_)) => v,
+                _ => {
+                    return Err(DaemonError::refused(
+                        tc_core::Reason::BadArgument,
+                        "detail_json must be a JSON object",
+                    )
+                    .into())
+                }
+            }
+        };
+        let ev = NewEvent {
+            kind: "",
+            vault: r.vault,
+            tool: r.tool,
+            caller: r.caller,
+            args_hash: r.args_hash,
+            state_fp: r.state_fp,
+            detail,
+        };
+        let id = self
+            .run(move |l| l.append_client_event(&r.kind, ev))
+            .await?;
+        Ok(Response::new(v1::AppendEventReply { id }))
+    }
+
+    type ListEventsStream = ReceiverStream<Result<v1::Event, Status>>;
+
+    async fn list_events(
+        &self,
+        r: Request<v1::ListEventsRequest>,
+    ) -> Result<Response<Self::ListEventsStream>, Status> {
+        let r = r.into_inner();
+        let (tx, rx) = tokio::sync::mpsc::channel(256);
+        let ledger = self.ledger.clone();
+        // Subscribe before the first read so nothing committed in between is missed.
+        let mut committed = ledger.store.subscribe();
+        tokio::spawn(async move {
+            let mut after = r.after_id;
+            let mut left = if r.limit == 0 {
+                u64::MAX
+            } else {
+                u64::from(r.limit)
+            };
+            loop {
+                let batch_limit = left.min(500) as u32;
+                let l = ledger.clone();
+                let batch = match tokio::task::spawn_blocking(move || {
+                    l.store.events_after(after, batch_limit)
+                })
+                .await
+                {
+                    Ok(Ok(b)) => b,
+                    Ok(Err(e)) => {
+                        let _ = tx.send(Err(Status::from(e))).await;
+                        return;
+                    }
+                    Err(_) => return,
+                };
+                let full = batch.len() as u32 == batch_limit;
+                for e in batch {
+                    after = e.id;
+                    left -= 1;
+                    let ev = v1::Event {
+                        id: e.id,
+                        at_ms: e.at_ms,
+                        kind: e.kind,
+                        vault: e.vault,
+                        tool: e.tool,
+                        caller: e.caller,
+                        args_hash: e.args_hash,
+                        state_fp: e.state_fp,
+                        detail_json: e.detail,
+                    };
+                    if tx.send(Ok(ev)).await.is_err() {
+                        return;
+                    }
+                }
+                if left == 0 || (!full && !r.follow) {
+                    return;
+                }
+                if !full {
+                    tokio::select! {
+                        res = committed.recv() => {
+                            if let Err(tokio::sync::broadcast::error::RecvError::Closed) = res { return; }
+                        }
+                        _ = tx.closed() => return,
+                    }
+                }
+            }
+        });
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+
+    async fn list_pending(
+        &self,
+        r: Request<v1::ListPendingRequest>,
+    ) -> Result<Response<v1::ListPendingReply>, Status> {
+        let vault = r.into_inner().vault;
+        let rows = self.run(move |l| l.pending(&vault)).await?;
+        Ok(Response::new(v1::ListPendingReply {
+            requests: rows
+                .into_iter()
+                .map(|p| v1::PendingRequest {
+                    binding: Some(to_proto(&p.binding)),
+                    state_fp: p.state_fp,
+                    summary: p.summary,
+                    raised_at_ms: p.raised_at_ms,
+                    expires_at_ms: p.expires_at_ms,
+                    minted: p.minted,
+                })
+                .collect(),
+        }))
+    }
+
+    async fn counters(
+        &self,
+        _: Request<v1::CountersRequest>,
+    ) -> Result<Response<v1::CountersReply>, Status> {
+        let rows = self.run(|l| l.store.counters()).await?;
+        Ok(Response::new(v1::CountersReply {
+            counters: rows
+                .into_iter()
+                .map(|(name, labels, value)| v1::Counter {
+                    name,
+                    labels,
+                    value,
+                })
+                .collect(),
+        }))
+    }
+
+    async fn rotate_secret(
+        &self,
+        _: Request<v1::RotateSecretRequest>,
+    ) -> Result<Response<v1::RotateSecretReply>, Status> {
+        let voided_tokens = self.run(|l| l.rotate_secret()).await?;
+        Ok(Response::new(v1::RotateSecretReply { voided_tokens }))
+    }
+}

@@ -1,0 +1,294 @@
+//! The SQLite store: opening in WAL with `synchronous=FULL`, the versioned schema and
+//! its migrations, transactions, and the event log/counters every change writes into.
+//!
+//! - [`Store`]: one connection behind a mutex (SQLite serializes writers anyway).
+//! - [`NewEvent`]: an audit event, committed in the same transaction as its change.
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use rusqlite::{params, Connection, Transaction, TransactionBehavior};
+use tokio::sync::broadcast;
+
+use crate::error::DaemonError;
+
+/// Schema migrations; `PRAGMA user_version` is the index of the last one applied.
+const MIGRATIONS: &[&str] = &[
+    // 1: the initial schema.
+    r#"
+    CREATE TABLE raised (
+        vault TEXT NOT NULL, caller TEXT NOT NULL, args_hash TEXT NOT NULL,
+        tool TEXT NOT NULL, state_fp TEXT NOT NULL, summary TEXT NOT NULL,
+        raised_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,
+        PRIMARY KEY (vault, caller, args_hash)
+    );
+    CREATE TABLE tokens (
+        token_hash BLOB PRIMARY KEY,
+        vault TEXT NOT NULL, tool TEXT NOT NULL, caller TEXT NOT NULL, args_hash TEXT NOT NULL,
+        state_fp TEXT NOT NULL,
+        created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,
+        consumed_at INTEGER, redemption_id TEXT
+    );
+    CREATE TABLE redemptions (
+        id TEXT PRIMARY KEY, token_hash BLOB NOT NULL,
+        redeemed_at INTEGER NOT NULL, released_at INTEGER, final_at INTEGER
+    );
+    CREATE TABLE consumed_states (
+        nonce TEXT PRIMARY KEY, consumed_at INTEGER NOT NULL, expires_at INTEGER NOT NULL
+    );
+    CREATE INDEX consumed_states_expiry ON consumed_states (expires_at);
+    CREATE TABLE events (
+        id INTEGER PRIMARY KEY AUTOINCREMENT, at_ms INTEGER NOT NULL, kind TEXT NOT NULL,
+        vault TEXT NOT NULL, tool TEXT NOT NULL, caller TEXT NOT NULL,
+        args_hash TEXT NOT NULL, state_fp TEXT NOT NULL, detail TEXT NOT NULL
+    );
+    CREATE TABLE counters (
+        name TEXT NOT NULL, labels TEXT NOT NULL, value INTEGER NOT NULL,
+        PRIMARY KEY (name, labels)
+    );
+    "#,
+];
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: usize = MIGRATIONS.len();
+
+/// An audit event to commit alongside a state change. Never holds a token or secret.
+#[derive(Debug, Default, Clone)]
+pub struct NewEvent {
+    pub kind: &'static str,
+    pub vault: String,
+    pub tool: String,
+    pub caller: String,
+    pub args_hash: String,
+    pub state_fp: String,
+    pub detail: serde_json::Value,
+}
+
+/// A committed event as read back.
+#[derive(Debug, Clone)]
+pub struct EventRow {
+    pub id: i64,
+    pub at_ms: i64,
+    pub kind: String,
+    pub vault: String,
+    pub tool: String,
+    pub caller: String,
+    pub args_hash: String,
+    pub state_fp: String,
+    pub detail: String,
+}
+
+/// The database and the "events committed" signal `ListEvents --follow` waits on.
+pub struct Store {
+    conn: Mutex<Connection>,
+    committed: broadcast::Sender<i64>,
+}
+
+impl Store {
+    /// Opens (creating) `path`, sets WAL + `synchronous=FULL`, and migrates.
+    pub fn open(path: &Path) -> Result<Store, DaemonError> {
+        let mut conn = Connection::open(path)?;
+        // FULL: a commit (a spent token) is on disk before the reply leaves, so a
+        // `kill -9` or power loss right after cannot resurrect the token.
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.pragma_update(None, "synchronous", "FULL")?;
+        conn.pragma_update(None, "foreign_keys", "ON")?;
+        conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        migrate(&mut conn)?;
+        let (committed, _) = broadcast::channel(64);
+        Ok(Store {
+            conn: Mutex::new(conn),
+            committed,
+        })
+    }
+
+    /// Runs `f` in one IMMEDIATE transaction; its events commit with it or not at all.
+    ///
+    /// `f` returns `Err` to roll back, `Ok(Err(refusal))` to commit what it did and then
+    /// refuse (a drifted token is spent *and* refused), `Ok(Ok(v))` to commit.
+    pub fn write<T>(
+        &self,
+        f: impl FnOnce(&Transaction<'_>, &mut Vec<NewEvent>) -> Written<T>,
+    ) -> Result<T, DaemonError> {
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let mut events = Vec::new();
+        let result = f(&tx, &mut events)?;
+        let mut last = 0;
+        for ev in &events {
+            last = insert_event(&tx, ev)?;
+        }
+        tx.commit()?;
+        if last > 0 {
+            let _ = self.committed.send(last);
+        }
+        result
+    }
+
+    /// Runs a read-only query.
+    pub fn read<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> Result<T, DaemonError>,
+    ) -> Result<T, DaemonError> {
+        let conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        f(&conn)
+    }
+
+    /// Commits a single event with no other change.
+    pub fn append(&self, ev: NewEvent) -> Result<i64, DaemonError> {
+        let mut conn = self.conn.lock().unwrap_or_else(|p| p.into_inner());
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let id = insert_event(&tx, &ev)?;
+        tx.commit()?;
+        let _ = self.committed.send(id);
+        Ok(id)
+    }
+
+    /// Subscribes to "events up to id N committed".
+    pub fn subscribe(&self) -> broadcast::Receiver<i64> {
+        self.committed.subscribe()
+    }
+
+    /// Events with `id > after`, oldest first, at most `limit`.
+    pub fn events_after(&self, after: i64, limit: u32) -> Result<Vec<EventRow>, DaemonError> {
+        self.read(|c| {
+            let mut st = c.prepare_cached(
+                "SELECT id, at_ms, kind, vault, tool, caller, args_hash, state_fp, detail
+                 FROM events WHERE id > ?1 ORDER BY id LIMIT ?2",
+            )?;
+            let rows = st.query_map(params![after, limit], |r| {
+                Ok(EventRow {
+                    id: r.get(0)?,
+                    at_ms: r.get(1)?,
+                    kind: r.get(2)?,
+                    vault: r.get(3)?,
+                    tool: r.get(4)?,
+                    caller: r.get(5)?,
+                    args_hash: r.get(6)?,
+                    state_fp: r.get(7)?,
+                    detail: r.get(8)?,
+                })
+            })?;
+            Ok(rows.collect::<Result<_, _>>()?)
+        })
+    }
+
+    /// All counters as (name, labels, value).
+    pub fn counters(&self) -> Result<Vec<(String, String, u64)>, DaemonError> {
+        self.read(|c| {
+            let mut st =
+                c.prepare("SELECT name, labels, value FROM counters ORDER BY name, labels")?;
+            let rows = st.query_map([], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)? as u64))
+            })?;
+            Ok(rows.collect::<Result<_, _>>()?)
+        })
+    }
+}
+
+/// What a [`Store::write`] closure returns: outer `Err` rolls back, inner `Err` commits then refuses.
+pub type Written<T> = Result<Result<T, DaemonError>, DaemonError>;
+
+fn migrate(conn: &mut Connection) -> Result<(), DaemonError> {
+    let current: usize =
+        conn.pragma_query_value(None, "user_version", |r| r.get::<_, i64>(0))? as usize;
+    if current > SCHEMA_VERSION {
+        return Err(DaemonError::Internal(format!(
+            "database schema version {current} is newer than this tcd understands ({SCHEMA_VERSION}); upgrade tcd"
+        )));
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(current) {
+        let tx = conn.transaction_with_behavior(TransactionBehavior::Exclusive)?;
+        tx.execute_batch(sql)?;
+        tx.pragma_update(None, "user_version", (i + 1) as i64)?;
+        tx.commit()?;
+        tracing::info!(version = i + 1, "database migrated");
+    }
+    Ok(())
+}
+
+fn bump(tx: &Transaction<'_>, name: &str, labels: &str) -> rusqlite::Result<()> {
+    tx.execute(
+        "INSERT INTO counters (name, labels, value) VALUES (?1, ?2, 1)
+         ON CONFLICT (name, labels) DO UPDATE SET value = value + 1",
+        params![name, labels],
+    )?;
+    Ok(())
+}
+
+fn insert_event(tx: &Transaction<'_>, ev: &NewEvent) -> Result<i64, DaemonError> {
+    let detail = if ev.detail.is_null() {
+        "{}".to_string()
+    } else {
+        ev.detail.to_string()
+    };
+    tx.prepare_cached(
+        "INSERT INTO events (at_ms, kind, vault, tool, caller, args_hash, state_fp, detail)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+    )?
+    .execute(params![
+        tc_core::now_ms(),
+        ev.kind,
+        ev.vault,
+        ev.tool,
+        ev.caller,
+        ev.args_hash,
+        ev.state_fp,
+        detail
+    ])?;
+    let id = tx.last_insert_rowid();
+    bump(tx, "tc_events_total", &format!("kind=\"{}\"", ev.kind))?;
+    if ev.kind == tc_core::codes::events::OVERFLOW {
+        bump(tx, "governor_truncations_total", "")?;
+    }
+    Ok(id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn migrates_once_and_refuses_a_newer_schema() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("cache.db");
+        drop(Store::open(&path).unwrap());
+        drop(Store::open(&path).unwrap());
+        let c = Connection::open(&path).unwrap();
+        let v: i64 = c
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap();
+        assert_eq!(v as usize, SCHEMA_VERSION);
+        let mode: String = c
+            .pragma_query_value(None, "journal_mode", |r| r.get(0))
+            .unwrap();
+        assert_eq!(mode, "wal");
+        c.pragma_update(None, "user_version", 99).unwrap();
+        drop(c);
+        assert!(Store::open(&path).is_err());
+    }
+
+    #[test]
+    fn an_aborted_write_commits_no_event() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Store::open(&dir.path().join("db")).unwrap();
+        let r: Result<(), _> = s.write(|_, evs| {
+            evs.push(NewEvent {
+                kind: "x",
+                ..Default::default()
+            });
+            Err(DaemonError::Internal("no".into()))
+        });
+        assert!(r.is_err());
+        assert!(s.events_after(0, 10).unwrap().is_empty());
+        s.write(|_, evs| {
+            evs.push(NewEvent {
+                kind: "y",
+                ..Default::default()
+            });
+            Ok(Ok(()))
+        })
+        .unwrap();
+        assert_eq!(s.events_after(0, 10).unwrap()[0].kind, "y");
+    }
+}

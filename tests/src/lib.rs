@@ -1,0 +1,1 @@
+//! Harness for the cross-binary tests.
