@@ -1,0 +1,87 @@
+//! The `tcctl` command line (clap derive); `tcctl help <command>` is the reference.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Operator CLI for tc, the human confirmation gate for MCP tool calls.
+#[derive(Debug, Parser)]
+#[command(name = "tcctl", version, propagate_version = true)]
+pub struct Cli {
+    /// Config file (default: $TC_CONFIG, $XDG_CONFIG_HOME/tc/config.toml, ~/.config/tc/config.toml).
+    #[arg(long, global = true, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Daemon socket (default: daemon.socket from the config, else its documented fallback).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub socket: Option<PathBuf>,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Approve one blocked call: mint a single-use token for it (prints only the token).
+    Elicit(ElicitArgs),
+    /// Show the blocked calls waiting for a human, with what they would do.
+    Pending {
+        /// Only this vault.
+        #[arg(long)]
+        vault: Option<String>,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print the audit log.
+    Events {
+        /// Keep printing new events as they happen.
+        #[arg(long, short)]
+        follow: bool,
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+        /// Only events after this id.
+        #[arg(long, default_value_t = 0)]
+        after: i64,
+        /// At most this many events (0 = all).
+        #[arg(long, default_value_t = 0)]
+        limit: u32,
+    },
+    /// Print counters in the Prometheus text format.
+    Metrics,
+    /// Show whether tcd is running, where, and with which key.
+    Status,
+    /// Replace the server secret: every pending token, request state and cursor is voided.
+    RotateSecret,
+    /// Work with the gate policy in the config.
+    Policy {
+        #[command(subcommand)]
+        command: PolicyCommand,
+    },
+    /// Print a shell completion script.
+    Completions { shell: clap_complete::Shell },
+}
+
+#[derive(Debug, Args)]
+pub struct ElicitArgs {
+    /// The args_hash from the elicit_required refusal.
+    #[arg(long)]
+    pub hash: String,
+    /// The tool the confirmation is for.
+    #[arg(long)]
+    pub tool: String,
+    /// The vault (required when the config lists more than one).
+    #[arg(long)]
+    pub vault: Option<String>,
+    /// The caller that was blocked ("stdio" for editors that spawn tc-shim).
+    #[arg(long, default_value = tc_core::STDIO_CALLER)]
+    pub caller: String,
+    /// Pin the token to the state the refusal reported (refused if the target changed since).
+    #[arg(long)]
+    pub state_fp: Option<String>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PolicyCommand {
+    /// Validate the config and print each vault's gates.
+    Check,
+}

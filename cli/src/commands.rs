@@ -1,0 +1,409 @@
+//! One function per `tcctl` subcommand. Output meant for scripts (the token, `--json`)
+//! goes to stdout alone; everything for people goes to stderr or formatted stdout.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use clap::CommandFactory;
+use tc_core::config::{Config, Targets};
+use tc_proto::v1;
+use tokio_stream::StreamExt;
+
+use crate::cli::{Cli, Command, ElicitArgs, PolicyCommand};
+use crate::client::{self, status_error};
+use crate::{exit, CliError};
+
+/// Dispatches a parsed command line.
+pub async fn run(args: Cli) -> Result<(), CliError> {
+    if let Command::Completions { shell } = args.command {
+        clap_complete::generate(shell, &mut Cli::command(), "tcctl", &mut std::io::stdout());
+        return Ok(());
+    }
+    let config = Config::load(args.config.as_deref())
+        .map_err(|e| CliError::new(exit::CONFIG, e.to_string()))?;
+    let socket = match args.socket {
+        Some(s) => s,
+        None => config
+            .socket()
+            .map_err(|e| CliError::new(exit::CONFIG, e.to_string()))?,
+    };
+    match args.command {
+        Command::Elicit(a) => elicit(&config, socket, a).await,
+        Command::Pending { vault, json } => pending(socket, vault, json).await,
+        Command::Events {
+            follow,
+            json,
+            after,
+            limit,
+        } => events(socket, follow, json, after, limit).await,
+        Command::Metrics => metrics(socket).await,
+        Command::Status => status(socket).await,
+        Command::RotateSecret => rotate(socket).await,
+        Command::Policy {
+            command: PolicyCommand::Check,
+        } => policy_check(&config),
+        Command::Completions { .. } => unreachable!("handled above"),
+    }
+}
+
+fn vault_for(config: &Config, given: Option<String>) -> Result<String, CliError> {
+    if let Some(v) = given {
+        return Ok(v);
+    }
+    match config.vaults.as_slice() {
+        [only] => Ok(only.id.clone()),
+        [] => Err(CliError::new(
+            exit::FAILURE,
+            "--vault is required: the config lists no vaults (copy the command from the refusal, it names the vault)",
+        )),
+        many => Err(CliError::new(
+            exit::FAILURE,
+            format!(
+                "--vault is required: the config lists {} vaults ({})",
+                many.len(),
+                many.iter().map(|v| v.id.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+        )),
+    }
+}
+
+fn check_hex(flag: &str, v: &str) -> Result<(), CliError> {
+    if tc_core::hash::is_sha256_hex(v) {
+        Ok(())
+    } else {
+        Err(CliError::new(
+            exit::FAILURE,
+            format!("{flag} must be the 64 hex digits from the refusal, got {v:?}"),
+        ))
+    }
+}
+
+async fn elicit(config: &Config, socket: PathBuf, a: ElicitArgs) -> Result<(), CliError> {
+    check_hex("--hash", &a.hash)?;
+    if let Some(fp) = &a.state_fp {
+        check_hex("--state-fp", fp)?;
+    }
+    let vault = vault_for(config, a.vault)?;
+    let mut d = client::connect(&socket).await?;
+    let reply = d
+        .client
+        .mint(v1::MintRequest {
+            binding: Some(v1::Binding {
+                vault,
+                tool: a.tool,
+                caller: a.caller,
+                args_hash: a.hash,
+            }),
+            state_fp: a.state_fp,
+        })
+        .await
+        .map_err(|s| status_error(&socket, &s))?
+        .into_inner();
+    println!("{}", reply.token);
+    Ok(())
+}
+
+async fn pending(socket: PathBuf, vault: Option<String>, json: bool) -> Result<(), CliError> {
+    let mut d = client::connect(&socket).await?;
+    let reqs = d
+        .client
+        .list_pending(v1::ListPendingRequest {
+            vault: vault.unwrap_or_default(),
+        })
+        .await
+        .map_err(|s| status_error(&socket, &s))?
+        .into_inner()
+        .requests;
+    let mut out = std::io::stdout().lock();
+    if !json && reqs.is_empty() {
+        let _ = writeln!(out, "nothing is waiting for confirmation");
+    }
+    for p in reqs {
+        let b = p.binding.unwrap_or_default();
+        if json {
+            let line = serde_json::json!({
+                "vault": b.vault, "tool": b.tool, "caller": b.caller, "args_hash": b.args_hash,
+                "state_fp": p.state_fp, "summary": p.summary, "raised_at_ms": p.raised_at_ms,
+                "expires_at_ms": p.expires_at_ms, "minted": p.minted,
+            });
+            let _ = writeln!(out, "{line}");
+            continue;
+        }
+        let _ = writeln!(
+            out,
+            "{}{} · vault {} · caller {} · raised {} · expires {}\n  {}\n  approve: tcctl elicit --hash {} --tool {} --vault {} --caller {} --state-fp {}\n",
+            b.tool,
+            if p.minted { " (token minted)" } else { "" },
+            b.vault,
+            b.caller,
+            rfc3339(p.raised_at_ms),
+            rfc3339(p.expires_at_ms),
+            p.summary,
+            b.args_hash,
+            b.tool,
+            b.vault,
+            b.caller,
+            p.state_fp
+        );
+    }
+    Ok(())
+}
+
+async fn events(
+    socket: PathBuf,
+    follow: bool,
+    json: bool,
+    after: i64,
+    limit: u32,
+) -> Result<(), CliError> {
+    let mut d = client::connect(&socket).await?;
+    let mut stream = d
+        .client
+        .list_events(v1::ListEventsRequest {
+            after_id: after,
+            limit,
+            follow,
+        })
+        .await
+        .map_err(|s| status_error(&socket, &s))?
+        .into_inner();
+    while let Some(item) = stream.next().await {
+        let e = item.map_err(|s| status_error(&socket, &s))?;
+        let detail: serde_json::Value =
+            serde_json::from_str(&e.detail_json).unwrap_or(serde_json::Value::Null);
+        let line = if json {
+            serde_json::json!({
+                "id": e.id, "at_ms": e.at_ms, "kind": e.kind, "vault": e.vault, "tool": e.tool,
+                "caller": e.caller, "args_hash": e.args_hash, "state_fp": e.state_fp, "detail": detail,
+            })
+            .to_string()
+        } else {
+            let mut s = format!("{:>6} {} {}", e.id, rfc3339(e.at_ms), e.kind);
+            for (k, v) in [
+                ("vault", &e.vault),
+                ("tool", &e.tool),
+                ("caller", &e.caller),
+            ] {
+                if !v.is_empty() {
+                    s.push_str(&format!(" {k}={v}"));
+                }
+            }
+            if !e.args_hash.is_empty() {
+                s.push_str(&format!(
+                    " args_hash={}",
+                    &e.args_hash[..e.args_hash.len().min(12)]
+                ));
+            }
+            if detail.as_object().is_some_and(|o| !o.is_empty()) {
+                s.push_str(&format!(" {detail}"));
+            }
+            s
+        };
+        let mut out = std::io::stdout().lock();
+        if writeln!(out, "{line}").and_then(|_| out.flush()).is_err() {
+            return Ok(()); // stdout closed (e.g. piped into head)
+        }
+    }
+    Ok(())
+}
+
+async fn metrics(socket: PathBuf) -> Result<(), CliError> {
+    let mut d = client::connect(&socket).await?;
+    let counters = d
+        .client
+        .counters(v1::CountersRequest {})
+        .await
+        .map_err(|s| status_error(&socket, &s))?
+        .into_inner()
+        .counters;
+    let st = d
+        .client
+        .status(v1::StatusRequest {})
+        .await
+        .map_err(|s| status_error(&socket, &s))?
+        .into_inner();
+    print!("{}", prometheus(&counters, &st));
+    Ok(())
+}
+
+/// Renders counters and status gauges in the Prometheus text exposition format.
+pub fn prometheus(counters: &[v1::Counter], st: &v1::StatusReply) -> String {
+    let mut out = String::new();
+    let mut last = "";
+    for c in counters {
+        if c.name != last {
+            out.push_str(&format!("# TYPE {} counter\n", c.name));
+            last = &c.name;
+        }
+        if c.labels.is_empty() {
+            out.push_str(&format!("{} {}\n", c.name, c.value));
+        } else {
+            out.push_str(&format!("{}{{{}}} {}\n", c.name, c.labels, c.value));
+        }
+    }
+    if !counters
+        .iter()
+        .any(|c| c.name == "governor_truncations_total")
+    {
+        out.push_str("# TYPE governor_truncations_total counter\ngovernor_truncations_total 0\n");
+    }
+    for (name, v) in [
+        ("tc_pending_requests", st.pending_requests),
+        ("tc_live_tokens", st.live_tokens),
+        ("tc_uptime_seconds", st.uptime_seconds),
+    ] {
+        out.push_str(&format!("# TYPE {name} gauge\n{name} {v}\n"));
+    }
+    out
+}
+
+async fn status(socket: PathBuf) -> Result<(), CliError> {
+    let mut d = client::connect(&socket).await?;
+    let s = d
+        .client
+        .status(v1::StatusRequest {})
+        .await
+        .map_err(|s| status_error(&socket, &s))?
+        .into_inner();
+    println!("tcd {} (protocol {}) running", s.version, s.protocol);
+    println!("socket:     {}", s.socket);
+    println!("cache dir:  {}", s.cache_dir);
+    println!(
+        "key:        {}{}",
+        s.key_source,
+        if s.ephemeral {
+            " (nothing survives a restart)"
+        } else {
+            ""
+        }
+    );
+    println!("ttl:        {} s", s.elicit_ttl_seconds);
+    println!("uptime:     {} s", s.uptime_seconds);
+    println!(
+        "pending:    {} requests, {} live tokens, {} events",
+        s.pending_requests, s.live_tokens, s.events
+    );
+    Ok(())
+}
+
+async fn rotate(socket: PathBuf) -> Result<(), CliError> {
+    let mut d = client::connect(&socket).await?;
+    let r = d
+        .client
+        .rotate_secret(v1::RotateSecretRequest {})
+        .await
+        .map_err(|s| status_error(&socket, &s))?
+        .into_inner();
+    println!(
+        "secret rotated: {} unspent token(s) voided; pending request states and cursors no longer verify \
+         (clients are offered a fresh confirmation)",
+        r.voided_tokens
+    );
+    Ok(())
+}
+
+fn describe(t: &Option<Targets>) -> String {
+    match t {
+        None => "NO TARGETS".into(),
+        Some(Targets::None) => "none (arguments only)".into(),
+        Some(Targets::Paths(p)) => format!("paths {}", p.join(", ")),
+        Some(Targets::Tree { root, glob }) => format!("tree {root} {glob}"),
+        Some(Targets::Matching { root, contains }) => {
+            format!("matching under {root} containing {contains}")
+        }
+        Some(Targets::Git(a)) => format!("git {}", a.as_deref().unwrap_or("(vault root)")),
+        Some(Targets::Probe { tool, .. }) => format!("probe {tool}"),
+    }
+}
+
+fn policy_check(config: &Config) -> Result<(), CliError> {
+    let src = config
+        .source
+        .as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "(defaults: no file)".into());
+    println!("config {src}: valid");
+    for v in &config.vaults {
+        println!("vault {} (root {})", v.id, v.root.display());
+        if !v.root.is_dir() {
+            println!(
+                "  warning: root {} is not a directory here",
+                v.root.display()
+            );
+        }
+        if v.command.is_empty() {
+            println!(
+                "  note: no command; give it inline: tc-shim serve {} -- <server command>",
+                v.id
+            );
+        }
+        for g in &v.gates {
+            let when = if g.when.is_some() {
+                " (conditional)"
+            } else {
+                ""
+            };
+            println!("  gate {}{when}: {}", g.tool, describe(&g.targets));
+        }
+        for p in &v.paged {
+            println!("  paged {} over {}", p.tool, p.items);
+        }
+        println!("  floors: tools the server marks destructiveHint: true are gated even if not listed here");
+    }
+    Ok(())
+}
+
+/// `YYYY-MM-DDTHH:MM:SSZ` from Unix milliseconds (UTC, no time-zone database needed).
+pub fn rfc3339(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    // Howard Hinnant's civil_from_days.
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_matches_known_instants() {
+        assert_eq!(rfc3339(0), "1970-01-01T00:00:00Z");
+        assert_eq!(rfc3339(951_782_400_000), "2000-02-29T00:00:00Z");
+        assert_eq!(rfc3339(1_796_220_245_000), "2026-12-02T14:04:05Z");
+    }
+
+    #[test]
+    fn prometheus_text_has_types_and_labels() {
+        let c = vec![
+            v1::Counter {
+                name: "tc_events_total".into(),
+                labels: "kind=\"a\"".into(),
+                value: 2,
+            },
+            v1::Counter {
+                name: "tc_events_total".into(),
+                labels: "kind=\"b\"".into(),
+                value: 1,
+            },
+        ];
+        let t = prometheus(&c, &v1::StatusReply::default());
+        assert_eq!(t.matches("# TYPE tc_events_total counter").count(), 1);
+        assert!(t.contains("tc_events_total{kind=\"a\"} 2\n"));
+        assert!(t.contains("governor_truncations_total 0\n"));
+        assert!(t.contains("# TYPE tc_live_tokens gauge\ntc_live_tokens 0\n"));
+    }
+}

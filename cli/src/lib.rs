@@ -1,0 +1,64 @@
+//! `tcctl`, the operator CLI of tc: mints confirmations and inspects the daemon.
+//!
+//! - [`cli`]: the clap command line.
+//! - [`client`]: connecting to `tcd` and turning failures into messages a person can act on.
+//! - [`commands`]: one function per subcommand.
+
+pub mod cli;
+pub mod client;
+pub mod commands;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+/// Exit codes (documented in the README).
+pub mod exit {
+    /// Something else failed.
+    pub const FAILURE: u8 = 1;
+    /// `tcd` is not reachable.
+    pub const UNAVAILABLE: u8 = 3;
+    /// `tcd` refused the request (the message says why).
+    pub const REFUSED: u8 = 4;
+    /// The config file is invalid.
+    pub const CONFIG: u8 = 5;
+}
+
+/// An error with the exit code it deserves.
+#[derive(Debug, thiserror::Error)]
+#[error("{message}")]
+pub struct CliError {
+    pub code: u8,
+    pub message: String,
+}
+
+impl CliError {
+    pub fn new(code: u8, message: impl Into<String>) -> Self {
+        CliError {
+            code,
+            message: message.into(),
+        }
+    }
+}
+
+/// Runs `tcctl` and reports failures on stderr.
+pub fn main() -> ExitCode {
+    let args = cli::Cli::parse();
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("tcctl: cannot start: {e}");
+            return ExitCode::from(exit::FAILURE);
+        }
+    };
+    match rt.block_on(commands::run(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("tcctl: {}", e.message);
+            ExitCode::from(e.code)
+        }
+    }
+}
