@@ -176,17 +176,13 @@ impl Ledger {
         let now = now_ms();
         let exp = now + self.ttl_ms;
         self.store.write(|tx, evs| {
-            let raised: Option<(String, String, i64)> = match tx
+            let raised: Option<(String, String, i64)> = tx
                 .query_row(
                     "SELECT tool, state_fp, expires_at FROM raised WHERE vault = ?1 AND caller = ?2 AND args_hash = ?3",
                     params![b.vault, b.caller, b.args_hash],
                     |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
                 )
-                .optional()
-            {
-                Ok(r) => r,
-                Err(e) => return Err(e.into()),
-            };
+                .optional()?;
             let Some((tool, fp, raised_exp)) = raised else {
                 return Err(DaemonError::refused(
                     Reason::NoRaisedRequest,
@@ -218,13 +214,11 @@ impl Ledger {
                     ));
                 }
             }
-            if let Err(e) = tx.execute(
+            tx.execute(
                 "INSERT INTO tokens (token_hash, vault, tool, caller, args_hash, state_fp, created_at, expires_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
                 params![hash, b.vault, b.tool, b.caller, b.args_hash, fp, now, exp],
-            ) {
-                return Err(e.into());
-            }
+            )?;
             evs.push(b.event(events::MINTED, &fp, json!({ "expires_at_ms": exp })));
             Ok(Ok((token.clone(), exp, fp)))
         })
@@ -250,18 +244,14 @@ impl Ledger {
         let redemption = random_b64(18);
         self.store.write(|tx, evs| {
             type Row = (String, String, String, String, String, i64, Option<i64>);
-            let row: Option<Row> = match tx
+            let row: Option<Row> = tx
                 .query_row(
                     "SELECT vault, tool, caller, args_hash, state_fp, expires_at, consumed_at
                      FROM tokens WHERE token_hash = ?1",
                     params![hash],
                     |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?)),
                 )
-                .optional()
-            {
-                Ok(r) => r,
-                Err(e) => return Err(e.into()),
-            };
+                .optional()?;
             let Some((vault, tool, caller, args_hash, fp, exp, consumed)) = row else {
                 return Err(DaemonError::refused(
                     Reason::Unknown,
@@ -296,11 +286,9 @@ impl Ledger {
             let spent = tx.execute(
                 "UPDATE tokens SET consumed_at = ?2, redemption_id = ?3 WHERE token_hash = ?1 AND consumed_at IS NULL",
                 params![hash, now, if fp == current_fp { Some(&redemption) } else { None }],
-            );
-            match spent {
-                Ok(1) => {}
-                Ok(_) => return Err(DaemonError::refused(Reason::Spent, "this confirmation token was already used")),
-                Err(e) => return Err(e.into()),
+            )?;
+            if spent != 1 {
+                return Err(DaemonError::refused(Reason::Spent, "this confirmation token was already used"));
             }
             if fp != current_fp {
                 evs.push(b.event(events::REPLAY_DRIFT, current_fp, json!({ "approved_state_fp": fp })));
@@ -309,12 +297,10 @@ impl Ledger {
                     "the target changed since the confirmation was requested; nothing was applied and the token is spent",
                 )));
             }
-            if let Err(e) = tx.execute(
+            tx.execute(
                 "INSERT INTO redemptions (id, token_hash, redeemed_at) VALUES (?1, ?2, ?3)",
                 params![redemption, hash, now],
-            ) {
-                return Err(e.into());
-            }
+            )?;
             evs.push(b.event(events::REDEEMED, current_fp, json!({ "redemption_id": redemption })));
             Ok(Ok(redemption.clone()))
         })
@@ -325,17 +311,16 @@ impl Ledger {
     pub fn release(&self, redemption_id: &str, why: &str) -> Result<(), DaemonError> {
         let now = now_ms();
         self.store.write(|tx, evs| {
-            let r: Result<Option<(Vec<u8>, Option<i64>, Option<i64>)>, _> = tx
+            type Row = (Vec<u8>, Option<i64>, Option<i64>);
+            let row: Option<Row> = tx
                 .query_row(
                     "SELECT token_hash, released_at, final_at FROM redemptions WHERE id = ?1",
                     params![redemption_id],
                     |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
                 )
-                .optional();
-            let (hash, released, fin) = match r {
-                Ok(Some(row)) => row,
-                Ok(None) => return Err(DaemonError::refused(Reason::Unknown, "no such redemption")),
-                Err(e) => return Err(e.into()),
+                .optional()?;
+            let Some((hash, released, fin)) = row else {
+                return Err(DaemonError::refused(Reason::Unknown, "no such redemption"));
             };
             if released.is_some() {
                 return Err(DaemonError::refused(Reason::Spent, "this redemption was already released"));
@@ -346,25 +331,18 @@ impl Ledger {
                     "the call already ran with this redemption; it cannot be released",
                 ));
             }
-            let res: rusqlite::Result<Binding> = (|| {
-                tx.execute("UPDATE redemptions SET released_at = ?2 WHERE id = ?1", params![redemption_id, now])?;
-                tx.execute(
-                    "UPDATE tokens SET consumed_at = NULL, redemption_id = NULL WHERE token_hash = ?1 AND redemption_id = ?2",
-                    params![hash, redemption_id],
-                )?;
-                tx.query_row(
-                    "SELECT vault, tool, caller, args_hash FROM tokens WHERE token_hash = ?1",
-                    params![hash],
-                    |r| Ok(Binding { vault: r.get(0)?, tool: r.get(1)?, caller: r.get(2)?, args_hash: r.get(3)? }),
-                )
-            })();
-            match res {
-                Ok(b) => {
-                    evs.push(b.event(events::RELEASED, "", json!({ "reason": why, "redemption_id": redemption_id })));
-                    Ok(Ok(()))
-                }
-                Err(e) => Err(e.into()),
-            }
+            tx.execute("UPDATE redemptions SET released_at = ?2 WHERE id = ?1", params![redemption_id, now])?;
+            tx.execute(
+                "UPDATE tokens SET consumed_at = NULL, redemption_id = NULL WHERE token_hash = ?1 AND redemption_id = ?2",
+                params![hash, redemption_id],
+            )?;
+            let b = tx.query_row(
+                "SELECT vault, tool, caller, args_hash FROM tokens WHERE token_hash = ?1",
+                params![hash],
+                |r| Ok(Binding { vault: r.get(0)?, tool: r.get(1)?, caller: r.get(2)?, args_hash: r.get(3)? }),
+            )?;
+            evs.push(b.event(events::RELEASED, "", json!({ "reason": why, "redemption_id": redemption_id })));
+            Ok(Ok(()))
         })
     }
 
@@ -380,26 +358,21 @@ impl Ledger {
         let now = now_ms();
         self.store.write(|tx, evs| {
             if !redemption_id.is_empty() {
-                match tx.execute(
+                let n = tx.execute(
                     "UPDATE redemptions SET final_at = ?2 WHERE id = ?1 AND final_at IS NULL AND released_at IS NULL",
                     params![redemption_id, now],
-                ) {
-                    Ok(1) => {}
-                    Ok(_) => {
-                        return Err(DaemonError::refused(
-                            Reason::Spent,
-                            "this redemption is unknown, released, or already recorded as run",
-                        ))
-                    }
-                    Err(e) => return Err(e.into()),
+                )?;
+                if n != 1 {
+                    return Err(DaemonError::refused(
+                        Reason::Spent,
+                        "this redemption is unknown, released, or already recorded as run",
+                    ));
                 }
             }
-            if let Err(e) = tx.execute(
+            tx.execute(
                 "DELETE FROM raised WHERE vault = ?1 AND caller = ?2 AND args_hash = ?3",
                 params![b.vault, b.caller, b.args_hash],
-            ) {
-                return Err(e.into());
-            }
+            )?;
             evs.push(b.event(events::CONSUMED, state_fp, json!({ "route": route })));
             Ok(Ok(()))
         })
@@ -489,21 +462,16 @@ impl Ledger {
         if consume {
             let now = now_ms();
             self.store.write(|tx, evs| {
-                match tx.execute(
+                let n = tx.execute(
                     "INSERT INTO consumed_states (nonce, consumed_at, expires_at) VALUES (?1, ?2, ?3)
                      ON CONFLICT (nonce) DO NOTHING",
                     params![s.nonce, now, s.expires_at_ms],
-                ) {
-                    Ok(1) => Ok(Ok(())),
-                    Ok(_) => {
-                        evs.push(b.event(events::REFUSED, &s.state_fp, json!({ "reason": "spent", "what": "request_state" })));
-                        Ok(Err(DaemonError::refused(
-                            Reason::Spent,
-                            "this requestState was already used to authorize a call",
-                        )))
-                    }
-                    Err(e) => Err(e.into()),
+                )?;
+                if n == 1 {
+                    return Ok(Ok(()));
                 }
+                evs.push(b.event(events::REFUSED, &s.state_fp, json!({ "reason": "spent", "what": "request_state" })));
+                Ok(Err(DaemonError::refused(Reason::Spent, "this requestState was already used to authorize a call")))
             })?;
         }
         Ok(s)
