@@ -60,9 +60,6 @@ pub fn status_error(socket: &Path, s: &tonic::Status) -> CliError {
         );
     }
     match s.code() {
-        tonic::Code::Unavailable if s.message().contains("tcd") => {
-            CliError::new(exit::FAILURE, s.message())
-        }
         tonic::Code::Unavailable | tonic::Code::Unknown => {
             CliError::new(exit::UNAVAILABLE, not_running(socket))
         }

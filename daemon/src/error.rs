@@ -60,7 +60,7 @@ impl From<DaemonError> for Status {
                 ) =>
             {
                 tracing::error!(error = %f, "database cannot be written");
-                Status::unavailable(
+                Status::resource_exhausted(
                     "tcd cannot write its database (disk full or read-only); nothing was recorded",
                 )
             }
