@@ -1,4 +1,107 @@
-//! `tc-shim`: placeholder entry point until the proxy lands (issue 3).
-fn main() -> anyhow::Result<()> {
-    anyhow::bail!("tc-shim is not built yet")
+//! `tc-shim`: the MCP stdio proxy that puts a human confirmation gate in front of a
+//! downstream MCP server (`tc-shim serve <vault> [-- <command…>]`).
+
+mod daemon_client;
+mod framing;
+mod gitindex;
+mod policy;
+mod proxy;
+mod results;
+mod targets;
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+
+#[derive(Parser)]
+#[command(
+    name = "tc-shim",
+    version,
+    about = "MCP stdio proxy gating tool calls behind human confirmation"
+)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Proxy the vault's downstream MCP server over stdio.
+    Serve {
+        /// Vault id from the config.
+        vault: String,
+        /// Config file (default: $TC_CONFIG, else the XDG location).
+        #[arg(long)]
+        config: Option<PathBuf>,
+        /// Daemon socket (default: daemon.socket from the config, else the default path).
+        #[arg(long)]
+        socket: Option<PathBuf>,
+        /// Downstream command (overrides vault.command).
+        #[arg(last = true)]
+        command: Vec<String>,
+    },
+}
+
+fn main() {
+    tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("TC_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .init();
+    match real_main() {
+        Ok(code) => std::process::exit(code),
+        Err(e) => {
+            eprintln!("tc-shim: {e:#}");
+            std::process::exit(2);
+        }
+    }
+}
+
+fn real_main() -> anyhow::Result<i32> {
+    let Cmd::Serve {
+        vault,
+        config,
+        socket,
+        command,
+    } = Cli::parse().cmd;
+    let cfg = tc_core::Config::load(config.as_deref())?;
+    let v = match cfg.vault(&vault) {
+        Some(v) => v.clone(),
+        None if !command.is_empty() => {
+            tracing::warn!("vault {vault:?} is not in the config: no gates, root = current directory");
+            tc_core::config::VaultConfig {
+                id: vault.clone(),
+                root: std::env::current_dir()?,
+                command: Vec::new(),
+                legacy_elicitation_shim: false,
+                lean: false,
+                gates: Vec::new(),
+                paged: Vec::new(),
+                acl: Default::default(),
+            }
+        }
+        None => anyhow::bail!(
+            "vault {vault:?} is not in the config{}; add a [[vaults]] entry or give `-- <command…>`",
+            cfg.source.as_ref().map(|p| format!(" ({})", p.display())).unwrap_or_default()
+        ),
+    };
+    let command = if command.is_empty() {
+        v.command.clone()
+    } else {
+        command
+    };
+    let socket = match socket {
+        Some(s) => s,
+        None => cfg.socket().context("finding the daemon socket")?,
+    };
+    let policy = policy::Policy::new(&v)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    rt.block_on(proxy::run(policy, socket, command))
 }

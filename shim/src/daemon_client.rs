@@ -1,0 +1,181 @@
+//! The shim's gRPC client of `tcd`: lazy connection (reconnects on the next gated
+//! call after a failure), and Raise / Redeem / Release / RecordConsumed.
+
+use std::path::PathBuf;
+
+use tc_proto::v1::confirm_client::ConfirmClient;
+use tc_proto::v1::{self, Binding};
+use tokio::sync::Mutex;
+use tonic::transport::Channel;
+
+/// Why a daemon call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// Could not reach the daemon at all (not running, socket missing, transport broke).
+    #[error("the tc daemon is unreachable at {socket}: {why}")]
+    Unreachable { socket: PathBuf, why: String },
+    /// The daemon answered with a refusal (or another error status).
+    #[error("{0}")]
+    Refused(tonic::Status),
+}
+
+impl DaemonError {
+    /// The machine-readable refusal reason, if this is a domain refusal.
+    pub fn reason(&self) -> Option<tc_core::Reason> {
+        match self {
+            DaemonError::Refused(s) => tc_proto::reason(s),
+            DaemonError::Unreachable { .. } => None,
+        }
+    }
+}
+
+/// A lazily connected client.
+pub struct Daemon {
+    pub socket: PathBuf,
+    client: Mutex<Option<ConfirmClient<Channel>>>,
+}
+
+impl Daemon {
+    /// A client for the socket at `socket`; nothing is connected yet.
+    pub fn new(socket: PathBuf) -> Daemon {
+        Daemon {
+            socket,
+            client: Mutex::new(None),
+        }
+    }
+
+    fn unreachable(&self, why: impl ToString) -> DaemonError {
+        DaemonError::Unreachable {
+            socket: self.socket.clone(),
+            why: why.to_string(),
+        }
+    }
+
+    async fn client(&self) -> Result<ConfirmClient<Channel>, DaemonError> {
+        let mut guard = self.client.lock().await;
+        if let Some(c) = guard.as_ref() {
+            return Ok(c.clone());
+        }
+        let channel = tc_proto::connect(&self.socket)
+            .await
+            .map_err(|e| self.unreachable(format!("{e} ({})", source_chain(&e))))?;
+        let mut c = ConfirmClient::new(channel);
+        let status = c
+            .status(v1::StatusRequest {})
+            .await
+            .map_err(|e| self.unreachable(e.message()))?
+            .into_inner();
+        if status.protocol != tc_proto::PROTOCOL {
+            return Err(self.unreachable(format!(
+                "daemon speaks protocol {}, this shim {}",
+                status.protocol,
+                tc_proto::PROTOCOL
+            )));
+        }
+        *guard = Some(c.clone());
+        Ok(c)
+    }
+
+    /// Maps an RPC error: transport-level failures drop the connection so the next call reconnects.
+    async fn fail(&self, s: tonic::Status) -> DaemonError {
+        if tc_proto::reason(&s).is_none()
+            && matches!(
+                s.code(),
+                tonic::Code::Unavailable | tonic::Code::Unknown | tonic::Code::Cancelled
+            )
+        {
+            *self.client.lock().await = None;
+            return self.unreachable(s.message());
+        }
+        DaemonError::Refused(s)
+    }
+
+    /// Records a raised request.
+    pub async fn raise(
+        &self,
+        binding: Binding,
+        state_fp: &str,
+        summary: String,
+    ) -> Result<(), DaemonError> {
+        let mut c = self.client().await?;
+        let r = c
+            .raise(v1::RaiseRequest {
+                binding: Some(binding),
+                state_fp: state_fp.into(),
+                summary,
+            })
+            .await;
+        match r {
+            Ok(_) => Ok(()),
+            Err(s) => Err(self.fail(s).await),
+        }
+    }
+
+    /// Spends a token against the call being made now; returns the redemption id.
+    pub async fn redeem(
+        &self,
+        token: &str,
+        binding: Binding,
+        current_fp: &str,
+    ) -> Result<String, DaemonError> {
+        let mut c = self.client().await?;
+        match c
+            .redeem(v1::RedeemRequest {
+                token: token.into(),
+                binding: Some(binding),
+                current_state_fp: current_fp.into(),
+            })
+            .await
+        {
+            Ok(r) => Ok(r.into_inner().redemption_id),
+            Err(s) => Err(self.fail(s).await),
+        }
+    }
+
+    /// Gives a redemption's token back (nothing ran).
+    pub async fn release(&self, redemption_id: &str, reason: &str) -> Result<(), DaemonError> {
+        let mut c = self.client().await?;
+        match c
+            .release(v1::ReleaseRequest {
+                redemption_id: redemption_id.into(),
+                reason: reason.into(),
+            })
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(s) => Err(self.fail(s).await),
+        }
+    }
+
+    /// Records that the gated call was forwarded (`tc.elicit.consumed`).
+    pub async fn consumed(
+        &self,
+        binding: Binding,
+        state_fp: &str,
+        redemption_id: &str,
+    ) -> Result<(), DaemonError> {
+        let mut c = self.client().await?;
+        match c
+            .record_consumed(v1::RecordConsumedRequest {
+                binding: Some(binding),
+                state_fp: state_fp.into(),
+                route: "cli_token".into(),
+                redemption_id: redemption_id.into(),
+            })
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(s) => Err(self.fail(s).await),
+        }
+    }
+}
+
+fn source_chain(e: &dyn std::error::Error) -> String {
+    let mut out = Vec::new();
+    let mut cur = e.source();
+    while let Some(s) = cur {
+        out.push(s.to_string());
+        cur = s.source();
+    }
+    out.join(": ")
+}

@@ -1,0 +1,708 @@
+//! The stdio proxy: spawns the downstream, pumps newline-delimited JSON-RPC both ways
+//! (original bytes when unmodified), intercepts `tools/list` and gates `tools/call`.
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tc_core::ErrorCode;
+use tc_proto::v1::Binding;
+use tokio::io::BufReader;
+use tokio::process::Command;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::daemon_client::{Daemon, DaemonError};
+use crate::framing::{read_frame, write_line, Frame, MAX_LINE};
+use crate::policy::{self, Policy, PolicyError};
+use crate::results::{self, Shown};
+use crate::targets;
+
+/// How long an internal request (tools/list, probe) may take.
+const INTERNAL_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A line to write, with an optional acknowledgement once it was written.
+type Out = (Vec<u8>, Option<oneshot::Sender<()>>);
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Pending {
+    Plain,
+    ToolsList,
+}
+
+#[derive(Default)]
+struct State {
+    /// Client requests forwarded downstream and not yet answered, by canonical id.
+    pending: HashMap<String, (Value, Pending)>,
+    /// The shim's own requests to the downstream.
+    internal: HashMap<String, oneshot::Sender<Value>>,
+    /// Tool definitions learned from `tools/list` (None until the first one).
+    tools: Option<HashMap<String, Value>>,
+    /// `tools/call`s the shim holds (not yet forwarded): id → cancelled.
+    held: HashMap<String, bool>,
+    /// The downstream's stdout closed.
+    child_gone: bool,
+}
+
+/// Everything the pumps and call handlers share.
+pub struct Shim {
+    policy: Policy,
+    daemon: Daemon,
+    to_child: Mutex<Option<mpsc::UnboundedSender<Out>>>,
+    to_client: mpsc::UnboundedSender<Out>,
+    state: Mutex<State>,
+    next_id: AtomicU64,
+}
+
+fn key(id: &Value) -> String {
+    id.to_string()
+}
+
+impl Shim {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn send_client(&self, v: &Value) {
+        let _ = self.to_client.send((v.to_string().into_bytes(), None));
+    }
+
+    fn send_child(&self, line: Vec<u8>, ack: Option<oneshot::Sender<()>>) -> bool {
+        match self
+            .to_child
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_ref()
+        {
+            Some(tx) => tx.send((line, ack)).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Forwards a client request downstream, remembering it so its response can be matched.
+    fn forward_request(
+        &self,
+        id: &Value,
+        kind: Pending,
+        line: Vec<u8>,
+        ack: Option<oneshot::Sender<()>>,
+    ) {
+        self.lock().pending.insert(key(id), (id.clone(), kind));
+        if !self.send_child(line, ack) {
+            self.lock().pending.remove(&key(id));
+            self.send_client(&results::error(
+                id,
+                results::INTERNAL_ERROR,
+                "the downstream MCP server is not running",
+            ));
+        }
+    }
+
+    /// Sends the shim's own request downstream and waits for its result.
+    async fn internal(&self, method: &str, params: Value) -> Result<Value, String> {
+        let id = format!("tc-shim-{}", self.next_id.fetch_add(1, Ordering::Relaxed));
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut st = self.lock();
+            if st.child_gone {
+                return Err("the downstream MCP server exited".into());
+            }
+            st.internal.insert(id.clone(), tx);
+        }
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        if !self.send_child(msg.to_string().into_bytes(), None) {
+            self.lock().internal.remove(&id);
+            return Err("the downstream MCP server is not running".into());
+        }
+        let resp = match tokio::time::timeout(INTERNAL_TIMEOUT, rx).await {
+            Ok(Ok(v)) => v,
+            Ok(Err(_)) => return Err("the downstream MCP server exited".into()),
+            Err(_) => {
+                self.lock().internal.remove(&id);
+                return Err(format!(
+                    "the downstream did not answer {method} within {INTERNAL_TIMEOUT:?}"
+                ));
+            }
+        };
+        if let Some(e) = resp.get("error") {
+            return Err(format!("downstream {method} failed: {e}"));
+        }
+        Ok(resp.get("result").cloned().unwrap_or(Value::Null))
+    }
+
+    /// Learns tool definitions from a `tools/list` result and rewrites it for the client.
+    fn rewrite_tools_list(&self, result: &mut Value) {
+        let Some(tools) = result.get_mut("tools").and_then(Value::as_array_mut) else {
+            return;
+        };
+        let mut learned = Vec::new();
+        tools.retain_mut(|t| {
+            let Some(name) = t.get("name").and_then(Value::as_str).map(String::from) else { return true };
+            learned.push((name.clone(), t.clone()));
+            let gated = self.policy.gate_entry(&name).is_some();
+            if policy::is_floor(Some(t)) && !gated {
+                tracing::warn!(tool = %name, "hiding destructive tool with no gate entry; add: {}", policy::missing_gate_hint(&name, Some(t)));
+                return false;
+            }
+            if gated {
+                add_elicit_token(t);
+            }
+            true
+        });
+        let mut st = self.lock();
+        let map = st.tools.get_or_insert_with(HashMap::new);
+        map.extend(learned);
+    }
+
+    /// Makes sure tool annotations are known, listing the downstream's tools ourselves if needed.
+    async fn ensure_tools(&self) -> Result<(), String> {
+        if self.lock().tools.is_some() {
+            return Ok(());
+        }
+        let mut cursor: Option<Value> = None;
+        let mut all = HashMap::new();
+        for _ in 0..100 {
+            let params = match &cursor {
+                Some(c) => json!({"cursor": c}),
+                None => json!({}),
+            };
+            let r = self.internal("tools/list", params).await?;
+            for t in r
+                .get("tools")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(n) = t.get("name").and_then(Value::as_str) {
+                    all.insert(n.to_string(), t.clone());
+                }
+            }
+            match r.get("nextCursor") {
+                Some(c) if !c.is_null() => cursor = Some(c.clone()),
+                _ => break,
+            }
+        }
+        self.lock()
+            .tools
+            .get_or_insert_with(HashMap::new)
+            .extend(all);
+        Ok(())
+    }
+
+    fn tool_def(&self, name: &str) -> Option<Value> {
+        self.lock()
+            .tools
+            .as_ref()
+            .and_then(|m| m.get(name).cloned())
+    }
+
+    fn unhold(&self, id: &Value) -> bool {
+        self.lock().held.remove(&key(id)).unwrap_or(false)
+    }
+
+    /// Answers a held call with a tool result.
+    fn answer(&self, id: &Value, result: Value) {
+        let cancelled = self.unhold(id);
+        if !cancelled {
+            self.send_client(&results::response(id, result));
+        }
+    }
+
+    /// Handles one `tools/call` from the client.
+    async fn handle_call(self: Arc<Self>, id: Value, msg: Value, line: Vec<u8>) {
+        let Some(name) = msg
+            .pointer("/params/name")
+            .and_then(Value::as_str)
+            .map(String::from)
+        else {
+            self.unhold(&id);
+            self.forward_request(&id, Pending::Plain, line, None);
+            return;
+        };
+        let args = msg
+            .pointer("/params/arguments")
+            .cloned()
+            .unwrap_or_else(|| json!({}));
+        if let Err(e) = self.ensure_tools().await {
+            tracing::warn!("could not list downstream tools before {name}: {e}");
+        }
+        let def = self.tool_def(&name);
+        let gate = self.policy.gate_entry(&name).cloned();
+        if policy::is_floor(def.as_ref()) && gate.is_none() {
+            let hint = policy::missing_gate_hint(&name, def.as_ref());
+            let text = format!(
+                "Tool `{name}` is destructive (destructiveHint: true) and this vault has no gate entry for it, \
+                 so it is disabled. Ask the operator to add to the tc config: {hint}"
+            );
+            self.answer(
+                &id,
+                results::tool_error(
+                    ErrorCode::GateNotConfigured,
+                    text,
+                    json!({"tool": name, "add": hint}),
+                    None,
+                ),
+            );
+            return;
+        }
+        let paths = match self.policy.resolve_all(&args, gate.as_ref()) {
+            Ok(p) => p,
+            Err(e) => return self.answer(&id, policy_result(&e)),
+        };
+        let applies = match &gate {
+            Some(g) => match self.policy.applies(g, &args) {
+                Ok(a) => a,
+                Err(e) => return self.answer(&id, policy_result(&e)),
+            },
+            None => false,
+        };
+        let read_only = policy::is_read_only(def.as_ref());
+        let token = args
+            .get("elicit_token")
+            .and_then(Value::as_str)
+            .map(String::from);
+        let Some(gate) = gate.filter(|_| applies) else {
+            if let Err(e) = self.policy.check_acl(&paths, read_only) {
+                return self.answer(&id, policy_result(&e));
+            }
+            let line = if args.get("elicit_token").is_some() {
+                stripped(&msg)
+            } else {
+                line
+            };
+            self.forward_held(&id, line, None);
+            return;
+        };
+        let args_hash = tc_core::hash::args_hash(&name, &args);
+        let binding = Binding {
+            vault: self.policy.vault.clone(),
+            tool: name.clone(),
+            caller: tc_core::STDIO_CALLER.into(),
+            args_hash: args_hash.clone(),
+        };
+        let state_fp = match self.state_fp(&gate, &args).await {
+            Ok(fp) => fp,
+            Err(e) => {
+                let text = format!("Cannot compute the confirmation target of `{name}`: {e}");
+                return self.answer(
+                    &id,
+                    results::tool_error(ErrorCode::InvalidInput, text, json!({"tool": name}), None),
+                );
+            }
+        };
+        let shown = Shown {
+            vault: &self.policy.vault,
+            tool: &name,
+            caller: tc_core::STDIO_CALLER,
+            args_hash: &args_hash,
+            state_fp: &state_fp,
+        };
+        let Some(token) = token else {
+            let summary = summarize(&name, &args);
+            return match self.daemon.raise(binding, &state_fp, summary).await {
+                Ok(()) => self.answer(&id, results::elicit_required(&shown)),
+                Err(e) => self.answer(&id, self.daemon_result(&e, &shown)),
+            };
+        };
+        let redemption = match self.daemon.redeem(&token, binding.clone(), &state_fp).await {
+            Ok(r) => r,
+            Err(e) => return self.answer(&id, self.daemon_result(&e, &shown)),
+        };
+        if let Err(e) = self.policy.check_acl(&paths, read_only) {
+            if let Err(re) = self.daemon.release(&redemption, "acl").await {
+                tracing::warn!("release after ACL refusal failed: {re}");
+            }
+            return self.answer(&id, policy_result(&e));
+        }
+        let (ack_tx, ack_rx) = oneshot::channel();
+        if !self.forward_held(&id, stripped(&msg), Some(ack_tx)) {
+            if let Err(re) = self.daemon.release(&redemption, "cancelled").await {
+                tracing::warn!("release after cancellation failed: {re}");
+            }
+            return;
+        }
+        if ack_rx.await.is_ok() {
+            if let Err(e) = self.daemon.consumed(binding, &state_fp, &redemption).await {
+                tracing::warn!("recording the consumed confirmation failed: {e}");
+            }
+        }
+    }
+
+    /// Forwards a held call unless it was cancelled meanwhile (checked under the state lock).
+    fn forward_held(&self, id: &Value, line: Vec<u8>, ack: Option<oneshot::Sender<()>>) -> bool {
+        {
+            let mut st = self.lock();
+            if st.held.remove(&key(id)) == Some(true) {
+                return false;
+            }
+            st.pending.insert(key(id), (id.clone(), Pending::Plain));
+        }
+        if !self.send_child(line, ack) {
+            self.lock().pending.remove(&key(id));
+            self.send_client(&results::error(
+                id,
+                results::INTERNAL_ERROR,
+                "the downstream MCP server is not running",
+            ));
+        }
+        true
+    }
+
+    async fn state_fp(&self, gate: &tc_core::config::Gate, args: &Value) -> Result<String, String> {
+        match &gate.targets {
+            Some(tc_core::config::Targets::Probe { tool, arguments }) => {
+                let probe_args = targets::probe_arguments(arguments, args);
+                let r = self
+                    .internal("tools/call", json!({"name": tool, "arguments": probe_args}))
+                    .await?;
+                Ok(targets::probe_fp(tool, &probe_args, &r))
+            }
+            Some(t) => targets::local_fp(&self.policy, t, args).map_err(|e| e.to_string()),
+            None => Err("the gate declares no targets".into()),
+        }
+    }
+
+    fn daemon_result(&self, e: &DaemonError, s: &Shown<'_>) -> Value {
+        let details = json!({"tool": s.tool, "vault": s.vault, "caller": s.caller, "args_hash": s.args_hash, "state_fp": s.state_fp});
+        match e {
+            DaemonError::Unreachable { socket, why } => {
+                let text = format!(
+                    "Tool `{}` needs a human confirmation, but the tc daemon is not reachable at {} ({why}). \
+                     The call was NOT run. Ask the human to start it with `systemctl --user start tcd`, then retry the call.",
+                    s.tool,
+                    socket.display()
+                );
+                let mut d = details;
+                d["socket"] = json!(socket.display().to_string());
+                results::tool_error(
+                    ErrorCode::ConfirmationUnavailable,
+                    text,
+                    d,
+                    Some(json!({"command": "systemctl --user start tcd"})),
+                )
+            }
+            DaemonError::Refused(status) => match e.reason() {
+                Some(tc_core::Reason::ReplayDrift) => {
+                    let text = format!(
+                        "The confirmation for `{}` no longer matches: its target changed since the human approved it, \
+                         so nothing was run and the token is spent. Send the call again WITHOUT elicit_token to request \
+                         a fresh confirmation from the human.",
+                        s.tool
+                    );
+                    results::tool_error(ErrorCode::ReplayDrift, text, details, None)
+                }
+                reason => {
+                    let reason = reason.map(|r| r.as_str()).unwrap_or("daemon_error");
+                    let text = format!(
+                        "The confirmation token for `{}` was refused ({reason}: {}). Nothing was run. \
+                         Send the call again WITHOUT elicit_token to request a fresh confirmation from the human.",
+                        s.tool,
+                        status.message()
+                    );
+                    let mut d = details;
+                    d["reason"] = json!(reason);
+                    results::tool_error(ErrorCode::InvalidInput, text, d, None)
+                }
+            },
+        }
+    }
+
+    /// Handles one line from the client.
+    fn on_client_line(self: &Arc<Self>, line: Vec<u8>) {
+        let msg: Value = match serde_json::from_slice(&line) {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!("client sent malformed JSON: {e}");
+                self.send_client(&results::error(
+                    &Value::Null,
+                    results::PARSE_ERROR,
+                    format!("parse error: {e}"),
+                ));
+                return;
+            }
+        };
+        if !msg.is_object() {
+            self.send_client(&results::error(
+                &Value::Null,
+                results::INVALID_REQUEST,
+                "expected a JSON-RPC message object",
+            ));
+            return;
+        }
+        let method = msg.get("method").and_then(Value::as_str);
+        let id = msg.get("id").filter(|i| !i.is_null()).cloned();
+        match (method, id) {
+            (Some("tools/call"), Some(id)) => {
+                self.lock().held.insert(key(&id), false);
+                tokio::spawn(Arc::clone(self).handle_call(id, msg, line));
+            }
+            (Some("tools/list"), Some(id)) => {
+                self.forward_request(&id, Pending::ToolsList, line, None)
+            }
+            (Some(_), Some(id)) => self.forward_request(&id, Pending::Plain, line, None),
+            (Some("notifications/cancelled"), None) => {
+                if let Some(rid) = msg.pointer("/params/requestId") {
+                    if let Some(c) = self.lock().held.get_mut(&key(rid)) {
+                        *c = true;
+                        return;
+                    }
+                }
+                self.send_child(line, None);
+            }
+            _ => {
+                self.send_child(line, None);
+            }
+        }
+    }
+
+    /// Handles one line from the downstream.
+    fn on_child_line(&self, line: Vec<u8>) {
+        let mut msg: Value = match serde_json::from_slice(&line) {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!("dropping malformed line from the downstream: {e}");
+                return;
+            }
+        };
+        let is_response = msg.get("method").is_none()
+            && (msg.get("result").is_some() || msg.get("error").is_some());
+        if is_response {
+            if let Some(id) = msg.get("id").cloned() {
+                if let Some(internal) = id.as_str().and_then(|s| self.lock().internal.remove(s)) {
+                    let _ = internal.send(msg);
+                    return;
+                }
+                let pending = self.lock().pending.remove(&key(&id));
+                if let Some((_, Pending::ToolsList)) = pending {
+                    if let Some(result) = msg.get_mut("result") {
+                        self.rewrite_tools_list(result);
+                        self.send_client(&msg);
+                        return;
+                    }
+                }
+            }
+        }
+        let _ = self.to_client.send((line, None));
+    }
+
+    /// The downstream is gone: every pending call gets an error.
+    fn fail_pending(&self) {
+        let (pending, held) = {
+            let mut st = self.lock();
+            st.child_gone = true;
+            st.internal.clear();
+            (
+                std::mem::take(&mut st.pending),
+                std::mem::take(&mut st.held),
+            )
+        };
+        for (_, (id, _)) in pending {
+            self.send_client(&results::error(
+                &id,
+                results::INTERNAL_ERROR,
+                "the downstream MCP server exited before answering",
+            ));
+        }
+        for (k, cancelled) in held {
+            if let (Ok(id), false) = (serde_json::from_str::<Value>(&k), cancelled) {
+                self.send_client(&results::error(
+                    &id,
+                    results::INTERNAL_ERROR,
+                    "the downstream MCP server exited before answering",
+                ));
+            }
+        }
+    }
+}
+
+fn add_elicit_token(tool: &mut Value) {
+    let Some(schema) = tool.get_mut("inputSchema").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let props = schema.entry("properties").or_insert_with(|| json!({}));
+    if let Some(p) = props.as_object_mut() {
+        p.insert(
+            "elicit_token".into(),
+            json!({"type": "string", "description": "Single-use confirmation token from `tcctl elicit`, given to you by the human. Omit it on the first call."}),
+        );
+    }
+}
+
+fn stripped(msg: &Value) -> Vec<u8> {
+    let mut m = msg.clone();
+    if let Some(a) = m
+        .pointer_mut("/params/arguments")
+        .and_then(Value::as_object_mut)
+    {
+        a.remove("elicit_token");
+    }
+    m.to_string().into_bytes()
+}
+
+fn summarize(tool: &str, args: &Value) -> String {
+    let a = tc_core::hash::canonical_json(&tc_core::hash::strip_gate_fields(args));
+    let mut s = format!("{tool} {a}");
+    if s.len() > 200 {
+        let mut cut = 197;
+        while !s.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        s.truncate(cut);
+        s.push_str("...");
+    }
+    s
+}
+
+fn policy_result(e: &PolicyError) -> Value {
+    match e {
+        PolicyError::Acl { path, list, glob } => results::tool_error(
+            ErrorCode::AclDenied,
+            format!("Refused: {e}. Nothing was run."),
+            json!({"path": path, "list": list, "glob": glob}),
+            None,
+        ),
+        PolicyError::InvalidInput { arg, why } => results::tool_error(
+            ErrorCode::InvalidInput,
+            format!("Refused: argument `{arg}`: {why}. Nothing was run."),
+            json!({"argument": arg, "reason": "path_escape"}),
+            None,
+        ),
+        PolicyError::Glob(_) => {
+            results::tool_error(ErrorCode::InvalidInput, e.to_string(), json!({}), None)
+        }
+    }
+}
+
+/// Runs the proxy until the downstream exits; returns the exit code to use.
+pub async fn run(
+    policy: Policy,
+    socket: std::path::PathBuf,
+    command: Vec<String>,
+) -> anyhow::Result<i32> {
+    let (prog, rest) = command.split_first().ok_or_else(|| {
+        anyhow::anyhow!(
+            "no downstream command: give vault.command in the config or `-- <command…>`"
+        )
+    })?;
+    let mut cmd = Command::new(prog);
+    cmd.args(rest)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true);
+    if policy.root.is_dir() {
+        cmd.current_dir(&policy.root);
+    }
+    let mut child = cmd
+        .spawn()
+        .map_err(|e| anyhow::anyhow!("cannot start downstream {prog:?}: {e}"))?;
+    let (Some(mut child_in), Some(child_out)) = (child.stdin.take(), child.stdout.take()) else {
+        anyhow::bail!("downstream stdio pipes missing");
+    };
+
+    let (child_tx, mut child_rx) = mpsc::unbounded_channel::<Out>();
+    let (client_tx, mut client_rx) = mpsc::unbounded_channel::<Out>();
+    let shim = Arc::new(Shim {
+        policy,
+        daemon: Daemon::new(socket),
+        to_child: Mutex::new(Some(child_tx)),
+        to_client: client_tx,
+        state: Mutex::new(State::default()),
+        next_id: AtomicU64::new(1),
+    });
+
+    // Writer to the downstream's stdin.
+    tokio::spawn(async move {
+        while let Some((line, ack)) = child_rx.recv().await {
+            if let Err(e) = write_line(&mut child_in, &line).await {
+                tracing::warn!("writing to the downstream failed: {e}");
+                break;
+            }
+            if let Some(a) = ack {
+                let _ = a.send(());
+            }
+        }
+    });
+    // Writer to our stdout (the client).
+    let client_writer = tokio::spawn(async move {
+        let mut out = tokio::io::stdout();
+        while let Some((line, ack)) = client_rx.recv().await {
+            if line.is_empty() {
+                if let Some(a) = ack {
+                    let _ = a.send(());
+                }
+                continue;
+            }
+            if write_line(&mut out, &line).await.is_err() {
+                break;
+            }
+        }
+    });
+    // Reader from the client (our stdin).
+    let (eof_tx, eof_rx) = oneshot::channel::<()>();
+    {
+        let shim = Arc::clone(&shim);
+        tokio::spawn(async move {
+            let mut r = BufReader::with_capacity(64 * 1024, tokio::io::stdin());
+            loop {
+                match read_frame(&mut r, MAX_LINE).await {
+                    Ok(Frame::Line(l)) => shim.on_client_line(l),
+                    Ok(Frame::TooLong(n)) => {
+                        tracing::warn!(
+                            "client sent a {n}-byte line, over the {MAX_LINE}-byte limit"
+                        );
+                        shim.send_client(&results::error(
+                            &Value::Null,
+                            results::INVALID_REQUEST,
+                            format!("message of {n} bytes exceeds the {MAX_LINE}-byte limit"),
+                        ));
+                    }
+                    Ok(Frame::Eof) | Err(_) => break,
+                }
+            }
+            // Client went away: close the downstream's stdin so it can exit.
+            shim.to_child
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .take();
+            let _ = eof_tx.send(());
+        });
+    }
+    // Reader from the downstream's stdout.
+    let child_reader = {
+        let shim = Arc::clone(&shim);
+        tokio::spawn(async move {
+            let mut r = BufReader::with_capacity(64 * 1024, child_out);
+            loop {
+                match read_frame(&mut r, MAX_LINE).await {
+                    Ok(Frame::Line(l)) => shim.on_child_line(l),
+                    Ok(Frame::TooLong(n)) => tracing::warn!(
+                        "dropping a {n}-byte line from the downstream (over {MAX_LINE} bytes)"
+                    ),
+                    Ok(Frame::Eof) | Err(_) => break,
+                }
+            }
+        })
+    };
+
+    let status = tokio::select! {
+        s = child.wait() => s?,
+        _ = async { let _ = eof_rx.await; tokio::time::sleep(Duration::from_secs(10)).await } => {
+            tracing::warn!("downstream did not exit 10s after the client closed stdin; killing it");
+            let _ = child.start_kill();
+            child.wait().await?
+        }
+    };
+    let _ = tokio::time::timeout(Duration::from_secs(2), child_reader).await;
+    shim.fail_pending();
+    let (tx, rx) = oneshot::channel();
+    let _ = shim.to_client.send((Vec::new(), Some(tx)));
+    let _ = tokio::time::timeout(Duration::from_secs(2), rx).await;
+    drop(client_writer);
+    use std::os::unix::process::ExitStatusExt;
+    Ok(status
+        .code()
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+}

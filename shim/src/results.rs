@@ -1,0 +1,110 @@
+//! Builders for what the shim itself answers: JSON-RPC responses and errors, and the
+//! `isError` tool results with `structuredContent {code, details, recovery}`.
+
+use serde_json::{json, Value};
+use tc_core::ErrorCode;
+
+/// JSON-RPC parse error code.
+pub const PARSE_ERROR: i64 = -32700;
+/// JSON-RPC invalid request code.
+pub const INVALID_REQUEST: i64 = -32600;
+/// JSON-RPC internal error code.
+pub const INTERNAL_ERROR: i64 = -32603;
+
+/// A successful JSON-RPC response.
+pub fn response(id: &Value, result: Value) -> Value {
+    json!({ "jsonrpc": "2.0", "id": id, "result": result })
+}
+
+/// A JSON-RPC error response.
+pub fn error(id: &Value, code: i64, message: impl Into<String>) -> Value {
+    json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message.into() } })
+}
+
+/// A tool result with `isError: true`, text first, then machine-readable detail.
+pub fn tool_error(
+    code: ErrorCode,
+    text: impl Into<String>,
+    details: Value,
+    recovery: Option<Value>,
+) -> Value {
+    let text = text.into();
+    let mut sc = json!({ "code": code.as_str(), "message": text, "details": details });
+    if let Some(r) = recovery {
+        sc["recovery"] = r;
+    }
+    json!({
+        "content": [{ "type": "text", "text": text }],
+        "isError": true,
+        "structuredContent": sc,
+    })
+}
+
+/// The binding a confirmation is about, as shown to the client.
+#[derive(Debug, Clone)]
+pub struct Shown<'a> {
+    pub vault: &'a str,
+    pub tool: &'a str,
+    pub caller: &'a str,
+    pub args_hash: &'a str,
+    pub state_fp: &'a str,
+}
+
+/// The exact operator command that mints the confirmation.
+pub fn elicit_command(s: &Shown<'_>) -> String {
+    format!(
+        "tcctl elicit --hash {} --tool {} --vault {} --caller {} --state-fp {}",
+        s.args_hash, s.tool, s.vault, s.caller, s.state_fp
+    )
+}
+
+/// The route-1 refusal: ask the human, then the command.
+pub fn elicit_required(s: &Shown<'_>) -> Value {
+    let cmd = elicit_command(s);
+    let text = format!(
+        "STOP: ask the human user before doing anything else. The tool call `{tool}` needs their \
+         explicit confirmation and must not be retried or worked around. Show them this call and ask \
+         them to approve it by running, in their own terminal:\n\n    {cmd}\n\nThat prints a \
+         single-use token. Only after the human gives you the token, send exactly the same call \
+         again with the extra argument \"elicit_token\": \"<token>\".",
+        tool = s.tool
+    );
+    tool_error(
+        ErrorCode::ElicitRequired,
+        text,
+        json!({
+            "args_hash": s.args_hash, "state_fp": s.state_fp, "tool": s.tool,
+            "vault": s.vault, "caller": s.caller,
+        }),
+        Some(json!({ "command": cmd })),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn elicit_required_shape() {
+        let s = Shown {
+            vault: "v",
+            tool: "t",
+            caller: "stdio",
+            args_hash: "a",
+            state_fp: "f",
+        };
+        let r = elicit_required(&s);
+        assert_eq!(r["isError"], true);
+        assert_eq!(r["structuredContent"]["code"], "elicit_required");
+        assert_eq!(r["structuredContent"]["details"]["state_fp"], "f");
+        let cmd = r["structuredContent"]["recovery"]["command"]
+            .as_str()
+            .unwrap();
+        assert_eq!(
+            cmd,
+            "tcctl elicit --hash a --tool t --vault v --caller stdio --state-fp f"
+        );
+        let text = r["content"][0]["text"].as_str().unwrap();
+        assert!(text.starts_with("STOP: ask the human") && text.contains(cmd));
+    }
+}

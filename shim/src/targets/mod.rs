@@ -1,0 +1,218 @@
+//! Confirmation targets → `state_fp`: a SHA-256 over what a confirmation is about,
+//! for every kind in DESIGN section 4 (probe results are fetched by the proxy).
+
+pub mod fs;
+
+use serde_json::{json, Value};
+use tc_core::config::Targets;
+use tc_core::hash::{canonical_json, sha256_hex};
+
+use crate::policy::{arg_strings, Policy, PolicyError};
+
+/// Errors computing a fingerprint.
+#[derive(Debug, thiserror::Error)]
+pub enum TargetError {
+    #[error(transparent)]
+    Policy(#[from] PolicyError),
+    #[error(transparent)]
+    Git(#[from] crate::gitindex::GitError),
+    #[error("reading {path}: {source}")]
+    Io {
+        path: String,
+        source: std::io::Error,
+    },
+    #[error("argument {0:?} is missing or not a string")]
+    MissingArg(String),
+    #[error("bad glob: {0}")]
+    Glob(#[from] globset::Error),
+    #[error("target too large: more than {0} files")]
+    TooMany(usize),
+}
+
+/// The fingerprint of `targets = "none"`: SHA-256 of the empty string.
+pub fn none_fp() -> String {
+    sha256_hex(b"")
+}
+
+fn fp_of(kind: &str, doc: Value) -> String {
+    sha256_hex(canonical_json(&json!({ "kind": kind, "state": doc })).as_bytes())
+}
+
+fn one_arg(args: &Value, name: &str) -> Result<String, TargetError> {
+    args.get(name)
+        .and_then(Value::as_str)
+        .map(String::from)
+        .ok_or_else(|| TargetError::MissingArg(name.into()))
+}
+
+/// Computes the fingerprint of every kind except `probe` (see [`probe_arguments`]).
+pub fn local_fp(policy: &Policy, targets: &Targets, args: &Value) -> Result<String, TargetError> {
+    match targets {
+        Targets::None => Ok(none_fp()),
+        Targets::Paths(names) => {
+            let mut items = Vec::new();
+            for name in names {
+                for raw in arg_strings(args, name) {
+                    let p = policy.resolve(name, &raw)?;
+                    items.push(json!({
+                        "arg": name,
+                        "path": policy.relative(&p).display().to_string(),
+                        "state": fs::path_state(&p)?,
+                    }));
+                }
+            }
+            Ok(fp_of("paths", Value::Array(items)))
+        }
+        Targets::Tree { root, glob } => {
+            let dir = policy.resolve(root, &one_arg(args, root)?)?;
+            let set = globset::GlobBuilder::new(glob)
+                .literal_separator(false)
+                .build()?
+                .compile_matcher();
+            let files = fs::walk(&dir, &|rel, _| set.is_match(rel))?;
+            Ok(fp_of("tree", json!({ "glob": glob, "files": files })))
+        }
+        Targets::Matching { root, contains } => {
+            let dir = policy.resolve(root, &one_arg(args, root)?)?;
+            let needle = one_arg(args, contains)?;
+            let files = fs::walk(&dir, &|_, content: &[u8]| {
+                !needle.is_empty()
+                    && content
+                        .windows(needle.len())
+                        .any(|w| w == needle.as_bytes())
+            })?;
+            Ok(fp_of(
+                "matching",
+                json!({ "contains": needle, "files": files }),
+            ))
+        }
+        Targets::Git(arg) => {
+            let repo = match arg {
+                Some(a) => policy.resolve(a, &one_arg(args, a)?)?,
+                None => policy.root.clone(),
+            };
+            let snap = crate::gitindex::snapshot(&repo)?;
+            let entries: Vec<Value> = snap
+                .entries
+                .iter()
+                .map(|e| json!([e.path, e.mode, e.oid, e.stage]))
+                .collect();
+            Ok(fp_of("git", json!({ "head": snap.head, "index": entries })))
+        }
+        Targets::Probe { .. } => unreachable_probe(),
+    }
+}
+
+fn unreachable_probe() -> Result<String, TargetError> {
+    Err(TargetError::MissingArg(
+        "probe targets are computed by the proxy".into(),
+    ))
+}
+
+/// Templates probe arguments: a string `"$name"` becomes the call's argument `name`.
+pub fn probe_arguments(template: &Value, args: &Value) -> Value {
+    match template {
+        Value::String(s) => match s.strip_prefix('$') {
+            Some(name) if !name.is_empty() => args.get(name).cloned().unwrap_or(Value::Null),
+            _ => template.clone(),
+        },
+        Value::Array(a) => Value::Array(a.iter().map(|v| probe_arguments(v, args)).collect()),
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .map(|(k, v)| (k.clone(), probe_arguments(v, args)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+/// The fingerprint of a probe's result (its content, structured content and error flag).
+pub fn probe_fp(tool: &str, probe_args: &Value, result: &Value) -> String {
+    fp_of(
+        "probe",
+        json!({
+            "tool": tool,
+            "arguments": probe_args,
+            "content": result.get("content"),
+            "structuredContent": result.get("structuredContent"),
+            "isError": result.get("isError"),
+        }),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+
+    fn policy(root: &Path) -> Policy {
+        let text = format!("[[vaults]]\nid = \"v\"\nroot = \"{}\"\n", root.display());
+        let c = tc_core::Config::parse(&text, Path::new("/t.toml")).unwrap();
+        Policy::new(&c.vaults[0]).unwrap()
+    }
+
+    #[test]
+    fn paths_fp_tracks_content_type_and_existence() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let p = policy(&root);
+        let t = Targets::Paths(vec!["path".into()]);
+        let a = json!({"path": "f.txt"});
+        let missing = local_fp(&p, &t, &a).unwrap();
+        std::fs::write(root.join("f.txt"), "one").unwrap();
+        let one = local_fp(&p, &t, &a).unwrap();
+        assert_ne!(missing, one);
+        assert_eq!(one, local_fp(&p, &t, &a).unwrap());
+        std::fs::write(root.join("f.txt"), "two").unwrap();
+        assert_ne!(one, local_fp(&p, &t, &a).unwrap());
+        assert!(tc_core::hash::is_sha256_hex(&one));
+        assert!(tc_core::hash::is_sha256_hex(&none_fp()));
+    }
+
+    #[test]
+    fn tree_and_matching() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        std::fs::create_dir(root.join("sub")).unwrap();
+        std::fs::write(root.join("sub/a.md"), "links [[x]]").unwrap();
+        std::fs::write(root.join("sub/b.txt"), "plain").unwrap();
+        let p = policy(&root);
+        let tree = Targets::Tree {
+            root: "dir".into(),
+            glob: "*.md".into(),
+        };
+        let args = json!({"dir": "sub", "needle": "[[x]]"});
+        let t1 = local_fp(&p, &tree, &args).unwrap();
+        std::fs::write(root.join("sub/b.txt"), "changed").unwrap();
+        assert_eq!(
+            t1,
+            local_fp(&p, &tree, &args).unwrap(),
+            "non-matching file is not bound"
+        );
+        std::fs::write(root.join("sub/c.md"), "new").unwrap();
+        assert_ne!(
+            t1,
+            local_fp(&p, &tree, &args).unwrap(),
+            "added file is drift"
+        );
+        let m = Targets::Matching {
+            root: "dir".into(),
+            contains: "needle".into(),
+        };
+        let m1 = local_fp(&p, &m, &args).unwrap();
+        std::fs::write(root.join("sub/c.md"), "still no link").unwrap();
+        assert_eq!(m1, local_fp(&p, &m, &args).unwrap());
+        std::fs::write(root.join("sub/c.md"), "now [[x]]").unwrap();
+        assert_ne!(m1, local_fp(&p, &m, &args).unwrap());
+    }
+
+    #[test]
+    fn probe_templating() {
+        let t = json!({"names": "$entityNames", "fixed": "$", "n": [ "$k" ]});
+        let a = json!({"entityNames": ["a", "b"], "k": 1});
+        assert_eq!(
+            probe_arguments(&t, &a),
+            json!({"names": ["a", "b"], "fixed": "$", "n": [1]})
+        );
+    }
+}
