@@ -1,1 +1,345 @@
-//! Harness for the cross-binary tests.
+//! Harness for the cross-binary tests: a real `tcd` on a temp socket, gRPC clients,
+//! the binaries of `target/debug`, and small helpers for bindings and refusals.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use tc_proto::v1;
+use tc_proto::v1::confirm_client::ConfirmClient;
+use tonic::transport::Channel;
+
+pub use tc_core::Reason;
+
+/// A gRPC client of `tcd`.
+pub type Client = ConfirmClient<Channel>;
+
+/// `target/debug` (or whichever profile dir the running test binary lives in).
+pub fn bin_dir() -> PathBuf {
+    let exe = std::env::current_exe().expect("current_exe");
+    let mut dir = exe.parent().expect("exe dir").to_path_buf();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    dir
+}
+
+/// The path of a workspace binary (`tcd`, `tcctl`, ...), which must have been built.
+pub fn bin(name: &str) -> PathBuf {
+    let p = bin_dir().join(name);
+    assert!(
+        p.exists(),
+        "{} not built (run `cargo build --workspace`)",
+        p.display()
+    );
+    p
+}
+
+/// Whether a workspace binary has been built.
+pub fn have_bin(name: &str) -> bool {
+    bin_dir().join(name).exists()
+}
+
+/// 64 lowercase hex digits: the SHA-256 of `s`.
+pub fn h(s: &str) -> String {
+    tc_core::hash::sha256_hex(s.as_bytes())
+}
+
+/// A binding whose args_hash is `h(args)`.
+pub fn binding(vault: &str, tool: &str, caller: &str, args: &str) -> v1::Binding {
+    v1::Binding {
+        vault: vault.into(),
+        tool: tool.into(),
+        caller: caller.into(),
+        args_hash: h(args),
+    }
+}
+
+/// The refusal reason of a gRPC error.
+pub fn reason_of(s: &tonic::Status) -> Option<Reason> {
+    tc_proto::reason(s)
+}
+
+/// Asserts `r` is a refusal with `want`, returning the status for more checks.
+#[track_caller]
+pub fn refused<T: std::fmt::Debug>(r: Result<T, tonic::Status>, want: Reason) -> tonic::Status {
+    match r {
+        Ok(v) => panic!("expected refusal {want}, got Ok({v:?})"),
+        Err(s) => {
+            assert_eq!(reason_of(&s), Some(want), "status: {s:?}");
+            s
+        }
+    }
+}
+
+/// How to start a daemon.
+#[derive(Debug, Clone)]
+pub struct DaemonOpts {
+    pub ttl_seconds: u32,
+    pub ephemeral: bool,
+}
+
+impl Default for DaemonOpts {
+    fn default() -> Self {
+        DaemonOpts {
+            ttl_seconds: 300,
+            ephemeral: false,
+        }
+    }
+}
+
+/// A running `tcd` with its own temp directory; killed on drop.
+pub struct Daemon {
+    pub dir: tempfile::TempDir,
+    pub socket: PathBuf,
+    pub cache_dir: PathBuf,
+    pub config: PathBuf,
+    pub opts: DaemonOpts,
+    child: Option<Child>,
+    starts: u32,
+}
+
+impl Daemon {
+    /// Starts `tcd` with the default options.
+    pub fn start() -> Daemon {
+        Daemon::start_with(DaemonOpts::default())
+    }
+
+    /// Starts `tcd` on a fresh temp dir.
+    pub fn start_with(opts: DaemonOpts) -> Daemon {
+        let dir = tempfile::Builder::new()
+            .prefix("tc-test-")
+            .tempdir()
+            .expect("tempdir");
+        let socket = dir.path().join("run").join("tcd.sock");
+        let cache_dir = dir.path().join("cache");
+        let config = dir.path().join("config.toml");
+        std::fs::write(
+            &config,
+            format!("[daemon]\nelicit_ttl_seconds = {}\n", opts.ttl_seconds),
+        )
+        .expect("write config");
+        let mut d = Daemon {
+            dir,
+            socket,
+            cache_dir,
+            config,
+            opts,
+            child: None,
+            starts: 0,
+        };
+        d.spawn_and_wait();
+        d
+    }
+
+    /// The command line that starts this daemon (not spawned).
+    pub fn command(&self) -> Command {
+        let mut c = Command::new(bin("tcd"));
+        c.arg("--socket")
+            .arg(&self.socket)
+            .arg("--cache-dir")
+            .arg(&self.cache_dir)
+            .arg("--config")
+            .arg(&self.config);
+        if self.opts.ephemeral {
+            c.arg("--ephemeral");
+        }
+        c.env_remove("LISTEN_FDS")
+            .env_remove("LISTEN_PID")
+            .env_remove("NOTIFY_SOCKET")
+            .env("TCD_LOG", "info");
+        c
+    }
+
+    /// The stderr log of the n-th start (0-based).
+    pub fn stderr_path(&self, n: u32) -> PathBuf {
+        self.dir.path().join(format!("tcd.stderr.{n}"))
+    }
+
+    /// Everything the current (latest) daemon wrote on stderr.
+    pub fn stderr(&self) -> String {
+        std::fs::read_to_string(self.stderr_path(self.starts.saturating_sub(1))).unwrap_or_default()
+    }
+
+    fn spawn_and_wait(&mut self) {
+        let n = self.starts;
+        self.starts += 1;
+        let err = File::create(self.stderr_path(n)).expect("stderr file");
+        let mut child = self
+            .command()
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(err)
+            .spawn()
+            .expect("spawn tcd");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(st) = child.try_wait().expect("try_wait") {
+                panic!("tcd exited during startup ({st}):\n{}", self.stderr());
+            }
+            if self.stderr().contains("elicit:")
+                && std::os::unix::net::UnixStream::connect(&self.socket).is_ok()
+            {
+                break;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "tcd did not come up:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        self.child = Some(child);
+    }
+
+    /// The pid of the running daemon.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
+    /// A fresh gRPC client (its own connection).
+    pub async fn client(&self) -> Client {
+        let ch = tc_proto::connect(&self.socket).await.expect("connect");
+        ConfirmClient::new(ch)
+    }
+
+    /// Sends `sig` and waits for the daemon to exit.
+    pub fn signal(&mut self, sig: nix::sys::signal::Signal) -> ExitStatus {
+        let mut child = self.child.take().expect("running");
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).expect("kill");
+        wait_timeout(&mut child, Duration::from_secs(10)).expect("tcd did not exit on signal")
+    }
+
+    /// SIGKILL: no chance to clean up.
+    pub fn kill9(&mut self) {
+        self.signal(nix::sys::signal::Signal::SIGKILL);
+    }
+
+    /// SIGTERM: a clean shutdown.
+    pub fn stop(&mut self) -> ExitStatus {
+        self.signal(nix::sys::signal::Signal::SIGTERM)
+    }
+
+    /// Starts the daemon again on the same directories (it must be stopped).
+    pub fn start_again(&mut self) {
+        assert!(self.child.is_none(), "still running");
+        self.spawn_and_wait();
+    }
+
+    /// Clean stop, then start again.
+    pub fn restart(&mut self) {
+        if self.child.is_some() {
+            self.stop();
+        }
+        self.start_again();
+    }
+
+    /// Runs `tcctl` against this daemon with `args`.
+    pub fn tcctl(&self, args: &[&str]) -> std::process::Output {
+        let mut c = Command::new(bin("tcctl"));
+        c.arg("--socket")
+            .arg(&self.socket)
+            .arg("--config")
+            .arg(&self.config)
+            .args(args)
+            .stdin(Stdio::null());
+        c.output().expect("run tcctl")
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// Waits for `child` up to `t`.
+pub fn wait_timeout(child: &mut Child, t: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + t;
+    loop {
+        if let Some(st) = child.try_wait().ok()? {
+            return Some(st);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+/// Raises then mints a token for `b` at `fp`.
+pub async fn raise_and_mint(c: &mut Client, b: &v1::Binding, fp: &str) -> String {
+    c.raise(v1::RaiseRequest {
+        binding: Some(b.clone()),
+        state_fp: fp.into(),
+        summary: "test".into(),
+    })
+    .await
+    .expect("raise");
+    c.mint(v1::MintRequest {
+        binding: Some(b.clone()),
+        state_fp: None,
+    })
+    .await
+    .expect("mint")
+    .into_inner()
+    .token
+}
+
+/// Redeems `token` for `b` at `fp`.
+pub async fn redeem(
+    c: &mut Client,
+    token: &str,
+    b: &v1::Binding,
+    fp: &str,
+) -> Result<String, tonic::Status> {
+    c.redeem(v1::RedeemRequest {
+        token: token.into(),
+        binding: Some(b.clone()),
+        current_state_fp: fp.into(),
+    })
+    .await
+    .map(|r| r.into_inner().redemption_id)
+}
+
+/// All events so far (no follow).
+pub async fn events(c: &mut Client) -> Vec<v1::Event> {
+    let mut s = c
+        .list_events(v1::ListEventsRequest {
+            after_id: 0,
+            limit: 0,
+            follow: false,
+        })
+        .await
+        .expect("list events")
+        .into_inner();
+    let mut out = Vec::new();
+    while let Some(e) = s.message().await.expect("event") {
+        out.push(e);
+    }
+    out
+}
+
+/// Writes `line` plus a newline to `w` and flushes.
+pub fn send_line(w: &mut impl Write, line: &str) {
+    w.write_all(line.as_bytes()).expect("write");
+    w.write_all(b"\n").expect("write");
+    w.flush().expect("flush");
+}
+
+/// Sets the mode bits of `p`.
+pub fn chmod(p: &Path, mode: u32) {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).expect("chmod");
+}
+
+/// The mode bits (0o7777) of `p`.
+pub fn mode(p: &Path) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(p).expect("stat").permissions().mode() & 0o7777
+}
