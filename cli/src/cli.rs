@@ -84,4 +84,13 @@ pub struct ElicitArgs {
 pub enum PolicyCommand {
     /// Validate the config and print each vault's gates.
     Check,
+    /// Start an MCP server, read its tools and print a starter policy for it.
+    Init {
+        /// The vault id to write into the starter block.
+        #[arg(long, default_value = "my-vault")]
+        vault: String,
+        /// The server command, after `--`.
+        #[arg(last = true, required = true, value_name = "COMMAND")]
+        command: Vec<String>,
+    },
 }

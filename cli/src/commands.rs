@@ -15,9 +15,19 @@ use crate::{exit, CliError};
 
 /// Dispatches a parsed command line.
 pub async fn run(args: Cli) -> Result<(), CliError> {
-    if let Command::Completions { shell } = args.command {
-        clap_complete::generate(shell, &mut Cli::command(), "tcctl", &mut std::io::stdout());
-        return Ok(());
+    match &args.command {
+        Command::Completions { shell } => {
+            clap_complete::generate(*shell, &mut Cli::command(), "tcctl", &mut std::io::stdout());
+            return Ok(());
+        }
+        // Needs no config and no daemon.
+        Command::Policy {
+            command: PolicyCommand::Init { vault, command },
+        } => {
+            print!("{}", crate::policy_init::run(vault, command).await?);
+            return Ok(());
+        }
+        _ => {}
     }
     let config = Config::load(args.config.as_deref())
         .map_err(|e| CliError::new(exit::CONFIG, e.to_string()))?;
@@ -42,7 +52,12 @@ pub async fn run(args: Cli) -> Result<(), CliError> {
         Command::Policy {
             command: PolicyCommand::Check,
         } => policy_check(&config),
-        Command::Completions { .. } => unreachable!("handled above"),
+        Command::Completions { .. }
+        | Command::Policy {
+            command: PolicyCommand::Init { .. },
+        } => {
+            unreachable!("handled above")
+        }
     }
 }
 

@@ -3,10 +3,12 @@
 //! - [`cli`]: the clap command line.
 //! - [`client`]: connecting to `tcd` and turning failures into messages a person can act on.
 //! - [`commands`]: one function per subcommand.
+//! - [`policy_init`]: `tcctl policy init`, a starter policy read from a real server.
 
 pub mod cli;
 pub mod client;
 pub mod commands;
+pub mod policy_init;
 
 use std::process::ExitCode;
 
