@@ -109,6 +109,13 @@ impl Daemon {
 
     /// Starts `tcd` on a fresh temp dir.
     pub fn start_with(opts: DaemonOpts) -> Daemon {
+        let mut d = Daemon::prepared(opts);
+        d.spawn_and_wait();
+        d
+    }
+
+    /// A fresh temp dir and config, not started yet ([`Daemon::start_again`] starts it).
+    pub fn prepared(opts: DaemonOpts) -> Daemon {
         let dir = tempfile::Builder::new()
             .prefix("tc-test-")
             .tempdir()
@@ -121,7 +128,7 @@ impl Daemon {
             format!("[daemon]\nelicit_ttl_seconds = {}\n", opts.ttl_seconds),
         )
         .expect("write config");
-        let mut d = Daemon {
+        Daemon {
             dir,
             socket,
             cache_dir,
@@ -129,9 +136,7 @@ impl Daemon {
             opts,
             child: None,
             starts: 0,
-        };
-        d.spawn_and_wait();
-        d
+        }
     }
 
     /// The command line that starts this daemon (not spawned).
