@@ -1,0 +1,310 @@
+//! Shared harness for the tc-shim end-to-end tests: locates the built binaries and
+//! the pinned peers, runs a real `tcd`, and drives the Python `mcp` client fixture.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tc_proto::v1::confirm_client::ConfirmClient;
+use tc_proto::v1::{self, Binding};
+
+/// The workspace root.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+/// A binary built by `cargo build --workspace` (target/debug/NAME).
+pub fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap();
+    let dir = exe.parent().unwrap().parent().unwrap();
+    let p = dir.join(name);
+    assert!(
+        p.is_file(),
+        "{} is missing: run `cargo build --workspace` before the tests",
+        p.display()
+    );
+    p
+}
+
+/// The pinned peers (`$TC_PEERS`, default <workspace>/.peers); fails loudly when missing.
+pub fn peers() -> PathBuf {
+    let p = std::env::var_os("TC_PEERS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join(".peers"));
+    for need in [
+        "npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
+        "venv/bin/python",
+    ] {
+        assert!(
+            p.join(need).exists(),
+            "peer {} is missing: run scripts/install-peers (or set TC_PEERS)",
+            p.join(need).display()
+        );
+    }
+    p
+}
+
+/// A temp dir holding a vault root, a daemon cache dir, the socket and the config.
+pub struct Env {
+    pub tmp: tempfile::TempDir,
+    pub root: PathBuf,
+    pub socket: PathBuf,
+    pub cache: PathBuf,
+    pub config: PathBuf,
+    pub tcd: Option<Child>,
+}
+
+impl Env {
+    /// Creates the layout and writes `[daemon]` + `vault_toml` as the config.
+    pub fn new(vault_toml: &str) -> Env {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let root = base.join("vault");
+        std::fs::create_dir_all(&root).unwrap();
+        let socket = base.join("run/tcd.sock");
+        let cache = base.join("cache");
+        let config = base.join("config.toml");
+        let text = format!(
+            "[daemon]\nsocket = \"{}\"\ncache_dir = \"{}\"\n\n{}",
+            socket.display(),
+            cache.display(),
+            vault_toml.replace("$ROOT", &root.display().to_string())
+        );
+        std::fs::write(&config, text).unwrap();
+        Env {
+            tmp,
+            root,
+            socket,
+            cache,
+            config,
+            tcd: None,
+        }
+    }
+
+    /// Starts a real `tcd --ephemeral` and waits until its socket accepts connections.
+    pub fn start_tcd(&mut self) {
+        let child = Command::new(bin("tcd"))
+            .arg("--ephemeral")
+            .arg("--config")
+            .arg(&self.config)
+            .arg("--socket")
+            .arg(&self.socket)
+            .arg("--cache-dir")
+            .arg(&self.cache)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn tcd");
+        self.tcd = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if std::os::unix::net::UnixStream::connect(&self.socket).is_ok() {
+                return;
+            }
+            if let Some(c) = self.tcd.as_mut() {
+                if let Ok(Some(st)) = c.try_wait() {
+                    panic!("tcd exited early: {st}");
+                }
+            }
+            assert!(
+                Instant::now() < deadline,
+                "tcd did not open {} in time",
+                self.socket.display()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Stops `tcd` (SIGTERM, then wait).
+    pub fn stop_tcd(&mut self) {
+        if let Some(mut c) = self.tcd.take() {
+            let _ = nix::sys::signal::kill(
+                nix::unistd::Pid::from_raw(c.id() as i32),
+                nix::sys::signal::Signal::SIGTERM,
+            );
+            let _ = c.wait();
+        }
+    }
+
+    /// The argv that runs tc-shim for `vault` against this env.
+    pub fn shim_argv(&self, vault: &str) -> Vec<String> {
+        vec![
+            bin("tc-shim").display().to_string(),
+            "serve".into(),
+            vault.into(),
+            "--config".into(),
+            self.config.display().to_string(),
+            "--socket".into(),
+            self.socket.display().to_string(),
+        ]
+    }
+}
+
+impl Drop for Env {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.tcd.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+/// The Python `mcp` SDK client fixture, driven one JSON command per line.
+pub struct PyClient {
+    child: Child,
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<String>,
+}
+
+impl PyClient {
+    /// Starts the client in front of `server_argv` and waits for `initialize` to finish.
+    pub fn start(server_argv: &[String]) -> PyClient {
+        let peers = peers();
+        let mut child = Command::new(peers.join("venv/bin/python"))
+            .arg(workspace().join("tests/fixtures/mcp_client.py"))
+            .args(server_argv)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn python client");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                match line {
+                    Ok(l) => {
+                        if tx.send(l).is_err() {
+                            break;
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+        });
+        let mut c = PyClient {
+            child,
+            stdin,
+            lines,
+        };
+        let hello = c.read();
+        assert_eq!(hello["ok"], true, "initialize failed: {hello}");
+        c
+    }
+
+    fn read(&mut self) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("python client answered within 60s");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("bad client line {line:?}: {e}"))
+    }
+
+    fn send(&mut self, cmd: Value) -> Value {
+        writeln!(self.stdin, "{cmd}").unwrap();
+        self.stdin.flush().unwrap();
+        let r = self.read();
+        assert_eq!(r["ok"], true, "client op {cmd} failed: {r}");
+        r["result"].clone()
+    }
+
+    /// `tools/list` as the SDK returns it.
+    pub fn list(&mut self) -> Value {
+        self.send(json!({"op": "list"}))
+    }
+
+    /// `tools/call` as the SDK returns it (a CallToolResult, camelCase keys).
+    pub fn call(&mut self, name: &str, args: Value) -> Value {
+        self.send(json!({"op": "call", "name": name, "args": args}))
+    }
+}
+
+impl Drop for PyClient {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The structured code of an isError result (None for a success).
+pub fn code(result: &Value) -> Option<String> {
+    if result["isError"] != true {
+        return None;
+    }
+    Some(
+        result["structuredContent"]["code"]
+            .as_str()
+            .unwrap_or("<no code>")
+            .to_string(),
+    )
+}
+
+async fn client(socket: &Path) -> ConfirmClient<tonic::transport::Channel> {
+    ConfirmClient::new(tc_proto::connect(socket).await.expect("connect tcd"))
+}
+
+/// Mints a token for an `elicit_required` result, as the operator would (`tcctl elicit`).
+pub fn mint(socket: &Path, elicit_required: &Value) -> String {
+    let d = &elicit_required["structuredContent"]["details"];
+    let s = |k: &str| {
+        d[k].as_str()
+            .unwrap_or_else(|| panic!("details.{k} missing in {d}"))
+            .to_string()
+    };
+    let binding = Binding {
+        vault: s("vault"),
+        tool: s("tool"),
+        caller: s("caller"),
+        args_hash: s("args_hash"),
+    };
+    let fp = s("state_fp");
+    rt().block_on(async {
+        client(socket)
+            .await
+            .mint(v1::MintRequest {
+                binding: Some(binding),
+                state_fp: Some(fp),
+            })
+            .await
+            .expect("mint")
+            .into_inner()
+            .token
+    })
+}
+
+/// Every event kind in the daemon's log, in order.
+pub fn event_kinds(socket: &Path) -> Vec<String> {
+    rt().block_on(async {
+        let mut s = client(socket)
+            .await
+            .list_events(v1::ListEventsRequest {
+                after_id: 0,
+                limit: 0,
+                follow: false,
+            })
+            .await
+            .expect("list events")
+            .into_inner();
+        let mut out = Vec::new();
+        while let Some(e) = s.message().await.expect("event") {
+            out.push(e.kind);
+        }
+        out
+    })
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
