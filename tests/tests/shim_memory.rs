@@ -1,0 +1,98 @@
+//! End to end: Python `mcp` client → tc-shim → real server-memory; `delete_entities`
+//! gated with a `probe` target on `open_nodes`, drift by adding an observation.
+
+#[path = "shim_support.rs"]
+mod support;
+
+use serde_json::json;
+use support::*;
+
+#[test]
+fn shim_memory_probe_target_binds_the_entity() {
+    let peers = peers();
+    let server = peers.join("npm/node_modules/@modelcontextprotocol/server-memory/dist/index.js");
+    assert!(
+        server.is_file(),
+        "peer {} missing: run scripts/install-peers",
+        server.display()
+    );
+    let mut env = Env::new(&format!(
+        r#"[[vaults]]
+id = "mem"
+root = "$ROOT"
+command = ["env", "MEMORY_FILE_PATH=$ROOT/memory.jsonl", "node", "{}"]
+
+[[vaults.gates]]
+tool = "delete_entities"
+targets = {{ probe = {{ tool = "open_nodes", arguments = {{ names = "$entityNames" }} }} }}
+"#,
+        server.display()
+    ));
+    env.start_tcd();
+    let memory = env.root.join("memory.jsonl");
+    let mut c = PyClient::start(&env.shim_argv("mem"));
+
+    let tools = c.list();
+    let names: Vec<&str> = tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert!(
+        names.contains(&"delete_entities") && names.contains(&"open_nodes"),
+        "{names:?}"
+    );
+    assert!(
+        !names.contains(&"delete_observations"),
+        "ungated floor tools are hidden: {names:?}"
+    );
+
+    let r = c.call(
+        "create_entities",
+        json!({"entities": [{"name": "alice", "entityType": "person", "observations": ["likes tea"]}]}),
+    );
+    assert_eq!(code(&r), None, "{r}");
+
+    let args = json!({"entityNames": ["alice"]});
+    let first = c.call("delete_entities", args.clone());
+    assert_eq!(code(&first).as_deref(), Some("elicit_required"), "{first}");
+    let token = mint(&env.socket, &first);
+
+    // The entity changes between raise and redeem: drift, nothing deleted.
+    let r = c.call(
+        "add_observations",
+        json!({"observations": [{"entityName": "alice", "contents": ["likes coffee"]}]}),
+    );
+    assert_eq!(code(&r), None, "{r}");
+    let mut with_token = args.clone();
+    with_token["elicit_token"] = json!(token);
+    let r = c.call("delete_entities", with_token);
+    assert_eq!(code(&r).as_deref(), Some("replay_drift"), "{r}");
+    let stored = std::fs::read_to_string(&memory).unwrap();
+    assert!(
+        stored.contains("alice") && stored.contains("likes coffee"),
+        "{stored}"
+    );
+
+    // A fresh confirmation of the new state deletes it, once.
+    let fresh = c.call("delete_entities", args.clone());
+    assert_eq!(code(&fresh).as_deref(), Some("elicit_required"), "{fresh}");
+    assert_ne!(
+        fresh["structuredContent"]["details"]["state_fp"],
+        first["structuredContent"]["details"]["state_fp"]
+    );
+    let token = mint(&env.socket, &fresh);
+    let mut with_token = args;
+    with_token["elicit_token"] = json!(token);
+    let r = c.call("delete_entities", with_token);
+    assert_eq!(code(&r), None, "{r}");
+    let stored = std::fs::read_to_string(&memory).unwrap();
+    assert!(!stored.contains("alice"), "{stored}");
+    let kinds = event_kinds(&env.socket);
+    assert_eq!(
+        kinds.iter().filter(|k| *k == "tc.elicit.consumed").count(),
+        1,
+        "{kinds:?}"
+    );
+}
