@@ -1,0 +1,271 @@
+//! The real `tcctl` binary against the real `tcd`: elicit (refusals, pins, token on
+//! stdout only), pending, events, status, metrics, rotate-secret, daemon not running.
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use tc_proto::v1;
+use tc_tests::*;
+
+const V: &str = "notes";
+const T: &str = "write_file";
+
+fn out(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[track_caller]
+fn assert_refused(o: &Output) -> String {
+    let (stdout, stderr) = out(o);
+    assert!(!o.status.success(), "expected failure: {o:?}");
+    assert_eq!(stdout, "", "nothing on stdout when refused");
+    assert!(!stderr.trim().is_empty(), "a message on stderr");
+    stderr
+}
+
+async fn raise(c: &mut Client, b: &v1::Binding, fp: &str, summary: &str) {
+    c.raise(v1::RaiseRequest {
+        binding: Some(b.clone()),
+        state_fp: fp.into(),
+        summary: summary.into(),
+    })
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn elicit_refused_without_a_raised_request() {
+    let d = Daemon::start();
+    let hash = h("never raised");
+    let o = d.tcctl(&["elicit", "--hash", &hash, "--tool", T, "--vault", V]);
+    let err = assert_refused(&o);
+    assert_eq!(o.status.code(), Some(4), "{err}");
+    let mut c = d.client().await;
+    let minted = events(&mut c)
+        .await
+        .iter()
+        .filter(|e| e.kind == "tc.elicit.minted")
+        .count();
+    assert_eq!(minted, 0);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn elicit_prints_only_a_working_token() {
+    let d = Daemon::start();
+    let mut c = d.client().await;
+    let b = binding(V, T, "stdio", "tcctl elicit");
+    let fp = h("fp");
+    raise(&mut c, &b, &fp, "write notes/a.md").await;
+    let o = d.tcctl(&["elicit", "--hash", &b.args_hash, "--tool", T, "--vault", V]);
+    let (stdout, stderr) = out(&o);
+    assert!(o.status.success(), "{stderr}");
+    let token = stdout.trim_end_matches('\n');
+    assert!(!token.contains(char::is_whitespace), "{stdout:?}");
+    assert!(token.starts_with("tct_"), "{stdout:?}");
+    redeem(&mut c, token, &b, &fp).await.expect("redeem");
+    refused(redeem(&mut c, token, &b, &fp).await, Reason::Spent);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn elicit_caller_and_vault_must_match() {
+    let d = Daemon::start();
+    let mut c = d.client().await;
+    let b = binding(V, T, "http:alice", "caller");
+    let fp = h("fp");
+    raise(&mut c, &b, &fp, "x").await;
+    // Default caller is stdio: not the blocked one.
+    assert_refused(&d.tcctl(&["elicit", "--hash", &b.args_hash, "--tool", T, "--vault", V]));
+    assert_refused(&d.tcctl(&[
+        "elicit",
+        "--hash",
+        &b.args_hash,
+        "--tool",
+        T,
+        "--vault",
+        "other",
+        "--caller",
+        "http:alice",
+    ]));
+    // The config lists no vaults: --vault is required.
+    assert_refused(&d.tcctl(&[
+        "elicit",
+        "--hash",
+        &b.args_hash,
+        "--tool",
+        T,
+        "--caller",
+        "http:alice",
+    ]));
+    let o = d.tcctl(&[
+        "elicit",
+        "--hash",
+        &b.args_hash,
+        "--tool",
+        T,
+        "--vault",
+        V,
+        "--caller",
+        "http:alice",
+    ]);
+    assert!(o.status.success(), "{o:?}");
+    let token = String::from_utf8(o.stdout).unwrap();
+    redeem(&mut c, token.trim(), &b, &fp).await.expect("redeem");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn elicit_state_fp_pin() {
+    let d = Daemon::start();
+    let mut c = d.client().await;
+    let b = binding(V, T, "stdio", "pin");
+    let (a, bb) = (h("A"), h("B"));
+    raise(&mut c, &b, &a, "x").await;
+    raise(&mut c, &b, &bb, "x").await;
+    let elicit = |fp: &str| {
+        d.tcctl(&[
+            "elicit",
+            "--hash",
+            &b.args_hash,
+            "--tool",
+            T,
+            "--vault",
+            V,
+            "--state-fp",
+            fp,
+        ])
+    };
+    assert_refused(&elicit(&a));
+    assert_refused(&elicit(&h("never stored")));
+    let o = elicit(&bb);
+    assert!(o.status.success(), "{o:?}");
+    let token = String::from_utf8(o.stdout).unwrap();
+    redeem(&mut c, token.trim(), &b, &bb)
+        .await
+        .expect("redeem at B");
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn pending_shows_the_summary() {
+    let d = Daemon::start();
+    let mut c = d.client().await;
+    let b = binding(V, T, "stdio", "pending");
+    raise(&mut c, &b, &h("fp"), "overwrite notes/todo.md (312 bytes)").await;
+    let o = d.tcctl(&["pending"]);
+    let (stdout, stderr) = out(&o);
+    assert!(o.status.success(), "{stderr}");
+    assert!(stdout.contains("overwrite notes/todo.md"), "{stdout}");
+    assert!(stdout.contains(&b.args_hash), "{stdout}");
+    let o = d.tcctl(&["pending", "--json"]);
+    assert!(o.status.success());
+    let lines: Vec<serde_json::Value> = String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json line"))
+        .collect();
+    assert_eq!(lines.len(), 1);
+    assert_eq!(lines[0]["args_hash"], b.args_hash);
+    assert_eq!(lines[0]["tool"], T);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn events_json_and_follow() {
+    let d = Daemon::start();
+    let mut c = d.client().await;
+    let b = binding(V, T, "stdio", "events");
+    let fp = h("fp");
+    let token = raise_and_mint(&mut c, &b, &fp).await;
+    let o = d.tcctl(&["events", "--json"]);
+    assert!(o.status.success(), "{o:?}");
+    let kinds: Vec<String> = String::from_utf8(o.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            v["kind"].as_str().unwrap().to_string()
+        })
+        .collect();
+    assert_eq!(kinds, ["tc.elicit.requested", "tc.elicit.minted"]);
+
+    let mut follow = Command::new(bin("tcctl"))
+        .arg("--socket")
+        .arg(&d.socket)
+        .arg("--config")
+        .arg(&d.config)
+        .args(["events", "--json", "--follow"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut lines = BufReader::new(follow.stdout.take().unwrap()).lines();
+    for _ in 0..2 {
+        lines.next().unwrap().unwrap();
+    }
+    redeem(&mut c, &token, &b, &fp).await.unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(lines.next());
+    });
+    let line = rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("followed event in time")
+        .unwrap()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_str(&line).unwrap();
+    assert_eq!(v["kind"], "tc.elicit.redeemed");
+    follow.kill().unwrap();
+    follow.wait().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn status_metrics_and_rotate_secret() {
+    let d = Daemon::start();
+    let o = d.tcctl(&["status"]);
+    let (stdout, stderr) = out(&o);
+    assert!(o.status.success(), "{stderr}");
+    assert!(stdout.contains(&d.socket.display().to_string()), "{stdout}");
+
+    let mut c = d.client().await;
+    let b = binding(V, T, "stdio", "rotate");
+    let fp = h("fp");
+    let token = raise_and_mint(&mut c, &b, &fp).await;
+    let o = d.tcctl(&["metrics"]);
+    let (stdout, stderr) = out(&o);
+    assert!(o.status.success(), "{stderr}");
+    assert!(stdout.lines().any(|l| l.starts_with("# TYPE")), "{stdout}");
+    assert!(
+        stdout
+            .lines()
+            .filter(|l| !l.starts_with('#') && !l.is_empty())
+            .all(|l| l
+                .rsplit_once(' ')
+                .is_some_and(|(_, v)| v.parse::<f64>().is_ok())),
+        "prometheus samples: {stdout}"
+    );
+
+    let o = d.tcctl(&["rotate-secret"]);
+    assert!(o.status.success(), "{o:?}");
+    refused(redeem(&mut c, &token, &b, &fp).await, Reason::Unknown);
+    assert!(events(&mut c)
+        .await
+        .iter()
+        .any(|e| e.kind == "tc.secret.rotated"));
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn daemon_not_running_is_explained() {
+    let mut d = Daemon::start();
+    d.stop();
+    let t = Instant::now();
+    let o = d.tcctl(&["status"]);
+    let err = assert_refused(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.contains(&d.socket.display().to_string()), "{err}");
+    assert!(err.contains("systemctl --user start tcd"), "{err}");
+    assert!(t.elapsed() < Duration::from_secs(10));
+    let o = d.tcctl(&["elicit", "--hash", &h("x"), "--tool", T, "--vault", V]);
+    assert_refused(&o);
+    assert_eq!(o.status.code(), Some(3));
+}
