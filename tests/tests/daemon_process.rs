@@ -326,3 +326,41 @@ async fn a_peer_with_another_uid_is_refused() {
         assert!(!out.status.success(), "{out:?}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn loose_directories_are_tightened_at_start() {
+    let mut d = Daemon::prepared(DaemonOpts::default());
+    let run = d.socket.parent().unwrap().to_path_buf();
+    std::fs::create_dir_all(&run).unwrap();
+    std::fs::create_dir_all(&d.cache_dir).unwrap();
+    chmod(&run, 0o755);
+    chmod(&d.cache_dir, 0o777);
+    d.start_again();
+    assert_eq!(mode(&run), 0o700);
+    assert_eq!(mode(&d.cache_dir), 0o700);
+    assert_eq!(mode(&d.socket), 0o600);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_readable_secret_file_is_refused() {
+    let mut d = Daemon::start();
+    d.stop();
+    let key = d.cache_dir.join("server-secrets/server.key");
+    chmod(&key, 0o644);
+    let out = d.command().stdin(Stdio::null()).output().unwrap();
+    assert!(!out.status.success(), "tcd must not start with a 0644 key");
+    assert!(!d.socket.exists());
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_symlinked_socket_directory_is_refused() {
+    let d = Daemon::prepared(DaemonOpts::default());
+    let real = d.dir.path().join("elsewhere");
+    std::fs::create_dir(&real).unwrap();
+    chmod(&real, 0o700);
+    std::os::unix::fs::symlink(&real, d.socket.parent().unwrap()).unwrap();
+    let out = d.command().stdin(Stdio::null()).output().unwrap();
+    assert!(!out.status.success(), "{out:?}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("symlink"), "{err}");
+}

@@ -248,3 +248,30 @@ async fn cursor_seal_open_and_rejections_are_logged() {
         assert_eq!(v["reason"], want, "{r}");
     }
 }
+
+/// 32 concurrent consumers (on separate connections) of one requestState: one wins.
+#[tokio::test(flavor = "multi_thread")]
+async fn request_state_consume_race_has_one_winner() {
+    let d = Daemon::start();
+    let mut c = d.client().await;
+    let b = b0();
+    for _ in 0..5 {
+        let s = seal(&mut c, &b, &h("fp")).await;
+        let mut tasks = Vec::new();
+        for _ in 0..32 {
+            let mut c = d.client().await;
+            let (s, b) = (s.clone(), b.clone());
+            tasks.push(tokio::spawn(
+                async move { open(&mut c, &s, &b, true).await },
+            ));
+        }
+        let mut wins = 0;
+        for t in tasks {
+            match t.await.unwrap() {
+                Ok(_) => wins += 1,
+                Err(s) => assert_eq!(reason_of(&s), Some(Reason::Spent), "{s:?}"),
+            }
+        }
+        assert_eq!(wins, 1);
+    }
+}
