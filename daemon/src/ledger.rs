@@ -358,14 +358,18 @@ impl Ledger {
         let now = now_ms();
         self.store.write(|tx, evs| {
             if !redemption_id.is_empty() {
+                // Only a live redemption of a token minted for this very call.
                 let n = tx.execute(
-                    "UPDATE redemptions SET final_at = ?2 WHERE id = ?1 AND final_at IS NULL AND released_at IS NULL",
-                    params![redemption_id, now],
+                    "UPDATE redemptions SET final_at = ?2
+                     WHERE id = ?1 AND final_at IS NULL AND released_at IS NULL
+                       AND EXISTS (SELECT 1 FROM tokens t WHERE t.token_hash = redemptions.token_hash
+                                   AND t.vault = ?3 AND t.tool = ?4 AND t.caller = ?5 AND t.args_hash = ?6)",
+                    params![redemption_id, now, b.vault, b.tool, b.caller, b.args_hash],
                 )?;
                 if n != 1 {
                     return Err(DaemonError::refused(
                         Reason::Spent,
-                        "this redemption is unknown, released, or already recorded as run",
+                        "this redemption is unknown, released, already recorded as run, or for another call",
                     ));
                 }
             }
@@ -373,7 +377,18 @@ impl Ledger {
                 "DELETE FROM raised WHERE vault = ?1 AND caller = ?2 AND args_hash = ?3",
                 params![b.vault, b.caller, b.args_hash],
             )?;
-            evs.push(b.event(events::CONSUMED, state_fp, json!({ "route": route })));
+            // One approval, one run: other tokens minted for the same call (the operator ran
+            // `tcctl elicit` twice) are spent with it, so the next run needs a fresh approval.
+            let voided = tx.execute(
+                "UPDATE tokens SET consumed_at = ?5
+                 WHERE vault = ?1 AND tool = ?2 AND caller = ?3 AND args_hash = ?4 AND consumed_at IS NULL",
+                params![b.vault, b.tool, b.caller, b.args_hash, now],
+            )?;
+            evs.push(b.event(
+                events::CONSUMED,
+                state_fp,
+                json!({ "route": route, "voided_sibling_tokens": voided }),
+            ));
             Ok(Ok(()))
         })
     }

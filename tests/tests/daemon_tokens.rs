@@ -341,3 +341,61 @@ async fn single_use_under_a_race_across_processes() {
         .count();
     assert_eq!(redeemed, ROUNDS);
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn one_run_spends_every_token_minted_for_that_call() {
+    let d = Daemon::start();
+    let mut c = d.client().await;
+    let b = binding(V, T, C, "minted twice");
+    let fp = h("fp");
+    let first = raise_and_mint(&mut c, &b, &fp).await;
+    // The operator ran `tcctl elicit` a second time for the same blocked call.
+    let second = c
+        .mint(mint_req(&b, None))
+        .await
+        .expect("second mint")
+        .into_inner()
+        .token;
+    let r = redeem(&mut c, &first, &b, &fp).await.expect("redeem first");
+    c.record_consumed(v1::RecordConsumedRequest {
+        binding: Some(b.clone()),
+        state_fp: fp.clone(),
+        route: "cli_token".into(),
+        redemption_id: r,
+    })
+    .await
+    .expect("consumed");
+    // The call ran once; the sibling token must not let it run again.
+    refused(redeem(&mut c, &second, &b, &fp).await, Reason::Spent);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn record_consumed_refuses_a_redemption_of_another_call() {
+    let d = Daemon::start();
+    let mut c = d.client().await;
+    let b = binding(V, T, C, "the real call");
+    let other = binding(V, T, C, "another call");
+    let fp = h("fp");
+    let token = raise_and_mint(&mut c, &b, &fp).await;
+    let r = redeem(&mut c, &token, &b, &fp).await.expect("redeem");
+    refused(
+        c.record_consumed(v1::RecordConsumedRequest {
+            binding: Some(other),
+            state_fp: fp.clone(),
+            route: "cli_token".into(),
+            redemption_id: r.clone(),
+        })
+        .await,
+        Reason::Spent,
+    );
+    // Still releasable: nothing was recorded as run.
+    c.release(v1::ReleaseRequest {
+        redemption_id: r,
+        reason: "acl".into(),
+    })
+    .await
+    .expect("release");
+    redeem(&mut c, &token, &b, &fp)
+        .await
+        .expect("token is back");
+}
