@@ -102,7 +102,12 @@ fn git_server_gets_a_gate_for_commit_and_reset() {
         python.display()
     );
     let repo = tempfile::tempdir().unwrap();
-    let st = Command::new("git").arg("init").arg("-q").arg(repo.path()).status().expect("git init");
+    let st = Command::new("git")
+        .arg("init")
+        .arg("-q")
+        .arg(repo.path())
+        .status()
+        .expect("git init");
     assert!(st.success());
     let cfg = init(&[
         python.to_str().unwrap(),
