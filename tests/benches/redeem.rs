@@ -1,5 +1,654 @@
-//! Benchmark placeholder; see docs/BENCHMARKS.md.
-fn main() {
-    eprintln!("not written yet");
-    std::process::exit(1);
+//! Redeem round-trip benchmark for the real `tcd` binary (see docs/BENCHMARKS.md).
+//!
+//! Run with `cargo build --release -p tcd && cargo bench -p tc-tests --bench redeem`.
+//!
+//! It starts `target/release/tcd` on a temporary directory under `target/` and measures,
+//! in one run, on one filesystem:
+//!
+//! 1. `Redeem` round-trip latency (p50/p99), one client, sequential;
+//! 2. `Redeem` throughput with 8 concurrent clients on 8 separate connections;
+//! 3. the baselines the target is judged against: one bare fsync'd SQLite commit
+//!    (WAL, `synchronous=FULL`) of a single-row `INSERT`, and of an
+//!    `UPDATE … WHERE consumed_at IS NULL`; plus, to split the cost, the daemon's own
+//!    redeem transaction run in-process, and a `Status` RPC (gRPC + blocking pool +
+//!    mutex, no write).
+//!
+//! Tokens are raised and minted before each timed phase; only `Redeem` is timed. Timings
+//! are printed, never asserted: the bench exits 0 whenever it ran.
+//!
+//! Knobs: `TC_BENCH_N` (sequential samples, default 2000), `TC_BENCH_CONC_TOTAL` (redeems
+//! across the 8 clients, default 4000), `TCD_BIN` (daemon binary, default
+//! `target/release/tcd`).
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use rusqlite::{params, Connection, TransactionBehavior};
+use tc_core::codes::events::REDEEMED;
+use tc_core::hash::sha256_hex;
+use tc_proto::v1::confirm_client::ConfirmClient;
+use tc_proto::v1::{Binding, MintRequest, RaiseRequest, RedeemRequest, StatusRequest};
+use tonic::transport::Channel;
+
+/// Concurrent clients in the throughput phase.
+const CLIENTS: usize = 8;
+/// Untimed calls before each timed phase.
+const WARMUP: usize = 50;
+
+type Client = ConfirmClient<Channel>;
+
+fn main() -> anyhow::Result<()> {
+    let n = env_usize("TC_BENCH_N", 2000)?;
+    let conc_total = env_usize("TC_BENCH_CONC_TOTAL", 4000)?;
+    if n == 0 || conc_total == 0 {
+        bail!("TC_BENCH_N and TC_BENCH_CONC_TOTAL must be at least 1");
+    }
+    let tcd = tcd_binary()?;
+    let target = tcd
+        .parent()
+        .and_then(Path::parent)
+        .context("tcd binary has no target directory")?
+        .to_path_buf();
+    let tmp = tempfile::Builder::new()
+        .prefix("tc-bench-redeem-")
+        .tempdir_in(&target)
+        .with_context(|| format!("creating a temp dir under {}", target.display()))?;
+    println!("tcd:     {}", tcd.display());
+    println!(
+        "tempdir: {} (daemon DB and baseline DBs)",
+        tmp.path().display()
+    );
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let mut base = Baselines {
+        insert: BareInsert::new(&tmp.path().join("bare-insert.db"))?,
+        update: BareUpdate::new(&tmp.path().join("bare-update.db"), WARMUP + n)?,
+        inproc: InprocRedeem::new(&tmp.path().join("inproc-redeem.db"), WARMUP + n)?,
+    };
+    let daemon = Daemon::start(&tcd, tmp.path())?;
+    let report = rt.block_on(daemon_phases(&daemon, &mut base, n, conc_total))?;
+    drop(daemon);
+    let [bare_insert, bare_update, inproc] = report.baselines.clone();
+
+    println!();
+    println!(
+        "{:<52} {:>6} {:>10} {:>10} {:>10}",
+        "measurement", "n", "p50 µs", "p99 µs", "mean µs"
+    );
+    for (name, s) in [
+        (
+            "Status RPC, empty DB (gRPC, no write)",
+            &report.status_empty,
+        ),
+        (
+            "Status RPC, populated DB (3 count(*) reads)",
+            &report.status_full,
+        ),
+        ("Redeem RPC, 1 client sequential", &report.redeem_seq),
+        (
+            "Redeem RPC, 8 clients concurrent (per call)",
+            &report.redeem_conc,
+        ),
+        (
+            "Redeem RPC, spent token (refused, no commit)",
+            &report.redeem_spent,
+        ),
+        ("bare SQLite commit: INSERT 1 row", &bare_insert),
+        (
+            "bare SQLite commit: UPDATE … consumed_at IS NULL",
+            &bare_update,
+        ),
+        ("in-process redeem transaction (same SQL as tcd)", &inproc),
+    ] {
+        let st = Stats::of(s);
+        println!(
+            "{:<52} {:>6} {:>10.1} {:>10.1} {:>10.1}",
+            name,
+            s.len(),
+            us(st.p50),
+            us(st.p99),
+            us(st.mean)
+        );
+    }
+    println!();
+    println!(
+        "throughput, {CLIENTS} clients / {CLIENTS} connections: {} redeems in {:.3} s = {:.0} redeems/s",
+        report.redeem_conc.len(),
+        report.conc_wall.as_secs_f64(),
+        report.redeem_conc.len() as f64 / report.conc_wall.as_secs_f64()
+    );
+    let redeem = Stats::of(&report.redeem_seq).p50;
+    for (name, base) in [("INSERT", &bare_insert), ("UPDATE", &bare_update)] {
+        let b = Stats::of(base).p50;
+        let ratio = redeem.as_secs_f64() / b.as_secs_f64();
+        println!(
+            "ratio p50(redeem) / p50(bare {name} commit) = {ratio:.2}x  (target <= 2x: {})",
+            if ratio <= 2.0 { "met" } else { "NOT met" }
+        );
+    }
+    Ok(())
+}
+
+/// What the daemon-facing phases measured.
+struct DaemonReport {
+    /// Bare INSERT commit, bare UPDATE commit, in-process redeem transaction.
+    baselines: [Vec<Duration>; 3],
+    status_empty: Vec<Duration>,
+    status_full: Vec<Duration>,
+    redeem_seq: Vec<Duration>,
+    redeem_spent: Vec<Duration>,
+    redeem_conc: Vec<Duration>,
+    conc_wall: Duration,
+}
+
+/// Blocks the sequential phase is cut into, alternating redeems with the SQLite
+/// baselines so that drift in the machine's fsync latency hits both alike.
+const ROUNDS: usize = 10;
+
+async fn daemon_phases(
+    d: &Daemon,
+    base: &mut Baselines,
+    n: usize,
+    conc_total: usize,
+) -> anyhow::Result<DaemonReport> {
+    let mut client = ConfirmClient::new(d.connect().await?);
+    let fp = sha256_hex(b"tc-bench-state");
+
+    // Status on a fresh DB: transport + spawn_blocking + store mutex, no write.
+    let status_empty = time_status(&mut client, n).await?;
+
+    // Sequential redeem latency, interleaved block by block with the bare commits.
+    let tokens = prepare(d, 0, WARMUP + n, &fp).await?;
+    let (warm, timed) = tokens.split_at(WARMUP);
+    for t in warm {
+        redeem(&mut client, t, &fp).await?;
+    }
+    for _ in 0..WARMUP {
+        base.sample_all()?;
+    }
+    let mut redeem_seq = Vec::with_capacity(n);
+    let mut baselines: [Vec<Duration>; 3] = Default::default();
+    for block in timed.chunks(n.div_ceil(ROUNDS)) {
+        for t in block {
+            let start = Instant::now();
+            redeem(&mut client, t, &fp).await?;
+            redeem_seq.push(start.elapsed());
+        }
+        for _ in block {
+            baselines[0].push(base.insert.sample()?);
+        }
+        for _ in block {
+            baselines[1].push(base.update.sample()?);
+        }
+        for _ in block {
+            baselines[2].push(base.inproc.sample()?);
+        }
+    }
+
+    // The same RPC refused as `spent`: the whole path (transport, blocking pool, mutex,
+    // BEGIN IMMEDIATE, SELECT) except the write and its fsync, which is rolled back.
+    let mut redeem_spent = Vec::with_capacity(n);
+    for t in timed {
+        let start = Instant::now();
+        let refused = redeem(&mut client, t, &fp).await;
+        redeem_spent.push(start.elapsed());
+        match refused {
+            Err(e)
+                if e.downcast_ref::<tonic::Status>().and_then(tc_proto::reason)
+                    == Some(tc_core::Reason::Spent) => {}
+            other => bail!("a spent token was not refused as spent: {other:?}"),
+        }
+    }
+
+    // Status again, now that the tables hold thousands of rows.
+    let status_full = time_status(&mut client, n).await?;
+
+    // Throughput: 8 clients, 8 connections, tokens prepared first.
+    let per = conc_total.div_ceil(CLIENTS);
+    let tokens = prepare(d, WARMUP + n, CLIENTS * (per + 1), &fp).await?;
+    let mut clients = Vec::with_capacity(CLIENTS);
+    for chunk in tokens.chunks(per + 1) {
+        let mut c = ConfirmClient::new(d.connect().await?);
+        redeem(&mut c, &chunk[0], &fp).await?; // connection warm-up
+        clients.push((c, chunk[1..].to_vec()));
+    }
+    let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(CLIENTS + 1));
+    let mut tasks = Vec::new();
+    for (mut c, toks) in clients {
+        let barrier = barrier.clone();
+        let fp = fp.clone();
+        tasks.push(tokio::spawn(async move {
+            barrier.wait().await;
+            let mut lat = Vec::with_capacity(toks.len());
+            for t in &toks {
+                let start = Instant::now();
+                redeem(&mut c, t, &fp).await?;
+                lat.push(start.elapsed());
+            }
+            anyhow::Ok(lat)
+        }));
+    }
+    barrier.wait().await;
+    let start = Instant::now();
+    let mut redeem_conc = Vec::with_capacity(conc_total);
+    for t in tasks {
+        redeem_conc.extend(t.await??);
+    }
+    let conc_wall = start.elapsed();
+    Ok(DaemonReport {
+        baselines,
+        status_empty,
+        status_full,
+        redeem_seq,
+        redeem_spent,
+        redeem_conc,
+        conc_wall,
+    })
+}
+
+/// A minted, unspent token and the binding it was minted for.
+#[derive(Clone)]
+struct Prepared {
+    token: String,
+    binding: Binding,
+}
+
+/// Raises and mints `count` tokens (ids `first..first+count`), 8 connections in parallel.
+async fn prepare(
+    d: &Daemon,
+    first: usize,
+    count: usize,
+    fp: &str,
+) -> anyhow::Result<Vec<Prepared>> {
+    let started = Instant::now();
+    let per = count.div_ceil(CLIENTS);
+    let mut tasks = Vec::new();
+    for w in 0..CLIENTS {
+        let lo = first + w * per;
+        let hi = (lo + per).min(first + count);
+        let mut c = ConfirmClient::new(d.connect().await?);
+        let fp = fp.to_string();
+        tasks.push(tokio::spawn(async move {
+            let mut out = Vec::with_capacity(hi.saturating_sub(lo));
+            for i in lo..hi {
+                let binding = Binding {
+                    vault: "bench".into(),
+                    tool: "t".into(),
+                    caller: "stdio".into(),
+                    args_hash: sha256_hex(format!("tc-bench-call-{i}").as_bytes()),
+                };
+                c.raise(RaiseRequest {
+                    binding: Some(binding.clone()),
+                    state_fp: fp.clone(),
+                    summary: format!("bench call {i}"),
+                })
+                .await
+                .context("Raise")?;
+                let token = c
+                    .mint(MintRequest {
+                        binding: Some(binding.clone()),
+                        state_fp: None,
+                    })
+                    .await
+                    .context("Mint")?
+                    .into_inner()
+                    .token;
+                out.push(Prepared { token, binding });
+            }
+            anyhow::Ok(out)
+        }));
+    }
+    let mut all = Vec::with_capacity(count);
+    for t in tasks {
+        all.extend(t.await??);
+    }
+    eprintln!(
+        "prepared {count} tokens in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    Ok(all)
+}
+
+async fn redeem(c: &mut Client, t: &Prepared, fp: &str) -> anyhow::Result<()> {
+    let reply = c
+        .redeem(RedeemRequest {
+            token: t.token.clone(),
+            binding: Some(t.binding.clone()),
+            current_state_fp: fp.to_string(),
+        })
+        .await
+        .context("Redeem refused")?
+        .into_inner();
+    if reply.redemption_id.is_empty() {
+        bail!("Redeem returned no redemption id");
+    }
+    Ok(())
+}
+
+async fn time_status(c: &mut Client, n: usize) -> anyhow::Result<Vec<Duration>> {
+    for _ in 0..WARMUP {
+        c.status(StatusRequest {}).await?;
+    }
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let start = Instant::now();
+        c.status(StatusRequest {}).await.context("Status")?;
+        out.push(start.elapsed());
+    }
+    Ok(out)
+}
+
+/// Opens a baseline DB exactly as tcd's store does: WAL, `synchronous=FULL`.
+fn open_durable(path: &Path) -> anyhow::Result<Connection> {
+    let conn = Connection::open(path)?;
+    conn.pragma_update(None, "journal_mode", "WAL")?;
+    conn.pragma_update(None, "synchronous", "FULL")?;
+    let mode: String = conn.pragma_query_value(None, "journal_mode", |r| r.get(0))?;
+    if mode != "wal" {
+        bail!("{}: journal_mode is {mode}, not wal", path.display());
+    }
+    Ok(conn)
+}
+
+/// The three in-process SQLite baselines, each on its own DB in the bench's tempdir.
+struct Baselines {
+    insert: BareInsert,
+    update: BareUpdate,
+    inproc: InprocRedeem,
+}
+
+impl Baselines {
+    fn sample_all(&mut self) -> anyhow::Result<()> {
+        self.insert.sample()?;
+        self.update.sample()?;
+        self.inproc.sample()?;
+        Ok(())
+    }
+}
+
+/// One `BEGIN IMMEDIATE; INSERT one row; COMMIT` per sample.
+struct BareInsert {
+    conn: Connection,
+    i: u64,
+}
+
+impl BareInsert {
+    fn new(path: &Path) -> anyhow::Result<Self> {
+        let conn = open_durable(path)?;
+        conn.execute_batch("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT NOT NULL)")?;
+        Ok(BareInsert { conn, i: 0 })
+    }
+
+    fn sample(&mut self) -> anyhow::Result<Duration> {
+        self.i += 1;
+        let v = sha256_hex(&self.i.to_le_bytes());
+        let start = Instant::now();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        tx.prepare_cached("INSERT INTO t (v) VALUES (?1)")?
+            .execute(params![v])?;
+        tx.commit()?;
+        Ok(start.elapsed())
+    }
+}
+
+/// One `BEGIN IMMEDIATE; UPDATE … WHERE consumed_at IS NULL; COMMIT` per sample, each on a
+/// different prefilled row (like spending a token).
+struct BareUpdate {
+    conn: Connection,
+    keys: Vec<Vec<u8>>,
+}
+
+impl BareUpdate {
+    fn new(path: &Path, count: usize) -> anyhow::Result<Self> {
+        let mut conn = open_durable(path)?;
+        conn.execute_batch(
+            "CREATE TABLE tokens (token_hash BLOB PRIMARY KEY, consumed_at INTEGER)",
+        )?;
+        let keys: Vec<Vec<u8>> = (0..count)
+            .map(|i| sha256_hex(&i.to_le_bytes()).into_bytes())
+            .collect();
+        let tx = conn.transaction()?;
+        for k in &keys {
+            tx.execute("INSERT INTO tokens (token_hash) VALUES (?1)", params![k])?;
+        }
+        tx.commit()?;
+        Ok(BareUpdate { conn, keys })
+    }
+
+    fn sample(&mut self) -> anyhow::Result<Duration> {
+        let k = self.keys.pop().context("baseline UPDATE ran out of rows")?;
+        let start = Instant::now();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let changed = tx
+            .prepare_cached(
+                "UPDATE tokens SET consumed_at = ?2 WHERE token_hash = ?1 AND consumed_at IS NULL",
+            )?
+            .execute(params![k, tc_core::now_ms()])?;
+        tx.commit()?;
+        let took = start.elapsed();
+        if changed != 1 {
+            bail!("baseline UPDATE changed {changed} rows");
+        }
+        Ok(took)
+    }
+}
+
+/// The statements `Ledger::redeem` + `Store::write` run for a successful redeem (SELECT,
+/// UPDATE, INSERT redemption, INSERT event, counter upsert), in one transaction, with no
+/// RPC around it. A mirror of daemon/src/ledger.rs and store.rs; keep it in step.
+struct InprocRedeem {
+    conn: Connection,
+    rows: Vec<(Vec<u8>, String)>,
+    fp: String,
+}
+
+impl InprocRedeem {
+    fn new(path: &Path, count: usize) -> anyhow::Result<Self> {
+        let mut conn = open_durable(path)?;
+        conn.execute_batch(
+            "CREATE TABLE tokens (
+                token_hash BLOB PRIMARY KEY,
+                vault TEXT NOT NULL, tool TEXT NOT NULL, caller TEXT NOT NULL,
+                args_hash TEXT NOT NULL, state_fp TEXT NOT NULL,
+                created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,
+                consumed_at INTEGER, redemption_id TEXT);
+             CREATE TABLE redemptions (
+                id TEXT PRIMARY KEY, token_hash BLOB NOT NULL,
+                redeemed_at INTEGER NOT NULL, released_at INTEGER, final_at INTEGER);
+             CREATE TABLE events (
+                id INTEGER PRIMARY KEY AUTOINCREMENT, at_ms INTEGER NOT NULL, kind TEXT NOT NULL,
+                vault TEXT NOT NULL, tool TEXT NOT NULL, caller TEXT NOT NULL,
+                args_hash TEXT NOT NULL, state_fp TEXT NOT NULL, detail TEXT NOT NULL);
+             CREATE TABLE counters (
+                name TEXT NOT NULL, labels TEXT NOT NULL, value INTEGER NOT NULL,
+                PRIMARY KEY (name, labels));",
+        )?;
+        let fp = sha256_hex(b"tc-bench-state");
+        let now = tc_core::now_ms();
+        let rows: Vec<(Vec<u8>, String)> = (0..count)
+            .map(|i| {
+                (
+                    sha256_hex(format!("tok-{i}").as_bytes()).into_bytes(),
+                    sha256_hex(format!("call-{i}").as_bytes()),
+                )
+            })
+            .collect();
+        let tx = conn.transaction()?;
+        for (h, a) in &rows {
+            tx.execute(
+                "INSERT INTO tokens (token_hash, vault, tool, caller, args_hash, state_fp, created_at, expires_at)
+                 VALUES (?1, 'bench', 't', 'stdio', ?2, ?3, ?4, ?5)",
+                params![h, a, fp, now, now + 3_600_000],
+            )?;
+        }
+        tx.commit()?;
+        Ok(InprocRedeem { conn, rows, fp })
+    }
+
+    fn sample(&mut self) -> anyhow::Result<Duration> {
+        let (h, a) = self
+            .rows
+            .pop()
+            .context("in-process redeem ran out of tokens")?;
+        let rid = format!("redemption-{}", self.rows.len());
+        let detail = format!("{{\"redemption_id\":\"{rid}\"}}");
+        let start = Instant::now();
+        let now = tc_core::now_ms();
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)?;
+        let consumed: Option<i64> = tx.query_row(
+            "SELECT vault, tool, caller, args_hash, state_fp, expires_at, consumed_at
+             FROM tokens WHERE token_hash = ?1",
+            params![h],
+            |r| r.get(6),
+        )?;
+        if consumed.is_some() {
+            bail!("in-process token already consumed");
+        }
+        tx.execute(
+            "UPDATE tokens SET consumed_at = ?2, redemption_id = ?3 WHERE token_hash = ?1 AND consumed_at IS NULL",
+            params![h, now, rid],
+        )?;
+        tx.execute(
+            "INSERT INTO redemptions (id, token_hash, redeemed_at) VALUES (?1, ?2, ?3)",
+            params![rid, h, now],
+        )?;
+        tx.prepare_cached(
+            "INSERT INTO events (at_ms, kind, vault, tool, caller, args_hash, state_fp, detail)
+             VALUES (?1, ?2, 'bench', 't', 'stdio', ?3, ?4, ?5)",
+        )?
+        .execute(params![now, REDEEMED, a, self.fp, detail])?;
+        tx.execute(
+            "INSERT INTO counters (name, labels, value) VALUES (?1, ?2, 1)
+             ON CONFLICT (name, labels) DO UPDATE SET value = value + 1",
+            params!["tc_events_total", format!("kind=\"{REDEEMED}\"")],
+        )?;
+        tx.commit()?;
+        Ok(start.elapsed())
+    }
+}
+
+/// A running `tcd`, stopped with SIGTERM on drop.
+struct Daemon {
+    child: Child,
+    socket: PathBuf,
+    log: PathBuf,
+}
+
+impl Daemon {
+    fn start(tcd: &Path, dir: &Path) -> anyhow::Result<Daemon> {
+        let socket = dir.join("run").join("tcd.sock");
+        if socket.as_os_str().len() > 100 {
+            bail!(
+                "socket path {} is too long for a Unix socket; use a shorter target dir",
+                socket.display()
+            );
+        }
+        let config = dir.join("config.toml");
+        std::fs::write(&config, "")?;
+        let log = dir.join("tcd.log");
+        let child = Command::new(tcd)
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--cache-dir")
+            .arg(dir.join("cache"))
+            .arg("--config")
+            .arg(&config)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log)?)
+            .spawn()
+            .with_context(|| format!("starting {}", tcd.display()))?;
+        Ok(Daemon { child, socket, log })
+    }
+
+    /// A new connection; waits (up to 20 s) for the socket to accept the first time.
+    async fn connect(&self) -> anyhow::Result<Channel> {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            match tc_proto::connect(&self.socket).await {
+                Ok(ch) => return Ok(ch),
+                Err(e) if Instant::now() > deadline => {
+                    return Err(e).context(format!(
+                        "tcd did not accept on {} within 20 s (see {})",
+                        self.socket.display(),
+                        self.log.display()
+                    ))
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
+            }
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let _ = self.child.wait();
+    }
+}
+
+/// `$TCD_BIN`, else `tcd` next to the target profile dir this bench was built into.
+fn tcd_binary() -> anyhow::Result<PathBuf> {
+    if let Some(p) = std::env::var_os("TCD_BIN") {
+        return Ok(PathBuf::from(p));
+    }
+    let exe = std::env::current_exe()?;
+    // target/release/deps/redeem-<hash> -> target/release/tcd
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .context("cannot locate the target directory from the bench executable")?;
+    let tcd = profile_dir.join("tcd");
+    if !tcd.is_file() {
+        bail!(
+            "{} not found: build the daemon first with `cargo build --release -p tcd`, \
+             then rerun `cargo bench -p tc-tests --bench redeem` (or set TCD_BIN)",
+            tcd.display()
+        );
+    }
+    Ok(tcd)
+}
+
+fn env_usize(name: &str, default: usize) -> anyhow::Result<usize> {
+    match std::env::var(name) {
+        Ok(v) => v
+            .parse()
+            .with_context(|| format!("{name}={v:?} is not a count")),
+        Err(_) => Ok(default),
+    }
+}
+
+struct Stats {
+    p50: Duration,
+    p99: Duration,
+    mean: Duration,
+}
+
+impl Stats {
+    /// Nearest-rank percentiles.
+    fn of(samples: &[Duration]) -> Stats {
+        let mut s = samples.to_vec();
+        s.sort_unstable();
+        let rank = |p: f64| s[((p / 100.0 * s.len() as f64).ceil() as usize).clamp(1, s.len()) - 1];
+        Stats {
+            p50: rank(50.0),
+            p99: rank(99.0),
+            mean: s.iter().sum::<Duration>() / s.len() as u32,
+        }
+    }
+}
+
+fn us(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e6
 }
