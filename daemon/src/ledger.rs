@@ -547,17 +547,18 @@ impl Ledger {
     /// (pending requests, live tokens, events) for `Status`.
     pub fn counts(&self) -> Result<(u64, u64, u64), DaemonError> {
         let now = now_ms();
-        self.store.read(|c| {
-            let q = |sql: &str| {
-                c.query_row(sql, params![now], |r| r.get::<_, i64>(0))
-                    .map(|v| v as u64)
-            };
-            Ok((
-                q("SELECT count(*) FROM raised WHERE expires_at > ?1")?,
-                q("SELECT count(*) FROM tokens WHERE consumed_at IS NULL AND expires_at > ?1")?,
-                q("SELECT count(*) FROM events WHERE ?1 IS NOT NULL")?,
-            ))
-        })
+        self.store
+            .read(|c| {
+                let q = |sql: &str| {
+                    c.query_row(sql, params![now], |r| r.get::<_, i64>(0))
+                        .map(|v| v as u64)
+                };
+                Ok((
+                    q("SELECT count(*) FROM raised WHERE expires_at > ?1")?,
+                    q("SELECT count(*) FROM tokens WHERE consumed_at IS NULL AND expires_at > ?1")?,
+                ))
+            })
+            .and_then(|(raised, live)| Ok((raised, live, self.store.event_count()?)))
     }
 
     /// Replaces the secret; every outstanding token, state and cursor stops verifying.

@@ -38,11 +38,10 @@ impl Service {
         &self,
         f: impl FnOnce(&Ledger) -> Result<T, DaemonError> + Send + 'static,
     ) -> Result<T, Status> {
+        // `block_in_place` runs the (fsync-bound) ledger call on this worker thread and
+        // moves other tasks away, saving the hand-off to a blocking-pool thread per RPC.
         let ledger = self.ledger.clone();
-        tokio::task::spawn_blocking(move || f(&ledger))
-            .await
-            .map_err(|e| DaemonError::Internal(e.to_string()))?
-            .map_err(Status::from)
+        tokio::task::block_in_place(move || f(&ledger)).map_err(Status::from)
     }
 }
 
@@ -335,7 +334,7 @@ impl Confirm for Service {
         &self,
         _: Request<v1::CountersRequest>,
     ) -> Result<Response<v1::CountersReply>, Status> {
-        let rows = self.run(|l| l.store.counters()).await?;
+        let rows = self.ledger.store.counters();
         Ok(Response::new(v1::CountersReply {
             counters: rows
                 .into_iter()

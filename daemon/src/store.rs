@@ -1,9 +1,11 @@
 //! The SQLite store: opening in WAL with `synchronous=FULL`, the versioned schema and
-//! its migrations, transactions, and the event log/counters every change writes into.
+//! its migrations, transactions, the event log every change writes into, and the counters
+//! derived from it.
 //!
 //! - [`Store`]: one connection behind a mutex (SQLite serializes writers anyway).
 //! - [`NewEvent`]: an audit event, committed in the same transaction as its change.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Mutex;
 
@@ -47,6 +49,12 @@ const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (name, labels)
     );
     "#,
+    // 2: counters are derived from the event log at start and kept in memory (one less
+    // write per event); a partial index keeps "live tokens" cheap for `Status`.
+    r#"
+    DROP TABLE counters;
+    CREATE INDEX tokens_live ON tokens (expires_at) WHERE consumed_at IS NULL;
+    "#,
 ];
 
 /// The schema version this build writes.
@@ -78,9 +86,11 @@ pub struct EventRow {
     pub detail: String,
 }
 
-/// The database and the "events committed" signal `ListEvents --follow` waits on.
+/// The database, the in-memory counters, and the "events committed" signal
+/// `ListEvents --follow` waits on.
 pub struct Store {
     conn: Mutex<Connection>,
+    counters: Mutex<BTreeMap<(String, String), u64>>,
     committed: broadcast::Sender<i64>,
 }
 
@@ -95,9 +105,21 @@ impl Store {
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
         migrate(&mut conn)?;
+        let mut counters = BTreeMap::new();
+        {
+            let mut st = conn.prepare("SELECT kind, count(*) FROM events GROUP BY kind")?;
+            let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
+            for row in rows {
+                let (kind, n) = row?;
+                for key in counter_keys(&kind) {
+                    *counters.entry(key).or_insert(0) += n as u64;
+                }
+            }
+        }
         let (committed, _) = broadcast::channel(64);
         Ok(Store {
             conn: Mutex::new(conn),
+            counters: Mutex::new(counters),
             committed,
         })
     }
@@ -119,6 +141,7 @@ impl Store {
             last = insert_event(&tx, ev)?;
         }
         tx.commit()?;
+        self.count(&events);
         if last > 0 {
             let _ = self.committed.send(last);
         }
@@ -140,6 +163,7 @@ impl Store {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate)?;
         let id = insert_event(&tx, &ev)?;
         tx.commit()?;
+        self.count(std::slice::from_ref(&ev));
         let _ = self.committed.send(id);
         Ok(id)
     }
@@ -173,17 +197,42 @@ impl Store {
         })
     }
 
-    /// All counters as (name, labels, value).
-    pub fn counters(&self) -> Result<Vec<(String, String, u64)>, DaemonError> {
+    /// All counters as (name, labels, value), sorted.
+    pub fn counters(&self) -> Vec<(String, String, u64)> {
+        let c = self.counters.lock().unwrap_or_else(|p| p.into_inner());
+        c.iter()
+            .map(|((n, l), v)| (n.clone(), l.clone(), *v))
+            .collect()
+    }
+
+    /// Number of events ever committed (ids are AUTOINCREMENT and never deleted).
+    pub fn event_count(&self) -> Result<u64, DaemonError> {
         self.read(|c| {
-            let mut st =
-                c.prepare("SELECT name, labels, value FROM counters ORDER BY name, labels")?;
-            let rows = st.query_map([], |r| {
-                Ok((r.get(0)?, r.get(1)?, r.get::<_, i64>(2)? as u64))
-            })?;
-            Ok(rows.collect::<Result<_, _>>()?)
+            Ok(
+                c.query_row("SELECT coalesce(max(id), 0) FROM events", [], |r| {
+                    r.get::<_, i64>(0)
+                })? as u64,
+            )
         })
     }
+
+    fn count(&self, events: &[NewEvent]) {
+        let mut c = self.counters.lock().unwrap_or_else(|p| p.into_inner());
+        for ev in events {
+            for key in counter_keys(ev.kind) {
+                *c.entry(key).or_insert(0) += 1;
+            }
+        }
+    }
+}
+
+/// The counters one event of `kind` adds to.
+fn counter_keys(kind: &str) -> Vec<(String, String)> {
+    let mut keys = vec![("tc_events_total".to_string(), format!("kind=\"{kind}\""))];
+    if kind == tc_core::codes::events::OVERFLOW {
+        keys.push(("governor_truncations_total".to_string(), String::new()));
+    }
+    keys
 }
 
 /// What a [`Store::write`] closure returns: outer `Err` rolls back, inner `Err` commits then refuses.
@@ -207,15 +256,6 @@ fn migrate(conn: &mut Connection) -> Result<(), DaemonError> {
     Ok(())
 }
 
-fn bump(tx: &Transaction<'_>, name: &str, labels: &str) -> rusqlite::Result<()> {
-    tx.execute(
-        "INSERT INTO counters (name, labels, value) VALUES (?1, ?2, 1)
-         ON CONFLICT (name, labels) DO UPDATE SET value = value + 1",
-        params![name, labels],
-    )?;
-    Ok(())
-}
-
 fn insert_event(tx: &Transaction<'_>, ev: &NewEvent) -> Result<i64, DaemonError> {
     let detail = if ev.detail.is_null() {
         "{}".to_string()
@@ -236,12 +276,7 @@ fn insert_event(tx: &Transaction<'_>, ev: &NewEvent) -> Result<i64, DaemonError>
         ev.state_fp,
         detail
     ])?;
-    let id = tx.last_insert_rowid();
-    bump(tx, "tc_events_total", &format!("kind=\"{}\"", ev.kind))?;
-    if ev.kind == tc_core::codes::events::OVERFLOW {
-        bump(tx, "governor_truncations_total", "")?;
-    }
-    Ok(id)
+    Ok(tx.last_insert_rowid())
 }
 
 #[cfg(test)]

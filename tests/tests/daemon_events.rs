@@ -134,3 +134,34 @@ async fn status_and_counters_reflect_the_ledger() {
         .counters;
     assert!(!counters.is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn counters_are_rebuilt_from_the_event_log_after_a_restart() {
+    let mut d = Daemon::start();
+    let mut c = d.client().await;
+    let b = binding("notes", "write_file", "stdio", "counted");
+    raise_and_mint(&mut c, &b, &h("fp")).await;
+    let value = |cs: &[v1::Counter], labels: &str| {
+        cs.iter()
+            .find(|x| x.name == "tc_events_total" && x.labels == labels)
+            .map(|x| x.value)
+    };
+    let before = c
+        .counters(v1::CountersRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .counters;
+    assert_eq!(value(&before, "kind=\"tc.elicit.minted\""), Some(1));
+    drop(c);
+    d.restart();
+    let mut c = d.client().await;
+    let after = c
+        .counters(v1::CountersRequest {})
+        .await
+        .unwrap()
+        .into_inner()
+        .counters;
+    assert_eq!(value(&after, "kind=\"tc.elicit.requested\""), Some(1));
+    assert_eq!(value(&after, "kind=\"tc.elicit.minted\""), Some(1));
+}
