@@ -103,5 +103,8 @@ fn real_main() -> anyhow::Result<i32> {
         .worker_threads(2)
         .enable_all()
         .build()?;
-    rt.block_on(proxy::run(policy, socket, command))
+    let code = rt.block_on(proxy::run(policy, socket, command));
+    // The stdin reader may be parked in a blocking read: do not wait for it.
+    rt.shutdown_background();
+    code
 }

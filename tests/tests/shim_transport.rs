@@ -1,0 +1,191 @@
+//! Raw JSON-RPC through the real tc-shim in front of a stdlib-only fixture server:
+//! byte-for-byte forwarding, malformed input, id spaces, floors, child exit status.
+
+#[path = "shim_support.rs"]
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use support::*;
+
+struct Raw {
+    child: std::process::Child,
+    stdin: Option<std::process::ChildStdin>,
+    lines: mpsc::Receiver<String>,
+}
+
+impl Raw {
+    fn start(env: &Env) -> Raw {
+        let fixture = workspace().join("tests/fixtures/echo_server.py");
+        let mut argv = env.shim_argv("echo");
+        argv.extend(["--".into(), "python3".into(), fixture.display().to_string()]);
+        let mut child = Command::new(&argv[0])
+            .args(&argv[1..])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .unwrap();
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        Raw {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    fn send(&mut self, bytes: &[u8]) {
+        let s = self.stdin.as_mut().unwrap();
+        s.write_all(bytes).unwrap();
+        s.write_all(b"\n").unwrap();
+        s.flush().unwrap();
+    }
+
+    fn line(&mut self) -> String {
+        self.lines
+            .recv_timeout(Duration::from_secs(20))
+            .expect("a line from tc-shim")
+    }
+
+    fn json(&mut self) -> Value {
+        serde_json::from_str(&self.line()).unwrap()
+    }
+}
+
+fn env() -> Env {
+    Env::new("[[vaults]]\nid = \"echo\"\nroot = \"$ROOT\"\n\n[[vaults.gates]]\ntool = \"hello\"\nwhen = { equals = { arg = \"who\", value = \"boss\" } }\ntargets = \"none\"\n")
+}
+
+#[test]
+fn shim_transport_forwards_bytes_and_refuses_garbage() {
+    let env = env();
+    let mut s = Raw::start(&env);
+
+    // Malformed input: JSON-RPC errors with id null, never forwarded, never a crash.
+    s.send(b"{not json");
+    let r = s.json();
+    assert_eq!(
+        (r["id"].clone(), r["error"]["code"].clone()),
+        (Value::Null, json!(-32700)),
+        "{r}"
+    );
+    s.send(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"echo\",\"params\":\"\xff\xfe\"}");
+    let r = s.json();
+    assert_eq!(r["error"]["code"], -32700, "invalid UTF-8: {r}");
+    s.send(b"[1,2]");
+    assert_eq!(s.json()["error"]["code"], -32600);
+
+    // Unknown method and unknown fields reach the server byte-for-byte.
+    let sent = r#"{"jsonrpc":"2.0","id":5,"method":"echo","params":{"z":1,"a":[1.50,"é"]},"extra":{"keep":true}}"#;
+    s.send(sent.as_bytes());
+    let r = s.json();
+    assert_eq!(r["id"], 5);
+    assert_eq!(r["result"]["raw"], sent);
+
+    // Server→client requests pass through unchanged; the client's answer reaches the server.
+    s.send(br#"{"jsonrpc":"2.0","id":6,"method":"trigger"}"#);
+    let req = s.line();
+    assert_eq!(
+        req,
+        r#"{"jsonrpc": "2.0", "id": 0, "method": "sampling/createMessage", "params": {"x": 1}, "unknownField": [1, {"b": null}]}"#
+    );
+    assert_eq!(s.json()["id"], 6);
+    let answer = r#"{"jsonrpc":"2.0","id":0,"result":{"model":"m","odd":[true]}}"#;
+    s.send(answer.as_bytes());
+    let got = s.json();
+    assert_eq!(got["method"], "got");
+    assert_eq!(got["params"]["raw"], answer);
+
+    // A tools/call before any tools/list: the shim lists tools itself (never shown to
+    // the client) and refuses the ungated destructive tool without forwarding it.
+    s.send(br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"nuke","arguments":{}}}"#);
+    let r = s.json();
+    assert_eq!(
+        r["id"], 7,
+        "only the answer to id 7 reaches the client: {r}"
+    );
+    assert_eq!(
+        r["result"]["structuredContent"]["code"], "gate_not_configured",
+        "{r}"
+    );
+
+    // tools/list: the floor tool is hidden, the gated one advertises elicit_token.
+    s.send(br#"{"jsonrpc":"2.0","id":"L","method":"tools/list"}"#);
+    let r = s.json();
+    let tools = r["result"]["tools"].as_array().unwrap();
+    assert_eq!(tools.len(), 1, "{r}");
+    assert_eq!(tools[0]["name"], "hello");
+    assert_eq!(
+        tools[0]["inputSchema"]["properties"]["elicit_token"]["type"],
+        "string"
+    );
+
+    // A gated tool whose `when` does not hold passes straight through, elicit_token stripped.
+    s.send(br#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"hello","arguments":{"who":"me","elicit_token":"x"}}}"#);
+    let r = s.json();
+    let forwarded: Value =
+        serde_json::from_str(r["result"]["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(forwarded["params"]["arguments"], json!({"who": "me"}));
+    // ... and when it holds, nothing is forwarded without a daemon: fail closed.
+    s.send(br#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"hello","arguments":{"who":"boss"}}}"#);
+    let r = s.json();
+    assert_eq!(r["id"], 9);
+    assert_eq!(
+        r["result"]["structuredContent"]["code"], "confirmation_unavailable",
+        "{r}"
+    );
+
+    // Oversized lines are refused cleanly and the session goes on.
+    let mut big = br#"{"jsonrpc":"2.0","id":10,"method":"echo","params":""#.to_vec();
+    big.resize(17 * 1024 * 1024, b'a');
+    big.extend_from_slice(b"\"}");
+    s.send(&big);
+    let r = s.json();
+    assert_eq!(
+        (r["id"].clone(), r["error"]["code"].clone()),
+        (Value::Null, json!(-32600)),
+        "{r}"
+    );
+    s.send(br#"{"jsonrpc":"2.0","id":11,"method":"echo"}"#);
+    assert_eq!(s.json()["id"], 11);
+
+    // Child exit: the pending call gets an error and the shim exits with the child's status.
+    s.send(br#"{"jsonrpc":"2.0","id":12,"method":"hang"}"#);
+    s.send(br#"{"jsonrpc":"2.0","id":13,"method":"exit"}"#);
+    let mut ids = vec![s.json(), s.json()];
+    ids.sort_by_key(|v| v["id"].as_i64());
+    assert_eq!(ids[0]["id"], 12);
+    assert_eq!(ids[0]["error"]["code"], -32603);
+    assert_eq!(ids[1]["id"], 13);
+    let status = s.child.wait().unwrap();
+    assert_eq!(status.code(), Some(7));
+    drop(s.stdin.take());
+}
+
+#[test]
+fn shim_transport_client_eof_ends_the_session() {
+    let env = env();
+    let mut s = Raw::start(&env);
+    s.send(br#"{"jsonrpc":"2.0","id":1,"method":"echo"}"#);
+    assert_eq!(s.json()["id"], 1);
+    drop(s.stdin.take());
+    let status = s.child.wait().unwrap();
+    assert_eq!(
+        status.code(),
+        Some(0),
+        "the fixture exits 0 at EOF and the shim passes that on"
+    );
+}
