@@ -165,7 +165,7 @@ fn shim_transport_forwards_bytes_and_refuses_garbage() {
     // Child exit: the pending call gets an error and the shim exits with the child's status.
     s.send(br#"{"jsonrpc":"2.0","id":12,"method":"hang"}"#);
     s.send(br#"{"jsonrpc":"2.0","id":13,"method":"exit"}"#);
-    let mut ids = vec![s.json(), s.json()];
+    let mut ids = [s.json(), s.json()];
     ids.sort_by_key(|v| v["id"].as_i64());
     assert_eq!(ids[0]["id"], 12);
     assert_eq!(ids[0]["error"]["code"], -32603);
