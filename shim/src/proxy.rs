@@ -225,11 +225,23 @@ impl Shim {
             .pointer("/params/arguments")
             .cloned()
             .unwrap_or_else(|| json!({}));
+        let gate = self.policy.gate_entry(&name).cloned();
         if let Err(e) = self.ensure_tools().await {
             tracing::warn!("could not list downstream tools before {name}: {e}");
+            // Without the tool list the floor (destructiveHint) cannot be seen: fail closed
+            // for every tool the policy does not already gate.
+            if gate.is_none() {
+                let text = format!(
+                    "tc-shim could not read the server's tool list ({e}), so it cannot tell whether \
+                     `{name}` is destructive; the call was not run. Retry once the server answers tools/list."
+                );
+                return self.answer(
+                    &id,
+                    results::tool_error(ErrorCode::InvalidInput, text, json!({"tool": name}), None),
+                );
+            }
         }
         let def = self.tool_def(&name);
-        let gate = self.policy.gate_entry(&name).cloned();
         if policy::is_floor(def.as_ref()) && gate.is_none() {
             let hint = policy::missing_gate_hint(&name, def.as_ref());
             let text = format!(
