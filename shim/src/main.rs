@@ -2,6 +2,7 @@
 //! downstream MCP server (`tc-shim serve <vault> [-- <command…>]`).
 
 mod daemon_client;
+mod era;
 mod framing;
 mod gitindex;
 mod policy;

@@ -15,6 +15,7 @@ use tokio::process::Command;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::daemon_client::{Daemon, DaemonError};
+use crate::era::{self, Era};
 use crate::framing::{read_frame, write_line, Frame, MAX_LINE};
 use crate::policy::{self, Policy, PolicyError};
 use crate::results::{self, Shown};
@@ -30,20 +31,48 @@ type Out = (Vec<u8>, Option<oneshot::Sender<()>>);
 enum Pending {
     Plain,
     ToolsList,
+    /// The client's own `initialize`: its answer fixes the downstream era as legacy.
+    Initialize,
+}
+
+/// A client request forwarded downstream and not yet answered.
+struct Forwarded {
+    id: Value,
+    kind: Pending,
+    /// The method, when the request carried the modern envelope (its result must then
+    /// be completed if the downstream is legacy).
+    modern: Option<String>,
+}
+
+/// A `tools/call` the shim holds before forwarding.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    cancelled: bool,
+    modern: bool,
 }
 
 #[derive(Default)]
 struct State {
     /// Client requests forwarded downstream and not yet answered, by canonical id.
-    pending: HashMap<String, (Value, Pending)>,
+    pending: HashMap<String, Forwarded>,
     /// The shim's own requests to the downstream.
     internal: HashMap<String, oneshot::Sender<Value>>,
     /// Tool definitions learned from `tools/list` (None until the first one).
     tools: Option<HashMap<String, Value>>,
     /// `tools/call`s the shim holds (not yet forwarded): id → cancelled.
-    held: HashMap<String, bool>,
+    held: HashMap<String, Held>,
     /// The downstream's stdout closed.
     child_gone: bool,
+    /// The client's era and protocol version, once known (`initialize` makes it legacy).
+    client_era: Option<(Era, String)>,
+    /// The downstream's era and protocol version, once known.
+    down_era: Option<(Era, String)>,
+    /// The downstream's `initialize` result when the shim did the handshake itself.
+    down_init: Option<Value>,
+    /// The protocol envelope of the latest modern client request.
+    envelope: Option<Value>,
+    /// The eras were logged.
+    eras_logged: bool,
 }
 
 /// Everything the pumps and call handlers share.
@@ -54,6 +83,8 @@ pub struct Shim {
     to_client: mpsc::UnboundedSender<Out>,
     state: Mutex<State>,
     next_id: AtomicU64,
+    /// Serializes finding out the downstream's era.
+    probe: tokio::sync::Mutex<()>,
 }
 
 fn key(id: &Value) -> String {
@@ -82,15 +113,16 @@ impl Shim {
     }
 
     /// Forwards a client request downstream, remembering it so its response can be matched.
-    fn forward_request(
-        &self,
-        id: &Value,
-        kind: Pending,
-        line: Vec<u8>,
-        ack: Option<oneshot::Sender<()>>,
-    ) {
-        self.lock().pending.insert(key(id), (id.clone(), kind));
-        if !self.send_child(line, ack) {
+    fn forward_request(&self, id: &Value, kind: Pending, modern: Option<String>, line: Vec<u8>) {
+        self.lock().pending.insert(
+            key(id),
+            Forwarded {
+                id: id.clone(),
+                kind,
+                modern,
+            },
+        );
+        if !self.send_child(line, None) {
             self.lock().pending.remove(&key(id));
             self.send_client(&results::error(
                 id,
@@ -102,12 +134,30 @@ impl Shim {
 
     /// Sends the shim's own request downstream and waits for its result.
     async fn internal(&self, method: &str, params: Value) -> Result<Value, String> {
+        let resp = self.internal_raw(method, params).await?;
+        if let Some(e) = resp.get("error") {
+            return Err(format!("downstream {method} failed: {e}"));
+        }
+        Ok(resp.get("result").cloned().unwrap_or(Value::Null))
+    }
+
+    /// Sends the shim's own request downstream (in its own id space, with the modern
+    /// envelope when the downstream is modern) and waits for the whole response.
+    async fn internal_raw(&self, method: &str, mut params: Value) -> Result<Value, String> {
         let id = format!("tc-shim-{}", self.next_id.fetch_add(1, Ordering::Relaxed));
         let (tx, rx) = oneshot::channel();
         {
             let mut st = self.lock();
             if st.child_gone {
                 return Err("the downstream MCP server exited".into());
+            }
+            if matches!(st.down_era, Some((Era::Modern, _))) {
+                if let Some(p) = params.as_object_mut() {
+                    if !p.contains_key("_meta") {
+                        let env = st.envelope.clone().unwrap_or_else(era::default_envelope);
+                        p.insert("_meta".into(), env);
+                    }
+                }
             }
             st.internal.insert(id.clone(), tx);
         }
@@ -116,20 +166,138 @@ impl Shim {
             self.lock().internal.remove(&id);
             return Err("the downstream MCP server is not running".into());
         }
-        let resp = match tokio::time::timeout(INTERNAL_TIMEOUT, rx).await {
-            Ok(Ok(v)) => v,
-            Ok(Err(_)) => return Err("the downstream MCP server exited".into()),
+        match tokio::time::timeout(INTERNAL_TIMEOUT, rx).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(_)) => Err("the downstream MCP server exited".into()),
             Err(_) => {
                 self.lock().internal.remove(&id);
-                return Err(format!(
+                Err(format!(
                     "the downstream did not answer {method} within {INTERNAL_TIMEOUT:?}"
-                ));
+                ))
+            }
+        }
+    }
+
+    /// Records the client's era (an `initialize` selects legacy for the whole process).
+    fn set_client_era(&self, e: Era, version: String) {
+        {
+            let mut st = self.lock();
+            match (&st.client_era, e) {
+                (None, _) | (Some((Era::Modern, _)), Era::Legacy) => {
+                    st.client_era = Some((e, version))
+                }
+                _ => {}
+            }
+        }
+        self.note_eras();
+    }
+
+    /// Logs the negotiated eras once both are known.
+    fn note_eras(&self) {
+        let line = {
+            let mut st = self.lock();
+            match (&st.client_era, &st.down_era, st.eras_logged) {
+                (Some((c, cv)), Some((d, dv)), false) => {
+                    let how = if st.down_init.is_some() {
+                        ", handshake by tc-shim"
+                    } else {
+                        ""
+                    };
+                    let l = format!("client era: {c} ({cv}), downstream era: {d} ({dv}{how})");
+                    st.eras_logged = true;
+                    Some(l)
+                }
+                _ => None,
             }
         };
-        if let Some(e) = resp.get("error") {
-            return Err(format!("downstream {method} failed: {e}"));
+        if let Some(l) = line {
+            tracing::info!("{l}");
         }
-        Ok(resp.get("result").cloned().unwrap_or(Value::Null))
+    }
+
+    /// Finds out (once) which era the downstream speaks, on behalf of a modern client
+    /// request with envelope `meta`: probes `server/discover`; on an error answer it does
+    /// the legacy `initialize` handshake itself, in its own id space.
+    async fn ensure_down_era(&self, meta: &Value) -> Result<Era, String> {
+        if let Some((e, _)) = &self.lock().down_era {
+            return Ok(*e);
+        }
+        let _probe = self.probe.lock().await;
+        if let Some((e, _)) = &self.lock().down_era {
+            return Ok(*e);
+        }
+        let probe = self
+            .internal_raw("server/discover", json!({"_meta": era::envelope(meta)}))
+            .await?;
+        if probe.get("result").is_some_and(Value::is_object) {
+            self.lock().down_era = Some((Era::Modern, era::meta_version(meta)));
+            self.note_eras();
+            return Ok(Era::Modern);
+        }
+        let refusal = probe.get("error").cloned().unwrap_or_default();
+        tracing::debug!(
+            "downstream refused server/discover ({refusal}); doing the legacy handshake"
+        );
+        let init = self
+            .internal("initialize", era::initialize_params())
+            .await?;
+        let version = init
+            .get("protocolVersion")
+            .and_then(Value::as_str)
+            .unwrap_or(era::LEGACY_VERSION)
+            .to_string();
+        let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        self.send_child(note.to_string().into_bytes(), None);
+        {
+            let mut st = self.lock();
+            st.down_era = Some((Era::Legacy, version));
+            st.down_init = Some(init);
+        }
+        self.note_eras();
+        Ok(Era::Legacy)
+    }
+
+    /// Handles a client's `server/discover`: forwarded to a modern downstream, answered by
+    /// the shim for a legacy one.
+    async fn handle_discover(self: Arc<Self>, id: Value, meta: Value, line: Vec<u8>) {
+        match self.ensure_down_era(&meta).await {
+            Ok(Era::Modern) => self.forward_request(&id, Pending::Plain, None, line),
+            Ok(Era::Legacy) => {
+                let init = self.lock().down_init.clone();
+                match init {
+                    Some(init) => {
+                        self.send_client(&results::response(&id, era::discover_result(&init)))
+                    }
+                    // The client did the handshake itself: let the downstream answer.
+                    None => self.forward_request(
+                        &id,
+                        Pending::Plain,
+                        Some("server/discover".into()),
+                        line,
+                    ),
+                }
+            }
+            Err(e) => self.send_client(&results::error(
+                &id,
+                results::INTERNAL_ERROR,
+                format!("cannot reach the downstream MCP server: {e}"),
+            )),
+        }
+    }
+
+    /// Forwards a modern client request once the downstream's era is known.
+    async fn forward_modern(
+        self: Arc<Self>,
+        id: Value,
+        kind: Pending,
+        meta: Value,
+        method: String,
+        line: Vec<u8>,
+    ) {
+        if let Err(e) = self.ensure_down_era(&meta).await {
+            tracing::warn!("could not find out the downstream's era: {e}");
+        }
+        self.forward_request(&id, kind, Some(method), line);
     }
 
     /// Learns tool definitions from a `tools/list` result and rewrites it for the client.
@@ -198,15 +366,22 @@ impl Shim {
             .and_then(|m| m.get(name).cloned())
     }
 
-    fn unhold(&self, id: &Value) -> bool {
-        self.lock().held.remove(&key(id)).unwrap_or(false)
+    fn unhold(&self, id: &Value) -> Option<Held> {
+        self.lock().held.remove(&key(id))
     }
 
     /// Answers a held call with a tool result.
-    fn answer(&self, id: &Value, result: Value) {
-        let cancelled = self.unhold(id);
-        if !cancelled {
-            self.send_client(&results::response(id, result));
+    fn answer(&self, id: &Value, mut result: Value) {
+        match self.unhold(id) {
+            Some(Held {
+                cancelled: true, ..
+            }) => {}
+            h => {
+                if h.is_some_and(|h| h.modern) {
+                    era::mark_complete(&mut result, "tools/call");
+                }
+                self.send_client(&results::response(id, result));
+            }
         }
     }
 
@@ -217,10 +392,16 @@ impl Shim {
             .and_then(Value::as_str)
             .map(String::from)
         else {
-            self.unhold(&id);
-            self.forward_request(&id, Pending::Plain, line, None);
+            let modern = self.unhold(&id).is_some_and(|h| h.modern);
+            let modern = modern.then(|| "tools/call".to_string());
+            self.forward_request(&id, Pending::Plain, modern, line);
             return;
         };
+        if let Some(meta) = era::request_meta(&msg) {
+            if let Err(e) = self.ensure_down_era(meta).await {
+                tracing::warn!("could not find out the downstream's era: {e}");
+            }
+        }
         let args = msg
             .pointer("/params/arguments")
             .cloned()
@@ -346,10 +527,20 @@ impl Shim {
     fn forward_held(&self, id: &Value, line: Vec<u8>, ack: Option<oneshot::Sender<()>>) -> bool {
         {
             let mut st = self.lock();
-            if st.held.remove(&key(id)) == Some(true) {
+            let held = st.held.remove(&key(id));
+            if held.is_some_and(|h| h.cancelled) {
                 return false;
             }
-            st.pending.insert(key(id), (id.clone(), Pending::Plain));
+            st.pending.insert(
+                key(id),
+                Forwarded {
+                    id: id.clone(),
+                    kind: Pending::Plain,
+                    modern: held
+                        .is_some_and(|h| h.modern)
+                        .then(|| "tools/call".to_string()),
+                },
+            );
         }
         if !self.send_child(line, ack) {
             self.lock().pending.remove(&key(id));
@@ -445,19 +636,55 @@ impl Shim {
         }
         let method = msg.get("method").and_then(Value::as_str);
         let id = msg.get("id").filter(|i| !i.is_null()).cloned();
+        let meta = era::request_meta(&msg).cloned();
+        if let (Some(m), Some(_)) = (&meta, &id) {
+            self.lock().envelope = Some(era::envelope(m));
+            self.set_client_era(Era::Modern, era::meta_version(m));
+        }
+        let modern = meta.is_some();
         match (method, id) {
+            (Some("initialize"), Some(id)) => {
+                let v = msg
+                    .pointer("/params/protocolVersion")
+                    .and_then(Value::as_str)
+                    .unwrap_or("?")
+                    .to_string();
+                self.set_client_era(Era::Legacy, v);
+                self.forward_request(&id, Pending::Initialize, None, line)
+            }
+            (Some("server/discover"), Some(id)) => {
+                let meta = meta.unwrap_or_else(era::default_envelope);
+                self.set_client_era(Era::Modern, era::meta_version(&meta));
+                tokio::spawn(Arc::clone(self).handle_discover(id, meta, line));
+            }
             (Some("tools/call"), Some(id)) => {
-                self.lock().held.insert(key(&id), false);
+                self.lock().held.insert(
+                    key(&id),
+                    Held {
+                        cancelled: false,
+                        modern,
+                    },
+                );
                 tokio::spawn(Arc::clone(self).handle_call(id, msg, line));
             }
-            (Some("tools/list"), Some(id)) => {
-                self.forward_request(&id, Pending::ToolsList, line, None)
+            (Some(m), Some(id)) => {
+                let kind = if m == "tools/list" {
+                    Pending::ToolsList
+                } else {
+                    Pending::Plain
+                };
+                let m = m.to_string();
+                match meta {
+                    Some(meta) if self.lock().down_era.is_none() => {
+                        tokio::spawn(Arc::clone(self).forward_modern(id, kind, meta, m, line));
+                    }
+                    _ => self.forward_request(&id, kind, modern.then_some(m), line),
+                }
             }
-            (Some(_), Some(id)) => self.forward_request(&id, Pending::Plain, line, None),
             (Some("notifications/cancelled"), None) => {
                 if let Some(rid) = msg.pointer("/params/requestId") {
-                    if let Some(c) = self.lock().held.get_mut(&key(rid)) {
-                        *c = true;
+                    if let Some(h) = self.lock().held.get_mut(&key(rid)) {
+                        h.cancelled = true;
                         return;
                     }
                 }
@@ -487,9 +714,32 @@ impl Shim {
                     return;
                 }
                 let pending = self.lock().pending.remove(&key(&id));
-                if let Some((_, Pending::ToolsList)) = pending {
+                if let Some(p) = pending {
+                    if p.kind == Pending::Initialize {
+                        let v = msg
+                            .pointer("/result/protocolVersion")
+                            .and_then(Value::as_str)
+                            .map(String::from);
+                        if let Some(v) = v {
+                            let mut st = self.lock();
+                            if st.down_era.is_none() {
+                                st.down_era = Some((Era::Legacy, v));
+                            }
+                        }
+                        self.note_eras();
+                    }
+                    let down_legacy = matches!(self.lock().down_era, Some((Era::Legacy, _)));
+                    let mut changed = false;
                     if let Some(result) = msg.get_mut("result") {
-                        self.rewrite_tools_list(result);
+                        if p.kind == Pending::ToolsList {
+                            self.rewrite_tools_list(result);
+                            changed = true;
+                        }
+                        if let (Some(m), true) = (&p.modern, down_legacy) {
+                            changed |= era::mark_complete(result, m);
+                        }
+                    }
+                    if changed {
                         self.send_client(&msg);
                         return;
                     }
@@ -510,15 +760,15 @@ impl Shim {
                 std::mem::take(&mut st.held),
             )
         };
-        for (_, (id, _)) in pending {
+        for (_, Forwarded { id, .. }) in pending {
             self.send_client(&results::error(
                 &id,
                 results::INTERNAL_ERROR,
                 "the downstream MCP server exited before answering",
             ));
         }
-        for (k, cancelled) in held {
-            if let (Ok(id), false) = (serde_json::from_str::<Value>(&k), cancelled) {
+        for (k, h) in held {
+            if let (Ok(id), false) = (serde_json::from_str::<Value>(&k), h.cancelled) {
                 self.send_client(&results::error(
                     &id,
                     results::INTERNAL_ERROR,
@@ -623,6 +873,7 @@ pub async fn run(
         to_client: client_tx,
         state: Mutex::new(State::default()),
         next_id: AtomicU64::new(1),
+        probe: tokio::sync::Mutex::new(()),
     });
 
     // Writer to the downstream's stdin.

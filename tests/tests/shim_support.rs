@@ -134,6 +134,21 @@ impl Env {
         }
     }
 
+    /// The argv that runs tc-shim for `vault`, its stderr appended to the returned file
+    /// (and nowhere else), so a test can read what the shim logged.
+    pub fn shim_argv_logged(&self, vault: &str) -> (Vec<String>, PathBuf) {
+        let log = self.tmp.path().join(format!("shim-{vault}.log"));
+        let mut argv = vec![
+            "sh".to_string(),
+            "-c".into(),
+            "log=$1; shift; exec \"$@\" 2>>\"$log\"".into(),
+            "sh".into(),
+            log.display().to_string(),
+        ];
+        argv.extend(self.shim_argv(vault));
+        (argv, log)
+    }
+
     /// The argv that runs tc-shim for `vault` against this env.
     pub fn shim_argv(&self, vault: &str) -> Vec<String> {
         vec![
@@ -162,14 +177,28 @@ pub struct PyClient {
     child: Child,
     stdin: ChildStdin,
     lines: mpsc::Receiver<String>,
+    /// The first line: `{"ok", "protocolVersion", "era": "legacy"|"modern"}`.
+    pub hello: Value,
 }
 
 impl PyClient {
-    /// Starts the client in front of `server_argv` and waits for `initialize` to finish.
+    /// Starts the low-level client (`ClientSession.initialize()`, legacy era) in front of
+    /// `server_argv` and waits for `initialize` to finish.
     pub fn start(server_argv: &[String]) -> PyClient {
+        Self::spawn(&[], server_argv)
+    }
+
+    /// Starts the high-level `mcp.Client(mode="auto")` (probes `server/discover`, falls
+    /// back to `initialize`) in front of `server_argv`.
+    pub fn start_auto(server_argv: &[String]) -> PyClient {
+        Self::spawn(&["--auto"], server_argv)
+    }
+
+    fn spawn(flags: &[&str], server_argv: &[String]) -> PyClient {
         let peers = peers();
         let mut child = Command::new(peers.join("venv/bin/python"))
             .arg(workspace().join("tests/fixtures/mcp_client.py"))
+            .args(flags)
             .args(server_argv)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -195,9 +224,11 @@ impl PyClient {
             child,
             stdin,
             lines,
+            hello: Value::Null,
         };
         let hello = c.read();
         assert_eq!(hello["ok"], true, "initialize failed: {hello}");
+        c.hello = hello;
         c
     }
 
@@ -307,4 +338,21 @@ fn rt() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
+}
+
+/// Waits (up to 10 s) until the shim's log file contains `needle`; returns the whole log.
+pub fn wait_log(log: &Path, needle: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if text.contains(needle) || Instant::now() > deadline {
+            return text;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The tools of a `tools/list` result, by name.
+pub fn tool<'a>(list: &'a Value, name: &str) -> Option<&'a Value> {
+    list["tools"].as_array()?.iter().find(|t| t["name"] == name)
 }
