@@ -49,6 +49,8 @@ struct Forwarded {
 struct Held {
     cancelled: bool,
     modern: bool,
+    /// The tool declares an `outputSchema`: refusals go in `_meta`, not `structuredContent`.
+    schema: bool,
 }
 
 #[derive(Default)]
@@ -380,6 +382,9 @@ impl Shim {
                 if h.is_some_and(|h| h.modern) {
                     era::mark_complete(&mut result, "tools/call");
                 }
+                if h.is_some_and(|h| h.schema) {
+                    results::refusal_to_meta(&mut result);
+                }
                 self.send_client(&results::response(id, result));
             }
         }
@@ -423,6 +428,14 @@ impl Shim {
             }
         }
         let def = self.tool_def(&name);
+        if def
+            .as_ref()
+            .is_some_and(|d| d.get("outputSchema").is_some())
+        {
+            if let Some(h) = self.lock().held.get_mut(&key(&id)) {
+                h.schema = true;
+            }
+        }
         if policy::is_floor(def.as_ref()) && gate.is_none() {
             let hint = policy::missing_gate_hint(&name, def.as_ref());
             let text = format!(
@@ -663,6 +676,7 @@ impl Shim {
                     Held {
                         cancelled: false,
                         modern,
+                        schema: false,
                     },
                 );
                 tokio::spawn(Arc::clone(self).handle_call(id, msg, line));

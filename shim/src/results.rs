@@ -40,6 +40,21 @@ pub fn tool_error(
     })
 }
 
+/// `_meta` key carrying the refusal object when it cannot be `structuredContent`.
+pub const REFUSAL_META: &str = "tc/refusal";
+
+/// For a tool that declares an `outputSchema`: moves the refusal object out of
+/// `structuredContent` (which must conform to that schema, and which the TypeScript SDK
+/// client validates even on `isError` results) into `_meta["tc/refusal"]`.
+pub fn refusal_to_meta(result: &mut Value) {
+    let Some(o) = result.as_object_mut() else {
+        return;
+    };
+    if let Some(sc) = o.remove("structuredContent") {
+        o.insert("_meta".into(), json!({ REFUSAL_META: sc }));
+    }
+}
+
 /// The binding a confirmation is about, as shown to the client.
 #[derive(Debug, Clone)]
 pub struct Shown<'a> {
@@ -106,5 +121,10 @@ mod tests {
         );
         let text = r["content"][0]["text"].as_str().unwrap();
         assert!(text.starts_with("STOP: ask the human") && text.contains(cmd));
+        let mut m = r.clone();
+        refusal_to_meta(&mut m);
+        assert!(m.get("structuredContent").is_none());
+        assert_eq!(m["_meta"][REFUSAL_META], r["structuredContent"]);
+        assert_eq!(m["isError"], true);
     }
 }

@@ -117,10 +117,10 @@ fn shim_era_modern_client_legacy_filesystem_downstream() {
     let r = c.call("write_file", args.clone());
     assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
     assert_eq!(
-        r["structuredContent"]["details"]["args_hash"],
+        sc(&r)["details"]["args_hash"],
         tc_core::hash::args_hash("write_file", &args)
     );
-    assert!(r["structuredContent"]["recovery"]["command"]
+    assert!(sc(&r)["recovery"]["command"]
         .as_str()
         .unwrap()
         .starts_with("tcctl elicit --hash "));
@@ -136,7 +136,7 @@ fn shim_era_modern_client_legacy_filesystem_downstream() {
     assert_eq!(std::fs::read_to_string(&note).unwrap(), "v1");
     std::fs::remove_file(&note).unwrap();
     let r = c.call("write_file", with_token);
-    assert_eq!(r["structuredContent"]["details"]["reason"], "spent", "{r}");
+    assert_eq!(sc(&r)["details"]["reason"], "spent", "{r}");
     assert!(!note.exists());
     let kinds = event_kinds(&env.socket);
     assert_eq!(

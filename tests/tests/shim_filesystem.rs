@@ -100,7 +100,7 @@ fn shim_filesystem_cli_token_route() {
     assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
     let text = r["content"][0]["text"].as_str().unwrap();
     assert!(text.starts_with("STOP: ask the human"), "{text}");
-    let d = &r["structuredContent"]["details"];
+    let d = &sc(&r)["details"];
     assert_eq!(d["tool"], "write_file");
     assert_eq!(d["vault"], "fs");
     assert_eq!(d["caller"], "stdio");
@@ -108,9 +108,7 @@ fn shim_filesystem_cli_token_route() {
         d["args_hash"],
         tc_core::hash::args_hash("write_file", &args)
     );
-    let cmd = r["structuredContent"]["recovery"]["command"]
-        .as_str()
-        .unwrap();
+    let cmd = sc(&r)["recovery"]["command"].as_str().unwrap();
     assert_eq!(
         cmd,
         format!(
@@ -133,7 +131,7 @@ fn shim_filesystem_cli_token_route() {
     std::fs::remove_file(&note).unwrap();
     let r = c.call("write_file", with_token);
     assert_eq!(code(&r).as_deref(), Some("invalid_input"), "{r}");
-    assert_eq!(r["structuredContent"]["details"]["reason"], "spent", "{r}");
+    assert_eq!(sc(&r)["details"]["reason"], "spent", "{r}");
     assert!(!note.exists(), "a spent token must not write");
 
     let kinds = event_kinds(&env.socket);
@@ -170,7 +168,7 @@ fn shim_filesystem_drift_is_refused_and_nothing_is_written() {
 
     // The token is spent even though nothing ran.
     let r = c.call("write_file", with_token);
-    assert_eq!(r["structuredContent"]["details"]["reason"], "spent", "{r}");
+    assert_eq!(sc(&r)["details"]["reason"], "spent", "{r}");
     assert_eq!(
         std::fs::read_to_string(&target).unwrap(),
         "edited meanwhile"
@@ -180,8 +178,8 @@ fn shim_filesystem_drift_is_refused_and_nothing_is_written() {
     let fresh = c.call("write_file", args.clone());
     assert_eq!(code(&fresh).as_deref(), Some("elicit_required"), "{fresh}");
     assert_ne!(
-        fresh["structuredContent"]["details"]["state_fp"],
-        first["structuredContent"]["details"]["state_fp"]
+        sc(&fresh)["details"]["state_fp"],
+        sc(&first)["details"]["state_fp"]
     );
     let token = mint(&env.socket, &fresh);
     let mut with_token = args;

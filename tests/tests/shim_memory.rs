@@ -79,8 +79,8 @@ targets = {{ probe = {{ tool = "open_nodes", arguments = {{ names = "$entityName
     let fresh = c.call("delete_entities", args.clone());
     assert_eq!(code(&fresh).as_deref(), Some("elicit_required"), "{fresh}");
     assert_ne!(
-        fresh["structuredContent"]["details"]["state_fp"],
-        first["structuredContent"]["details"]["state_fp"]
+        sc(&fresh)["details"]["state_fp"],
+        sc(&first)["details"]["state_fp"]
     );
     let token = mint(&env.socket, &fresh);
     let mut with_token = args;

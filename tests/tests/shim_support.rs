@@ -172,7 +172,8 @@ impl Drop for Env {
     }
 }
 
-/// The Python `mcp` SDK client fixture, driven one JSON command per line.
+/// A real SDK client fixture (Python `mcp` or the TypeScript SDK), driven one JSON
+/// command per line.
 pub struct PyClient {
     child: Child,
     stdin: ChildStdin,
@@ -194,17 +195,38 @@ impl PyClient {
         Self::spawn(&["--auto"], server_argv)
     }
 
+    /// Starts the TypeScript SDK client fixture (`tests/fixtures/ts_client.mjs`, SDK from
+    /// the pinned peers) in front of `server_argv`; same line protocol.
+    pub fn start_ts(server_argv: &[String]) -> PyClient {
+        let nm = peers().join("npm/node_modules");
+        assert!(
+            nm.join("@modelcontextprotocol/sdk/dist/esm/client/index.js")
+                .is_file(),
+            "peer @modelcontextprotocol/sdk is missing under {}: run scripts/install-peers",
+            nm.display()
+        );
+        let mut cmd = Command::new("node");
+        cmd.arg(workspace().join("tests/fixtures/ts_client.mjs"))
+            .arg(nm)
+            .args(server_argv);
+        Self::spawn_cmd(cmd)
+    }
+
     fn spawn(flags: &[&str], server_argv: &[String]) -> PyClient {
-        let peers = peers();
-        let mut child = Command::new(peers.join("venv/bin/python"))
-            .arg(workspace().join("tests/fixtures/mcp_client.py"))
+        let mut cmd = Command::new(peers().join("venv/bin/python"));
+        cmd.arg(workspace().join("tests/fixtures/mcp_client.py"))
             .args(flags)
-            .args(server_argv)
+            .args(server_argv);
+        Self::spawn_cmd(cmd)
+    }
+
+    fn spawn_cmd(mut cmd: Command) -> PyClient {
+        let mut child = cmd
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .expect("spawn python client");
+            .expect("spawn the client fixture");
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();
         let (tx, lines) = mpsc::channel();
@@ -266,13 +288,24 @@ impl Drop for PyClient {
     }
 }
 
+/// The shim's refusal object of an isError result: `structuredContent`, or
+/// `_meta["tc/refusal"]` for a tool that declares an `outputSchema`.
+pub fn sc(result: &Value) -> &Value {
+    let m = &result["_meta"]["tc/refusal"];
+    if m.is_object() {
+        m
+    } else {
+        &result["structuredContent"]
+    }
+}
+
 /// The structured code of an isError result (None for a success).
 pub fn code(result: &Value) -> Option<String> {
     if result["isError"] != true {
         return None;
     }
     Some(
-        result["structuredContent"]["code"]
+        sc(result)["code"]
             .as_str()
             .unwrap_or("<no code>")
             .to_string(),
@@ -285,7 +318,7 @@ async fn client(socket: &Path) -> ConfirmClient<tonic::transport::Channel> {
 
 /// Mints a token for an `elicit_required` result, as the operator would (`tcctl elicit`).
 pub fn mint(socket: &Path, elicit_required: &Value) -> String {
-    let d = &elicit_required["structuredContent"]["details"];
+    let d = &sc(elicit_required)["details"];
     let s = |k: &str| {
         d[k].as_str()
             .unwrap_or_else(|| panic!("details.{k} missing in {d}"))
