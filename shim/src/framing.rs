@@ -73,8 +73,11 @@ fn memchr_nl(buf: &[u8]) -> Option<usize> {
 
 /// Writes `line` followed by `\n` and flushes.
 pub async fn write_line<W: AsyncWrite + Unpin>(w: &mut W, line: &[u8]) -> std::io::Result<()> {
-    w.write_all(line).await?;
-    w.write_all(b"\n").await?;
+    // One write per message: a separate "\n" write wakes the reader twice per line.
+    let mut buf = Vec::with_capacity(line.len() + 1);
+    buf.extend_from_slice(line);
+    buf.push(b'\n');
+    w.write_all(&buf).await?;
     w.flush().await
 }
 
