@@ -100,8 +100,10 @@ fn real_main() -> anyhow::Result<i32> {
         None => cfg.socket().context("finding the daemon socket")?,
     };
     let policy = policy::Policy::new(&v)?;
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // One thread: the proxy is I/O-bound and a message bouncing between workers costs
+    // more than it gains (see docs/BENCHMARKS.md, "Shim"). Blocking work (hashing
+    // targets) stays short and bounded by the targets' walk caps.
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     let code = rt.block_on(proxy::run(policy, socket, command));

@@ -904,7 +904,7 @@ pub async fn run(
     });
     // Writer to our stdout (the client).
     let client_writer = tokio::spawn(async move {
-        let mut out = tokio::io::stdout();
+        let mut out = client_output();
         while let Some((line, ack)) = client_rx.recv().await {
             if line.is_empty() {
                 if let Some(a) = ack {
@@ -922,7 +922,7 @@ pub async fn run(
     {
         let shim = Arc::clone(&shim);
         tokio::spawn(async move {
-            let mut r = BufReader::with_capacity(64 * 1024, tokio::io::stdin());
+            let mut r = BufReader::with_capacity(64 * 1024, client_input());
             loop {
                 match read_frame(&mut r, MAX_LINE).await {
                     Ok(Frame::Line(l)) => shim.on_client_line(l),
@@ -982,4 +982,34 @@ pub async fn run(
     Ok(status
         .code()
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+}
+
+/// Our stdin as an async reader. A pipe (what every editor gives us) is polled by the
+/// reactor directly; anything else falls back to tokio's stdin, whose reads run on the
+/// blocking pool and cost a thread hand-off per line.
+fn client_input() -> Box<dyn tokio::io::AsyncRead + Unpin + Send> {
+    use std::os::fd::AsFd;
+    let pipe = std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .map(std::fs::File::from)
+        .and_then(tokio::net::unix::pipe::Receiver::from_file);
+    match pipe {
+        Ok(p) => Box::new(p),
+        Err(_) => Box::new(tokio::io::stdin()),
+    }
+}
+
+/// Our stdout as an async writer; a pipe directly, else tokio's stdout (see [`client_input`]).
+fn client_output() -> Box<dyn tokio::io::AsyncWrite + Unpin + Send> {
+    use std::os::fd::AsFd;
+    let pipe = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .map(std::fs::File::from)
+        .and_then(tokio::net::unix::pipe::Sender::from_file);
+    match pipe {
+        Ok(p) => Box::new(p),
+        Err(_) => Box::new(tokio::io::stdout()),
+    }
 }
