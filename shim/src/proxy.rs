@@ -327,8 +327,16 @@ impl Shim {
     }
 
     /// Makes sure tool annotations are known, listing the downstream's tools ourselves if needed.
-    async fn ensure_tools(&self) -> Result<(), String> {
-        if self.lock().tools.is_some() {
+    /// Knowing every tool matters for the floor: a tool missing from the cache (on a
+    /// page the client never fetched, or added after `list_changed`) triggers a full
+    /// re-list rather than being forwarded as if it were not destructive.
+    async fn ensure_tools(&self, name: &str) -> Result<(), String> {
+        if self
+            .lock()
+            .tools
+            .as_ref()
+            .is_some_and(|t| t.contains_key(name))
+        {
             return Ok(());
         }
         let mut cursor: Option<Value> = None;
@@ -412,7 +420,7 @@ impl Shim {
             .cloned()
             .unwrap_or_else(|| json!({}));
         let gate = self.policy.gate_entry(&name).cloned();
-        if let Err(e) = self.ensure_tools().await {
+        if let Err(e) = self.ensure_tools(&name).await {
             tracing::warn!("could not list downstream tools before {name}: {e}");
             // Without the tool list the floor (destructiveHint) cannot be seen: fail closed
             // for every tool the policy does not already gate.

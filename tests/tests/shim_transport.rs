@@ -189,3 +189,26 @@ fn shim_transport_client_eof_ends_the_session() {
         "the fixture exits 0 at EOF and the shim passes that on"
     );
 }
+
+#[test]
+fn shim_transport_a_destructive_tool_added_later_is_still_a_floor() {
+    let env = env();
+    let mut s = Raw::start(&env);
+    // The shim learns the tool list (nuke, hello) from the client's own tools/list.
+    s.send(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#);
+    let listed = s.json();
+    assert_eq!(listed["id"], 1, "{listed}");
+    // The server grows a destructive tool the shim's cache has never seen.
+    s.send(br#"{"jsonrpc":"2.0","id":2,"method":"add_tool"}"#);
+    assert_eq!(s.json()["id"], 2);
+    s.send(br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"wipe","arguments":{}}}"#);
+    let r = s.json();
+    assert_eq!(r["id"], 3, "{r}");
+    // Refused by the shim (re-listed, saw destructiveHint), not the fixture's echo of the call.
+    assert_eq!(
+        r["result"]["structuredContent"]["code"], "gate_not_configured",
+        "{r}"
+    );
+    assert_eq!(r["result"]["isError"], true, "{r}");
+    drop(s.stdin.take());
+}
