@@ -30,6 +30,7 @@ use tc_core::codes::events::REDEEMED;
 use tc_core::hash::sha256_hex;
 use tc_proto::v1::confirm_client::ConfirmClient;
 use tc_proto::v1::{Binding, MintRequest, RaiseRequest, RedeemRequest, StatusRequest};
+use tc_tests::bench::{env_usize, release_binary, us, Stats};
 use tonic::transport::Channel;
 
 /// Concurrent clients in the throughput phase.
@@ -45,7 +46,7 @@ fn main() -> anyhow::Result<()> {
     if n == 0 || conc_total == 0 {
         bail!("TC_BENCH_N and TC_BENCH_CONC_TOTAL must be at least 1");
     }
-    let tcd = tcd_binary()?;
+    let tcd = release_binary("tcd", "tcd", "redeem", "TCD_BIN")?;
     let target = tcd
         .parent()
         .and_then(Path::parent)
@@ -596,59 +597,4 @@ impl Drop for Daemon {
         let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
         let _ = self.child.wait();
     }
-}
-
-/// `$TCD_BIN`, else `tcd` next to the target profile dir this bench was built into.
-fn tcd_binary() -> anyhow::Result<PathBuf> {
-    if let Some(p) = std::env::var_os("TCD_BIN") {
-        return Ok(PathBuf::from(p));
-    }
-    let exe = std::env::current_exe()?;
-    // target/release/deps/redeem-<hash> -> target/release/tcd
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .context("cannot locate the target directory from the bench executable")?;
-    let tcd = profile_dir.join("tcd");
-    if !tcd.is_file() {
-        bail!(
-            "{} not found: build the daemon first with `cargo build --release -p tcd`, \
-             then rerun `cargo bench -p tc-tests --bench redeem` (or set TCD_BIN)",
-            tcd.display()
-        );
-    }
-    Ok(tcd)
-}
-
-fn env_usize(name: &str, default: usize) -> anyhow::Result<usize> {
-    match std::env::var(name) {
-        Ok(v) => v
-            .parse()
-            .with_context(|| format!("{name}={v:?} is not a count")),
-        Err(_) => Ok(default),
-    }
-}
-
-struct Stats {
-    p50: Duration,
-    p99: Duration,
-    mean: Duration,
-}
-
-impl Stats {
-    /// Nearest-rank percentiles.
-    fn of(samples: &[Duration]) -> Stats {
-        let mut s = samples.to_vec();
-        s.sort_unstable();
-        let rank = |p: f64| s[((p / 100.0 * s.len() as f64).ceil() as usize).clamp(1, s.len()) - 1];
-        Stats {
-            p50: rank(50.0),
-            p99: rank(99.0),
-            mean: s.iter().sum::<Duration>() / s.len() as u32,
-        }
-    }
-}
-
-fn us(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
 }

@@ -39,6 +39,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
 use serde_json::{json, Value};
+use tc_tests::bench::{env_usize, release_binary, us, Stats};
 
 /// Selects what this executable does when re-executed.
 const ROLE_ENV: &str = "TC_BENCH_ROLE";
@@ -175,7 +176,7 @@ fn bench() -> anyhow::Result<()> {
         n >= BLOCKS && starts > 0,
         "TC_BENCH_N must be ≥ {BLOCKS}, TC_BENCH_STARTS ≥ 1"
     );
-    let shim_bin = shim_binary()?;
+    let shim_bin = release_binary("tc-shim", "tc-shim", "shim", "TC_SHIM_BIN")?;
     let me = std::env::current_exe()?;
     let target = shim_bin
         .parent()
@@ -639,64 +640,9 @@ fn status_field(status: &str, key: &str) -> Option<u64> {
     })
 }
 
-/// `$TC_SHIM_BIN`, else `tc-shim` next to the target profile dir this bench was built into.
-fn shim_binary() -> anyhow::Result<PathBuf> {
-    if let Some(p) = std::env::var_os("TC_SHIM_BIN") {
-        return Ok(PathBuf::from(p));
-    }
-    let exe = std::env::current_exe()?;
-    // target/release/deps/shim-<hash> -> target/release/tc-shim
-    let profile_dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .context("cannot locate the target directory from the bench executable")?;
-    let shim = profile_dir.join("tc-shim");
-    if !shim.is_file() {
-        bail!(
-            "{} not found: build it first with `cargo build --release -p tc-shim`, \
-             then rerun `cargo bench -p tc-tests --bench shim` (or set TC_SHIM_BIN)",
-            shim.display()
-        );
-    }
-    Ok(shim)
-}
-
 /// A TOML basic string.
 fn toml_str(s: &str) -> String {
     serde_json::to_string(s).expect("a string serializes")
-}
-
-fn env_usize(name: &str, default: usize) -> anyhow::Result<usize> {
-    match std::env::var(name) {
-        Ok(v) => v
-            .parse()
-            .with_context(|| format!("{name}={v:?} is not a count")),
-        Err(_) => Ok(default),
-    }
-}
-
-struct Stats {
-    p50: Duration,
-    p99: Duration,
-    mean: Duration,
-}
-
-impl Stats {
-    /// Nearest-rank percentiles.
-    fn of(samples: &[Duration]) -> Stats {
-        let mut s = samples.to_vec();
-        s.sort_unstable();
-        let rank = |p: f64| s[((p / 100.0 * s.len() as f64).ceil() as usize).clamp(1, s.len()) - 1];
-        Stats {
-            p50: rank(50.0),
-            p99: rank(99.0),
-            mean: s.iter().sum::<Duration>() / s.len() as u32,
-        }
-    }
-}
-
-fn us(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
 }
 
 fn ms(d: Duration) -> f64 {

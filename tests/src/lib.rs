@@ -1,6 +1,8 @@
 //! Harness for the cross-binary tests: a real `tcd` on a temp socket, gRPC clients,
 //! the binaries of `target/debug`, and small helpers for bindings and refusals.
 
+pub mod bench;
+
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
