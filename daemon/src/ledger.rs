@@ -453,14 +453,20 @@ impl Ledger {
         Ok(self.seal_blob(|s| s.keys.state, b, state_fp, inner, self.ttl_ms))
     }
 
-    /// Opens a requestState; with `consume`, marks it used (a second open is `spent`).
+    /// Opens a requestState; with `consume`, marks it used (a second open is `spent`),
+    /// and with a non-empty `current_fp` refuses it as `replay_drift` when the target
+    /// changed since it was sealed (the state is spent either way).
     pub fn open_state(
         &self,
         blob: &str,
         b: &Binding,
         consume: bool,
+        current_fp: &str,
     ) -> Result<Sealed, DaemonError> {
         b.check()?;
+        if !current_fp.is_empty() {
+            check_hash("current_state_fp", current_fp)?;
+        }
         let s = match self.open_blob(|s| s.keys.state, blob, b) {
             Ok(s) => s,
             Err(e) => {
@@ -483,6 +489,13 @@ impl Ledger {
                     params![s.nonce, now, s.expires_at_ms],
                 )?;
                 if n == 1 {
+                    if !current_fp.is_empty() && current_fp != s.state_fp {
+                        evs.push(b.event(events::REPLAY_DRIFT, current_fp, json!({ "approved_state_fp": s.state_fp, "what": "request_state" })));
+                        return Ok(Err(DaemonError::refused(
+                            Reason::ReplayDrift,
+                            "the target changed since the confirmation was requested; nothing was applied and the confirmation is spent",
+                        )));
+                    }
                     return Ok(Ok(()));
                 }
                 evs.push(b.event(events::REFUSED, &s.state_fp, json!({ "reason": "spent", "what": "request_state" })));

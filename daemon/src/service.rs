@@ -174,7 +174,7 @@ impl Confirm for Service {
         let r = r.into_inner();
         let b = binding(r.binding)?;
         let s = self
-            .run(move |l| l.open_state(&r.request_state, &b, r.consume))
+            .run(move |l| l.open_state(&r.request_state, &b, r.consume, &r.current_state_fp))
             .await?;
         let inner = crate::seal::decode_inner(&s.inner).map_err(Status::from)?;
         Ok(Response::new(v1::OpenStateReply {

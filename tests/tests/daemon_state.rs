@@ -32,6 +32,7 @@ async fn open(
         request_state: blob.into(),
         binding: Some(b.clone()),
         consume,
+        current_state_fp: String::new(),
     })
     .await
     .map(|r| r.into_inner())
@@ -274,4 +275,53 @@ async fn request_state_consume_race_has_one_winner() {
         }
         assert_eq!(wins, 1);
     }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn consuming_a_state_against_a_changed_target_is_replay_drift_and_spends_it() {
+    let d = Daemon::start();
+    let mut c = d.client().await;
+    let b = b0();
+    let s = seal(&mut c, &b, &h("fp")).await;
+    let drifted = |fp: &str| v1::OpenStateRequest {
+        request_state: s.clone(),
+        binding: Some(b.clone()),
+        consume: true,
+        current_state_fp: fp.into(),
+    };
+    refused(
+        c.open_state(drifted("not-a-hash"))
+            .await
+            .map(|r| r.into_inner()),
+        Reason::BadArgument,
+    );
+    refused(
+        c.open_state(drifted(&h("changed")))
+            .await
+            .map(|r| r.into_inner()),
+        Reason::ReplayDrift,
+    );
+    // Spent by the drift: even the original fingerprint no longer opens it.
+    refused(
+        c.open_state(drifted(&h("fp")))
+            .await
+            .map(|r| r.into_inner()),
+        Reason::Spent,
+    );
+    let s2 = seal(&mut c, &b, &h("fp")).await;
+    let o = c
+        .open_state(v1::OpenStateRequest {
+            request_state: s2,
+            binding: Some(b.clone()),
+            consume: true,
+            current_state_fp: h("fp"),
+        })
+        .await
+        .expect("same fingerprint opens")
+        .into_inner();
+    assert_eq!(o.state_fp, h("fp"));
+    let evs = events(&mut c).await;
+    let drift: Vec<_> = evs.iter().filter(|e| e.kind == "replay_drift").collect();
+    assert_eq!(drift.len(), 1, "{evs:?}");
+    assert_eq!(drift[0].state_fp, h("changed"));
 }
