@@ -1,5 +1,6 @@
 //! The shim's gRPC client of `tcd`: lazy connection (reconnects on the next gated
-//! call after a failure), and Raise / Redeem / Release / RecordConsumed.
+//! call after a failure), and Raise / Redeem / Release / RecordConsumed / SealState /
+//! OpenState / AppendEvent. There is deliberately no Mint: only the operator mints.
 
 use std::path::PathBuf;
 
@@ -147,11 +148,13 @@ impl Daemon {
         }
     }
 
-    /// Records that the gated call was forwarded (`tc.elicit.consumed`).
+    /// Records that the gated call was forwarded (`tc.elicit.consumed`) by `route`
+    /// (`cli_token` with its redemption, `legacy_elicitation` or `request_state`).
     pub async fn consumed(
         &self,
         binding: Binding,
         state_fp: &str,
+        route: &str,
         redemption_id: &str,
     ) -> Result<(), DaemonError> {
         let mut c = self.client().await?;
@@ -159,8 +162,76 @@ impl Daemon {
             .record_consumed(v1::RecordConsumedRequest {
                 binding: Some(binding),
                 state_fp: state_fp.into(),
-                route: "cli_token".into(),
+                route: route.into(),
                 redemption_id: redemption_id.into(),
+            })
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(s) => Err(self.fail(s).await),
+        }
+    }
+}
+
+impl Daemon {
+    /// Seals a confirmation state for the call `binding` against target state `state_fp`.
+    pub async fn seal_state(&self, binding: Binding, state_fp: &str) -> Result<String, DaemonError> {
+        let mut c = self.client().await?;
+        match c
+            .seal_state(v1::SealStateRequest {
+                binding: Some(binding),
+                state_fp: state_fp.into(),
+                inner: Vec::new(),
+            })
+            .await
+        {
+            Ok(r) => Ok(r.into_inner().request_state),
+            Err(s) => Err(self.fail(s).await),
+        }
+    }
+
+    /// Opens a sealed state for `binding`. With `consume` it is spent; a non-empty
+    /// `current_fp` that differs from the sealed fingerprint is refused as `replay_drift`.
+    pub async fn open_state(
+        &self,
+        state: &str,
+        binding: Binding,
+        consume: bool,
+        current_fp: &str,
+    ) -> Result<String, DaemonError> {
+        let mut c = self.client().await?;
+        match c
+            .open_state(v1::OpenStateRequest {
+                request_state: state.into(),
+                binding: Some(binding),
+                consume,
+                current_state_fp: current_fp.into(),
+            })
+            .await
+        {
+            Ok(r) => Ok(r.into_inner().state_fp),
+            Err(s) => Err(self.fail(s).await),
+        }
+    }
+
+    /// Appends one of the client-appendable audit events for `binding`.
+    pub async fn append_event(
+        &self,
+        kind: &str,
+        binding: &Binding,
+        state_fp: &str,
+        detail: serde_json::Value,
+    ) -> Result<(), DaemonError> {
+        let mut c = self.client().await?;
+        match c
+            .append_event(v1::AppendEventRequest {
+                kind: kind.into(),
+                vault: binding.vault.clone(),
+                tool: binding.tool.clone(),
+                caller: binding.caller.clone(),
+                args_hash: binding.args_hash.clone(),
+                state_fp: state_fp.into(),
+                detail_json: detail.to_string(),
             })
             .await
         {

@@ -92,6 +92,21 @@ pub fn discover_result(init: &Value) -> Value {
     r
 }
 
+/// JSON-RPC error code for an unsupported protocol version (2026-07-28).
+pub const UNSUPPORTED_VERSION: i64 = -32022;
+
+/// The `-32022` error for a modern request naming a version the shim does not speak.
+pub fn unsupported_version(id: &Value, requested: &str) -> Value {
+    json!({
+        "jsonrpc": "2.0", "id": id,
+        "error": {
+            "code": UNSUPPORTED_VERSION,
+            "message": format!("unsupported protocol version {requested}"),
+            "data": { "supported": [MODERN_VERSION], "requested": requested },
+        }
+    })
+}
+
 /// Methods whose 2026-07-28 results are cacheable (`ttlMs` and `cacheScope` required).
 const CACHEABLE: &[&str] = &[
     "tools/list",

@@ -1,10 +1,12 @@
 //! `tc-shim`: the MCP stdio proxy that puts a human confirmation gate in front of a
 //! downstream MCP server (`tc-shim serve <vault> [-- <command…>]`).
 
+mod confirm;
 mod daemon_client;
 mod era;
 mod framing;
 mod gitindex;
+mod lean;
 mod policy;
 mod proxy;
 mod results;
@@ -106,7 +108,8 @@ fn real_main() -> anyhow::Result<i32> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let code = rt.block_on(proxy::run(policy, socket, command));
+    let prompt_ttl = std::time::Duration::from_secs(cfg.daemon.elicit_ttl_seconds.into());
+    let code = rt.block_on(proxy::run(policy, socket, command, prompt_ttl));
     // The stdin reader may be parked in a blocking read: do not wait for it.
     rt.shutdown_background();
     code

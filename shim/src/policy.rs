@@ -29,6 +29,10 @@ pub struct Policy {
     pub root: PathBuf,
     canon_root: PathBuf,
     pub gates: Vec<Gate>,
+    /// `legacy_elicitation_shim`: the shim itself prompts legacy clients that can.
+    pub legacy_elicitation: bool,
+    /// `lean`: the facade (`list_capabilities` + `call_capability`) replaces the tool list.
+    pub lean: bool,
     deny: (GlobSet, Vec<String>),
     read_only: (GlobSet, Vec<String>),
 }
@@ -75,6 +79,8 @@ impl Policy {
             root: v.root.clone(),
             canon_root,
             gates: v.gates.clone(),
+            legacy_elicitation: v.legacy_elicitation_shim,
+            lean: v.lean,
             deny: compile(&v.acl.deny)?,
             read_only: compile(&v.acl.read_only)?,
         })

@@ -14,10 +14,12 @@ use tokio::io::BufReader;
 use tokio::process::Command;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::confirm::{self, Answer, Route};
 use crate::daemon_client::{Daemon, DaemonError};
 use crate::era::{self, Era};
 use crate::framing::{read_frame, write_line, Frame, MAX_LINE};
 use crate::policy::{self, Policy, PolicyError};
+use crate::lean;
 use crate::results::{self, Shown};
 use crate::targets;
 
@@ -51,6 +53,25 @@ struct Held {
     modern: bool,
     /// The tool declares an `outputSchema`: refusals go in `_meta`, not `structuredContent`.
     schema: bool,
+    /// Sent as the lean facade's `call_capability`.
+    lean: bool,
+}
+
+/// A gated call being confirmed: what every route needs to know about it.
+struct Call<'a> {
+    id: &'a Value,
+    binding: &'a Binding,
+    shown: &'a Shown<'a>,
+    gate: &'a tc_core::config::Gate,
+    args: &'a Value,
+}
+
+/// How a gated call was approved, for the audit log and the release rules.
+struct Approval {
+    /// `cli_token`, `legacy_elicitation` or `request_state` (RecordConsumed's route).
+    route: &'static str,
+    /// The token's redemption (CLI route): released if nothing ran, else made final.
+    redemption: Option<String>,
 }
 
 #[derive(Default)]
@@ -63,6 +84,12 @@ struct State {
     tools: Option<HashMap<String, Value>>,
     /// `tools/call`s the shim holds (not yet forwarded): id → cancelled.
     held: HashMap<String, Held>,
+    /// Wakes a held call that waits on the human when the client cancels it.
+    wakers: HashMap<String, oneshot::Sender<()>>,
+    /// The shim's own requests to the client (`elicitation/create`), by our id.
+    client_requests: HashMap<String, oneshot::Sender<Value>>,
+    /// The client's capabilities from its `initialize` (legacy era).
+    client_caps: Option<Value>,
     /// The downstream's stdout closed.
     child_gone: bool,
     /// The client's era and protocol version, once known (`initialize` makes it legacy).
@@ -87,6 +114,8 @@ pub struct Shim {
     next_id: AtomicU64,
     /// Serializes finding out the downstream's era.
     probe: tokio::sync::Mutex<()>,
+    /// How long the legacy route waits for the human (the confirmation TTL).
+    prompt_ttl: Duration,
 }
 
 fn key(id: &Value) -> String {
@@ -339,6 +368,11 @@ impl Shim {
         {
             return Ok(());
         }
+        self.list_all_tools().await.map(|_| ())
+    }
+
+    /// Lists every downstream tool (all pages), caching the definitions.
+    async fn list_all_tools(&self) -> Result<Vec<Value>, String> {
         let mut cursor: Option<Value> = None;
         let mut all = HashMap::new();
         for _ in 0..100 {
@@ -362,11 +396,55 @@ impl Shim {
                 _ => break,
             }
         }
+        let mut list: Vec<Value> = all.values().cloned().collect();
+        list.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
         self.lock()
             .tools
             .get_or_insert_with(HashMap::new)
             .extend(all);
-        Ok(())
+        Ok(list)
+    }
+
+    /// The lean facade's `tools/list`: its two tools, answered by the shim.
+    async fn lean_tools_list(self: Arc<Self>, id: Value, modern: bool) {
+        let mut result = json!({ "tools": lean::tools() });
+        if modern {
+            era::mark_complete(&mut result, "tools/list");
+        }
+        self.send_client(&results::response(&id, result));
+    }
+
+    /// The lean facade's `list_capabilities`: the downstream's tools as the client
+    /// would see them in `tools/list` (floors without a gate hidden, `elicit_token` added).
+    async fn list_capabilities(self: Arc<Self>, id: Value) {
+        match self.list_all_tools().await {
+            Ok(tools) => {
+                let visible = tools
+                    .into_iter()
+                    .filter_map(|mut t| {
+                        let name = t.get("name").and_then(Value::as_str)?.to_string();
+                        let gated = self.policy.gate_entry(&name).is_some();
+                        if policy::is_floor(Some(&t)) && !gated {
+                            return None;
+                        }
+                        if gated {
+                            add_elicit_token(&mut t);
+                        }
+                        Some(t)
+                    })
+                    .collect();
+                self.answer(&id, lean::catalogue(visible));
+            }
+            Err(e) => self.answer(
+                &id,
+                results::tool_error(
+                    ErrorCode::InvalidInput,
+                    format!("tc-shim could not read the server's tool list: {e}"),
+                    json!({}),
+                    None,
+                ),
+            ),
+        }
     }
 
     fn tool_def(&self, name: &str) -> Option<Value> {
@@ -477,7 +555,13 @@ impl Shim {
             .get("elicit_token")
             .and_then(Value::as_str)
             .map(String::from);
-        let Some(gate) = gate.filter(|_| applies) else {
+        let params = msg.get("params").cloned().unwrap_or_else(|| json!({}));
+        let meta = era::request_meta(&msg).cloned();
+        // A modern call echoing a requestState is the second half of a confirmation that
+        // was already offered: it is judged by its answer even if the gate's condition
+        // stopped applying meanwhile (a decline must never turn into a plain forward).
+        let resuming = meta.is_some() && confirm::request_state(&params).is_some();
+        let Some(gate) = gate.filter(|_| applies || resuming) else {
             if let Err(e) = self.policy.check_acl(&paths, read_only) {
                 return self.answer(&id, policy_result(&e));
             }
@@ -506,42 +590,347 @@ impl Shim {
                 );
             }
         };
+        let lean = self.lock().held.get(&key(&id)).is_some_and(|h| h.lean);
         let shown = Shown {
             vault: &self.policy.vault,
             tool: &name,
             caller: tc_core::STDIO_CALLER,
             args_hash: &args_hash,
             state_fp: &state_fp,
+            lean,
         };
-        let Some(token) = token else {
-            let summary = summarize(&name, &args);
-            return match self.daemon.raise(binding, &state_fp, summary).await {
-                Ok(()) => self.answer(&id, results::elicit_required(&shown)),
-                Err(e) => self.answer(&id, self.daemon_result(&e, &shown)),
+        let call = Call {
+            id: &id,
+            binding: &binding,
+            shown: &shown,
+            gate: &gate,
+            args: &args,
+        };
+        let approval = if let Some(token) = token {
+            match self.daemon.redeem(&token, binding.clone(), &state_fp).await {
+                Ok(r) => Approval {
+                    route: "cli_token",
+                    redemption: Some(r),
+                },
+                Err(e) => return self.answer(&id, self.daemon_result(&e, &shown)),
+            }
+        } else if resuming {
+            match self.resume_modern(&call, &params).await {
+                Some(a) => a,
+                None => return,
+            }
+        } else {
+            let (era, caps) = match &meta {
+                Some(m) => (Era::Modern, m.get(era::META_CAPS).cloned()),
+                None => (Era::Legacy, self.lock().client_caps.clone()),
             };
-        };
-        let redemption = match self.daemon.redeem(&token, binding.clone(), &state_fp).await {
-            Ok(r) => r,
-            Err(e) => return self.answer(&id, self.daemon_result(&e, &shown)),
+            match confirm::route(era, caps.as_ref(), self.policy.legacy_elicitation) {
+                Route::Cli => {
+                    let summary = summarize(&name, &args);
+                    return match self.daemon.raise(binding.clone(), &state_fp, summary).await {
+                        Ok(()) => self.answer(&id, results::elicit_required(&shown)),
+                        Err(e) => self.answer(&id, self.daemon_result(&e, &shown)),
+                    };
+                }
+                Route::Modern => return self.offer_modern(&call).await,
+                Route::Legacy => match self.legacy_round_trip(&call).await {
+                    Some(a) => a,
+                    None => return,
+                },
+            }
         };
         if let Err(e) = self.policy.check_acl(&paths, read_only) {
-            if let Err(re) = self.daemon.release(&redemption, "acl").await {
-                tracing::warn!("release after ACL refusal failed: {re}");
+            if let Some(r) = &approval.redemption {
+                if let Err(re) = self.daemon.release(r, "acl").await {
+                    tracing::warn!("release after ACL refusal failed: {re}");
+                }
             }
             return self.answer(&id, policy_result(&e));
         }
         let (ack_tx, ack_rx) = oneshot::channel();
         if !self.forward_held(&id, stripped(&msg), Some(ack_tx)) {
-            if let Err(re) = self.daemon.release(&redemption, "cancelled").await {
-                tracing::warn!("release after cancellation failed: {re}");
+            if let Some(r) = &approval.redemption {
+                if let Err(re) = self.daemon.release(r, "cancelled").await {
+                    tracing::warn!("release after cancellation failed: {re}");
+                }
             }
             return;
         }
         if ack_rx.await.is_ok() {
-            if let Err(e) = self.daemon.consumed(binding, &state_fp, &redemption).await {
+            let redemption = approval.redemption.as_deref().unwrap_or("");
+            if let Err(e) = self
+                .daemon
+                .consumed(binding, &state_fp, approval.route, redemption)
+                .await
+            {
                 tracing::warn!("recording the consumed confirmation failed: {e}");
             }
         }
+    }
+
+    /// Route 3, round 1: raises the request, seals a state and answers `input_required`
+    /// with our form; the client re-sends the call with the state and the answer.
+    async fn offer_modern(&self, c: &Call<'_>) {
+        let s = c.shown;
+        let summary = summarize(s.tool, c.args);
+        if let Err(e) = self
+            .daemon
+            .raise(c.binding.clone(), s.state_fp, summary.clone())
+            .await
+        {
+            return self.answer(c.id, self.daemon_result(&e, s));
+        }
+        match self.daemon.seal_state(c.binding.clone(), s.state_fp).await {
+            Ok(state) => {
+                let msg = confirm::message(s.tool, s.vault, &summary, c.gate.targets.as_ref());
+                self.answer(c.id, confirm::input_required(&state, &msg));
+            }
+            Err(e) => self.answer(c.id, self.daemon_result(&e, s)),
+        }
+    }
+
+    /// Route 3, round 2: the daemon verifies the echoed state (authentic, unexpired, this
+    /// call) and consumes it whatever the answer, so it can never authorize twice; only
+    /// accept + approve, against an unchanged target, approves.
+    async fn resume_modern(&self, c: &Call<'_>, params: &Value) -> Option<Approval> {
+        let s = c.shown;
+        let state = confirm::request_state(params).unwrap_or_default();
+        let Some(answer) = confirm::modern_answer(params) else {
+            // The state came back without our answer: offer the same form again.
+            return match self.daemon.open_state(state, c.binding.clone(), false, "").await {
+                Ok(_) => {
+                    let summary = summarize(s.tool, c.args);
+                    let msg = confirm::message(s.tool, s.vault, &summary, c.gate.targets.as_ref());
+                    self.answer(c.id, confirm::input_required(state, &msg));
+                    None
+                }
+                Err(e) => self.state_refused(c, &e).await,
+            };
+        };
+        let current = if answer == Answer::Approved {
+            s.state_fp
+        } else {
+            ""
+        };
+        let opened = self
+            .daemon
+            .open_state(state, c.binding.clone(), true, current)
+            .await;
+        match (answer, opened) {
+            (Answer::Approved, Ok(_)) => Some(Approval {
+                route: "request_state",
+                redemption: None,
+            }),
+            (Answer::Approved, Err(e)) => self.state_refused(c, &e).await,
+            // A no is a no even when the state no longer verifies: never re-prompt for it.
+            (Answer::Declined | Answer::Cancelled, Err(e))
+                if e.reason() == Some(tc_core::Reason::Spent) =>
+            {
+                self.state_refused(c, &e).await
+            }
+            (Answer::Declined, _) => {
+                self.declined(c).await;
+                None
+            }
+            (Answer::Cancelled, _) => {
+                self.not_obtained(c, "the human dismissed the confirmation prompt")
+                    .await;
+                None
+            }
+        }
+    }
+
+    /// A state the daemon would not open: replayed or drifted ones are refused; one that
+    /// cannot be verified (rotated or deleted secret, another daemon, expired, garbage,
+    /// another call's) gets a fresh confirmation offer rather than a dead end.
+    async fn state_refused(&self, c: &Call<'_>, e: &DaemonError) -> Option<Approval> {
+        use tc_core::Reason;
+        match e.reason() {
+            Some(Reason::Spent) => {
+                let text = format!(
+                    "This confirmation of `{}` was already used (a requestState authorizes one call, once). \
+                     Nothing was run. Send the call again without requestState to ask the human again.",
+                    c.shown.tool
+                );
+                let mut d = c.shown.details();
+                d["reason"] = json!("spent");
+                self.answer(
+                    c.id,
+                    results::tool_error(ErrorCode::InvalidInput, text, d, None),
+                );
+            }
+            Some(
+                Reason::Invalid
+                | Reason::Expired
+                | Reason::Foreign
+                | Reason::RequestMismatch
+                | Reason::Unknown,
+            ) => {
+                tracing::info!(
+                    tool = %c.shown.tool,
+                    "requestState not verifiable ({}); offering a fresh confirmation",
+                    e
+                );
+                self.offer_modern(c).await;
+            }
+            _ => self.answer(c.id, self.daemon_result(e, c.shown)),
+        }
+        None
+    }
+
+    /// Route 2: the shim asks a legacy client itself with `elicitation/create`, waits for
+    /// the answer (or the call's cancellation, or the TTL), then re-checks the target.
+    async fn legacy_round_trip(&self, c: &Call<'_>) -> Option<Approval> {
+        let s = c.shown;
+        let summary = summarize(s.tool, c.args);
+        if let Err(e) = self
+            .daemon
+            .raise(c.binding.clone(), s.state_fp, summary.clone())
+            .await
+        {
+            self.answer(c.id, self.daemon_result(&e, s));
+            return None;
+        }
+        // Sealed only so the daemon makes the same spend-once, drift-checked decision as
+        // on the other routes; this state never leaves the shim.
+        let state = match self.daemon.seal_state(c.binding.clone(), s.state_fp).await {
+            Ok(st) => st,
+            Err(e) => {
+                self.answer(c.id, self.daemon_result(&e, s));
+                return None;
+            }
+        };
+        let rid = format!(
+            "tc-shim-elicit-{}",
+            self.next_id.fetch_add(1, Ordering::Relaxed)
+        );
+        let (answer_tx, answer_rx) = oneshot::channel();
+        let (wake_tx, wake_rx) = oneshot::channel();
+        let version = {
+            let mut st = self.lock();
+            if st.held.get(&key(c.id)).is_none_or(|h| h.cancelled) {
+                return None;
+            }
+            st.client_requests.insert(rid.clone(), answer_tx);
+            st.wakers.insert(key(c.id), wake_tx);
+            match &st.client_era {
+                Some((Era::Legacy, v)) => v.clone(),
+                _ => era::LEGACY_VERSION.to_string(),
+            }
+        };
+        let message = confirm::message(s.tool, s.vault, &summary, c.gate.targets.as_ref());
+        self.send_client(&json!({
+            "jsonrpc": "2.0", "id": rid, "method": "elicitation/create",
+            "params": confirm::elicit_params(&message, &version),
+        }));
+        let outcome = tokio::select! {
+            r = answer_rx => r.ok(),
+            _ = wake_rx => None,
+            _ = tokio::time::sleep(self.prompt_ttl) => None,
+        };
+        let cancelled = {
+            let mut st = self.lock();
+            st.client_requests.remove(&rid);
+            st.wakers.remove(&key(c.id));
+            st.held.get(&key(c.id)).is_none_or(|h| h.cancelled)
+        };
+        let Some(resp) = outcome else {
+            // Withdraw our prompt: nobody is waiting for its answer any more.
+            self.send_client(&json!({
+                "jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"requestId": rid, "reason": if cancelled { "the tool call was cancelled" } else { "the confirmation timed out" }},
+            }));
+            let _ = self.daemon.open_state(&state, c.binding.clone(), true, "").await;
+            let why = if cancelled {
+                "the client cancelled the call while the prompt was open"
+            } else {
+                "nobody answered the prompt before it expired"
+            };
+            self.not_obtained(c, why).await;
+            return None;
+        };
+        let Some(result) = resp.get("result") else {
+            let _ = self.daemon.open_state(&state, c.binding.clone(), true, "").await;
+            let why = format!(
+                "the client could not show the prompt: {}",
+                resp.pointer("/error/message")
+                    .and_then(Value::as_str)
+                    .unwrap_or("error")
+            );
+            self.not_obtained(c, &why).await;
+            return None;
+        };
+        match confirm::read_answer(result) {
+            Answer::Approved => {
+                // The target may have changed while the human was reading the prompt.
+                let now = match self.state_fp(c.gate, c.args).await {
+                    Ok(fp) => fp,
+                    Err(e) => {
+                        let _ = self.daemon.open_state(&state, c.binding.clone(), true, "").await;
+                        let text = format!(
+                            "Cannot recompute the confirmation target of `{}` after approval: {e}. Nothing was run.",
+                            s.tool
+                        );
+                        self.answer(
+                            c.id,
+                            results::tool_error(ErrorCode::InvalidInput, text, s.details(), None),
+                        );
+                        return None;
+                    }
+                };
+                match self
+                    .daemon
+                    .open_state(&state, c.binding.clone(), true, &now)
+                    .await
+                {
+                    Ok(_) => Some(Approval {
+                        route: "legacy_elicitation",
+                        redemption: None,
+                    }),
+                    Err(e) => {
+                        self.answer(c.id, self.daemon_result(&e, s));
+                        None
+                    }
+                }
+            }
+            Answer::Declined => {
+                let _ = self.daemon.open_state(&state, c.binding.clone(), true, "").await;
+                self.declined(c).await;
+                None
+            }
+            Answer::Cancelled => {
+                let _ = self.daemon.open_state(&state, c.binding.clone(), true, "").await;
+                self.not_obtained(c, "the human dismissed the confirmation prompt")
+                    .await;
+                None
+            }
+        }
+    }
+
+    /// Answers `approval_declined` and logs `tc.elicit.declined`.
+    async fn declined(&self, c: &Call<'_>) {
+        let ev = tc_core::codes::events::DECLINED;
+        if let Err(e) = self
+            .daemon
+            .append_event(ev, c.binding, c.shown.state_fp, json!({}))
+            .await
+        {
+            tracing::warn!("recording the decline failed: {e}");
+        }
+        self.answer(c.id, results::approval_declined(c.shown));
+    }
+
+    /// Answers `approval_not_obtained` and logs `tc.elicit.not_obtained`.
+    async fn not_obtained(&self, c: &Call<'_>, why: &str) {
+        let ev = tc_core::codes::events::NOT_OBTAINED;
+        if let Err(e) = self
+            .daemon
+            .append_event(ev, c.binding, c.shown.state_fp, json!({ "why": why }))
+            .await
+        {
+            tracing::warn!("recording the unobtained approval failed: {e}");
+        }
+        self.answer(c.id, results::approval_not_obtained(c.shown, why));
     }
 
     /// Forwards a held call unless it was cancelled meanwhile (checked under the state lock).
@@ -610,9 +999,9 @@ impl Shim {
             DaemonError::Refused(status) => match e.reason() {
                 Some(tc_core::Reason::ReplayDrift) => {
                     let text = format!(
-                        "The confirmation for `{}` no longer matches: its target changed since the human approved it, \
-                         so nothing was run and the token is spent. Send the call again WITHOUT elicit_token to request \
-                         a fresh confirmation from the human.",
+                        "The confirmation for `{}` no longer matches: its target changed since the human was asked, \
+                         so nothing was run and the confirmation is spent. Send the call again WITHOUT elicit_token \
+                         or requestState to request a fresh confirmation from the human.",
                         s.tool
                     );
                     results::tool_error(ErrorCode::ReplayDrift, text, details, None)
@@ -663,7 +1052,27 @@ impl Shim {
             self.set_client_era(Era::Modern, era::meta_version(m));
         }
         let modern = meta.is_some();
+        if let (Some(m), Some(id)) = (&meta, &id) {
+            let v = era::meta_version(m);
+            if v != era::MODERN_VERSION {
+                // We cannot gate an era we do not know: refuse rather than guess.
+                self.send_client(&era::unsupported_version(id, &v));
+                return;
+            }
+        }
         match (method, id) {
+            (None, Some(id)) => {
+                // A response to one of our own prompts, else to a downstream's request.
+                let ours = id.as_str().and_then(|s| self.lock().client_requests.remove(s));
+                match ours {
+                    Some(tx) => {
+                        let _ = tx.send(msg);
+                    }
+                    None => {
+                        self.send_child(line, None);
+                    }
+                }
+            }
             (Some("initialize"), Some(id)) => {
                 let v = msg
                     .pointer("/params/protocolVersion")
@@ -671,6 +1080,7 @@ impl Shim {
                     .unwrap_or("?")
                     .to_string();
                 self.set_client_era(Era::Legacy, v);
+                self.lock().client_caps = msg.pointer("/params/capabilities").cloned();
                 self.forward_request(&id, Pending::Initialize, None, line)
             }
             (Some("server/discover"), Some(id)) => {
@@ -679,15 +1089,39 @@ impl Shim {
                 tokio::spawn(Arc::clone(self).handle_discover(id, meta, line));
             }
             (Some("tools/call"), Some(id)) => {
+                let facade = self
+                    .policy
+                    .lean
+                    .then(|| lean::facade_call(&msg))
+                    .flatten();
                 self.lock().held.insert(
                     key(&id),
                     Held {
                         cancelled: false,
                         modern,
                         schema: false,
+                        lean: facade.is_some(),
                     },
                 );
-                tokio::spawn(Arc::clone(self).handle_call(id, msg, line));
+                match facade {
+                    None => {
+                        tokio::spawn(Arc::clone(self).handle_call(id, msg, line));
+                    }
+                    Some(lean::FacadeCall::List) => {
+                        tokio::spawn(Arc::clone(self).list_capabilities(id));
+                    }
+                    Some(lean::FacadeCall::Call(inner)) => {
+                        let line = inner.to_string().into_bytes();
+                        tokio::spawn(Arc::clone(self).handle_call(id, inner, line));
+                    }
+                    Some(lean::FacadeCall::Bad(why)) => self.answer(
+                        &id,
+                        results::tool_error(ErrorCode::InvalidInput, why, json!({}), None),
+                    ),
+                }
+            }
+            (Some("tools/list"), Some(id)) if self.policy.lean => {
+                tokio::spawn(Arc::clone(self).lean_tools_list(id, modern));
             }
             (Some(m), Some(id)) => {
                 let kind = if m == "tools/list" {
@@ -705,8 +1139,12 @@ impl Shim {
             }
             (Some("notifications/cancelled"), None) => {
                 if let Some(rid) = msg.pointer("/params/requestId") {
-                    if let Some(h) = self.lock().held.get_mut(&key(rid)) {
+                    let mut st = self.lock();
+                    if let Some(h) = st.held.get_mut(&key(rid)) {
                         h.cancelled = true;
+                        if let Some(w) = st.wakers.remove(&key(rid)) {
+                            let _ = w.send(());
+                        }
                         return;
                     }
                 }
@@ -814,13 +1252,16 @@ fn add_elicit_token(tool: &mut Value) {
     }
 }
 
+/// The call as the downstream gets it: without our token, and without our requestState
+/// and answers (they were addressed to the shim, not to the server).
 fn stripped(msg: &Value) -> Vec<u8> {
     let mut m = msg.clone();
-    if let Some(a) = m
-        .pointer_mut("/params/arguments")
-        .and_then(Value::as_object_mut)
-    {
-        a.remove("elicit_token");
+    if let Some(p) = m.get_mut("params").and_then(Value::as_object_mut) {
+        p.remove("requestState");
+        p.remove("inputResponses");
+        if let Some(a) = p.get_mut("arguments").and_then(Value::as_object_mut) {
+            a.remove("elicit_token");
+        }
     }
     m.to_string().into_bytes()
 }
@@ -864,6 +1305,7 @@ pub async fn run(
     policy: Policy,
     socket: std::path::PathBuf,
     command: Vec<String>,
+    prompt_ttl: Duration,
 ) -> anyhow::Result<i32> {
     let (prog, rest) = command.split_first().ok_or_else(|| {
         anyhow::anyhow!(
@@ -896,6 +1338,7 @@ pub async fn run(
         state: Mutex::new(State::default()),
         next_id: AtomicU64::new(1),
         probe: tokio::sync::Mutex::new(()),
+        prompt_ttl,
     });
 
     // Writer to the downstream's stdin.

@@ -63,6 +63,28 @@ pub struct Shown<'a> {
     pub caller: &'a str,
     pub args_hash: &'a str,
     pub state_fp: &'a str,
+    /// The call came through the lean facade's `call_capability`.
+    pub lean: bool,
+}
+
+impl Shown<'_> {
+    /// The `details` object every confirmation refusal carries.
+    pub fn details(&self) -> Value {
+        json!({
+            "args_hash": self.args_hash, "state_fp": self.state_fp, "tool": self.tool,
+            "vault": self.vault, "caller": self.caller,
+        })
+    }
+
+    /// How the agent re-sends the call with a token.
+    fn resend_with_token(&self) -> &'static str {
+        if self.lean {
+            "send exactly the same `call_capability` call again with \"elicit_token\": \"<token>\" \
+             added inside its \"arguments\""
+        } else {
+            "send exactly the same call again with the extra argument \"elicit_token\": \"<token>\""
+        }
+    }
 }
 
 /// The exact operator command that mints the confirmation.
@@ -80,17 +102,47 @@ pub fn elicit_required(s: &Shown<'_>) -> Value {
         "STOP: ask the human user before doing anything else. The tool call `{tool}` needs their \
          explicit confirmation and must not be retried or worked around. Show them this call and ask \
          them to approve it by running, in their own terminal:\n\n    {cmd}\n\nThat prints a \
-         single-use token. Only after the human gives you the token, send exactly the same call \
-         again with the extra argument \"elicit_token\": \"<token>\".",
-        tool = s.tool
+         single-use token. Only after the human gives you the token, {resend}.",
+        tool = s.tool,
+        resend = s.resend_with_token(),
     );
     tool_error(
         ErrorCode::ElicitRequired,
         text,
-        json!({
-            "args_hash": s.args_hash, "state_fp": s.state_fp, "tool": s.tool,
-            "vault": s.vault, "caller": s.caller,
-        }),
+        s.details(),
+        Some(json!({ "command": cmd })),
+    )
+}
+
+/// The human declined (or accepted without ticking approve): a hard stop.
+pub fn approval_declined(s: &Shown<'_>) -> Value {
+    let text = format!(
+        "The human DECLINED the tool call `{}`. Nothing was run. Do not retry it, do not work \
+         around it by other means, and do not ask for a confirmation token: tell the human the \
+         call was declined and ask what they want instead.",
+        s.tool
+    );
+    tool_error(ErrorCode::ApprovalDeclined, text, s.details(), None)
+}
+
+/// Nobody approved (the prompt was dismissed, timed out or could not be shown): the
+/// human can still approve out of band.
+pub fn approval_not_obtained(s: &Shown<'_>, why: &str) -> Value {
+    let cmd = elicit_command(s);
+    let text = format!(
+        "Approval for the tool call `{tool}` was not obtained ({why}); nothing was run and nobody \
+         declined it. STOP and ask the human: if they want it to run, they approve it out of band by \
+         running, in their own terminal:\n\n    {cmd}\n\nThat prints a single-use token. Only after \
+         the human gives you the token, {resend}.",
+        tool = s.tool,
+        resend = s.resend_with_token(),
+    );
+    let mut d = s.details();
+    d["why"] = json!(why);
+    tool_error(
+        ErrorCode::ApprovalNotObtained,
+        text,
+        d,
         Some(json!({ "command": cmd })),
     )
 }
@@ -107,6 +159,7 @@ mod tests {
             caller: "stdio",
             args_hash: "a",
             state_fp: "f",
+            lean: false,
         };
         let r = elicit_required(&s);
         assert_eq!(r["isError"], true);
@@ -126,5 +179,16 @@ mod tests {
         assert!(m.get("structuredContent").is_none());
         assert_eq!(m["_meta"][REFUSAL_META], r["structuredContent"]);
         assert_eq!(m["isError"], true);
+
+        let d = approval_declined(&s);
+        assert_eq!(d["structuredContent"]["code"], "approval_declined");
+        assert!(d["structuredContent"].get("recovery").is_none());
+        let n = approval_not_obtained(&s, "the prompt was dismissed");
+        assert_eq!(n["structuredContent"]["code"], "approval_not_obtained");
+        assert_eq!(n["structuredContent"]["recovery"]["command"], cmd);
+        assert!(n["content"][0]["text"].as_str().unwrap().contains(cmd));
+        let lean = Shown { lean: true, ..s };
+        let text = elicit_required(&lean)["content"][0]["text"].as_str().unwrap().to_string();
+        assert!(text.contains("call_capability") && text.contains("inside its \"arguments\""));
     }
 }
