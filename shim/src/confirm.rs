@@ -100,7 +100,10 @@ fn describe_targets(t: Option<&Targets>) -> String {
 }
 
 fn quoted<'a>(names: impl Iterator<Item = &'a str>) -> String {
-    names.map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+    names
+        .map(|n| format!("`{n}`"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// `elicitation/create` params. `mode` exists from 2025-11-25 on; 2025-06-18 has none.
@@ -172,7 +175,9 @@ mod tests {
     fn form_mode_follows_the_capability() {
         assert!(form_mode(Some(&json!({"elicitation": {}}))));
         assert!(form_mode(Some(&json!({"elicitation": {"form": {}}}))));
-        assert!(form_mode(Some(&json!({"elicitation": {"form": {}, "url": {}}}))));
+        assert!(form_mode(Some(
+            &json!({"elicitation": {"form": {}, "url": {}}})
+        )));
         assert!(!form_mode(Some(&json!({"elicitation": {"url": {}}}))));
         assert!(!form_mode(Some(&json!({"sampling": {}}))));
         assert!(!form_mode(Some(&json!({"elicitation": true}))));
@@ -192,9 +197,18 @@ mod tests {
     #[test]
     fn answers() {
         let a = |v: Value| read_answer(&v);
-        assert_eq!(a(json!({"action": "accept", "content": {"approve": true}})), Answer::Approved);
-        assert_eq!(a(json!({"action": "accept", "content": {"approve": false}})), Answer::Declined);
-        assert_eq!(a(json!({"action": "accept", "content": {"approve": "true"}})), Answer::Declined);
+        assert_eq!(
+            a(json!({"action": "accept", "content": {"approve": true}})),
+            Answer::Approved
+        );
+        assert_eq!(
+            a(json!({"action": "accept", "content": {"approve": false}})),
+            Answer::Declined
+        );
+        assert_eq!(
+            a(json!({"action": "accept", "content": {"approve": "true"}})),
+            Answer::Declined
+        );
         assert_eq!(a(json!({"action": "accept"})), Answer::Declined);
         assert_eq!(a(json!({"action": "decline"})), Answer::Declined);
         assert_eq!(a(json!({"action": "cancel"})), Answer::Cancelled);
@@ -203,7 +217,10 @@ mod tests {
         let p = json!({"inputResponses": {"confirm": {"action": "decline"}}, "requestState": "s"});
         assert_eq!(modern_answer(&p), Some(Answer::Declined));
         assert_eq!(request_state(&p), Some("s"));
-        assert_eq!(modern_answer(&json!({"inputResponses": {"other": {}}})), None);
+        assert_eq!(
+            modern_answer(&json!({"inputResponses": {"other": {}}})),
+            None
+        );
     }
 
     #[test]
@@ -213,9 +230,17 @@ mod tests {
         let r = input_required("st", "m");
         assert_eq!(r["resultType"], "input_required");
         assert_eq!(r["requestState"], "st");
-        assert_eq!(r["inputRequests"]["confirm"]["method"], "elicitation/create");
+        assert_eq!(
+            r["inputRequests"]["confirm"]["method"],
+            "elicitation/create"
+        );
         assert_eq!(r["inputRequests"]["confirm"]["params"]["mode"], "form");
-        let m = message("move_file", "notes", "move_file {..}", Some(&Targets::Paths(vec!["source".into()])));
+        let m = message(
+            "move_file",
+            "notes",
+            "move_file {..}",
+            Some(&Targets::Paths(vec!["source".into()])),
+        );
         assert!(m.contains("`move_file`") && m.contains("`notes`") && m.contains("`source`"));
     }
 }

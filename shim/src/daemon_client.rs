@@ -175,7 +175,11 @@ impl Daemon {
 
 impl Daemon {
     /// Seals a confirmation state for the call `binding` against target state `state_fp`.
-    pub async fn seal_state(&self, binding: Binding, state_fp: &str) -> Result<String, DaemonError> {
+    pub async fn seal_state(
+        &self,
+        binding: Binding,
+        state_fp: &str,
+    ) -> Result<String, DaemonError> {
         let mut c = self.client().await?;
         match c
             .seal_state(v1::SealStateRequest {

@@ -93,14 +93,21 @@ mod tests {
         let m = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
             "name": CALL, "arguments": {"name": "write_file", "arguments": {"path": "a", "elicit_token": "t"}},
             "_meta": {"k": 1}, "requestState": "s"}});
-        let Some(FacadeCall::Call(inner)) = facade_call(&m) else { panic!() };
+        let Some(FacadeCall::Call(inner)) = facade_call(&m) else {
+            panic!()
+        };
         assert_eq!(inner["id"], 7);
         assert_eq!(inner["params"]["name"], "write_file");
-        assert_eq!(inner["params"]["arguments"], json!({"path": "a", "elicit_token": "t"}));
+        assert_eq!(
+            inner["params"]["arguments"],
+            json!({"path": "a", "elicit_token": "t"})
+        );
         assert_eq!(inner["params"]["_meta"], json!({"k": 1}));
         assert_eq!(inner["params"]["requestState"], "s");
         let no_args = json!({"params": {"name": CALL, "arguments": {"name": "x"}}});
-        let Some(FacadeCall::Call(inner)) = facade_call(&no_args) else { panic!() };
+        let Some(FacadeCall::Call(inner)) = facade_call(&no_args) else {
+            panic!()
+        };
         assert_eq!(inner["params"]["arguments"], json!({}));
         for bad in [
             json!({"params": {"name": CALL}}),
@@ -108,9 +115,15 @@ mod tests {
             json!({"params": {"name": CALL, "arguments": {"name": CALL}}}),
             json!({"params": {"name": CALL, "arguments": {"name": "x", "arguments": [1]}}}),
         ] {
-            assert!(matches!(facade_call(&bad), Some(FacadeCall::Bad(_))), "{bad}");
+            assert!(
+                matches!(facade_call(&bad), Some(FacadeCall::Bad(_))),
+                "{bad}"
+            );
         }
-        assert!(matches!(facade_call(&json!({"params": {"name": LIST}})), Some(FacadeCall::List)));
+        assert!(matches!(
+            facade_call(&json!({"params": {"name": LIST}})),
+            Some(FacadeCall::List)
+        ));
         assert!(facade_call(&json!({"params": {"name": "write_file"}})).is_none());
     }
 }

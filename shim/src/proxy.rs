@@ -18,8 +18,8 @@ use crate::confirm::{self, Answer, Route};
 use crate::daemon_client::{Daemon, DaemonError};
 use crate::era::{self, Era};
 use crate::framing::{read_frame, write_line, Frame, MAX_LINE};
-use crate::policy::{self, Policy, PolicyError};
 use crate::lean;
+use crate::policy::{self, Policy, PolicyError};
 use crate::results::{self, Shown};
 use crate::targets;
 
@@ -697,7 +697,11 @@ impl Shim {
         let state = confirm::request_state(params).unwrap_or_default();
         let Some(answer) = confirm::modern_answer(params) else {
             // The state came back without our answer: offer the same form again.
-            return match self.daemon.open_state(state, c.binding.clone(), false, "").await {
+            return match self
+                .daemon
+                .open_state(state, c.binding.clone(), false, "")
+                .await
+            {
                 Ok(_) => {
                     let summary = summarize(s.tool, c.args);
                     let msg = confirm::message(s.tool, s.vault, &summary, c.gate.targets.as_ref());
@@ -840,7 +844,10 @@ impl Shim {
                 "jsonrpc": "2.0", "method": "notifications/cancelled",
                 "params": {"requestId": rid, "reason": if cancelled { "the tool call was cancelled" } else { "the confirmation timed out" }},
             }));
-            let _ = self.daemon.open_state(&state, c.binding.clone(), true, "").await;
+            let _ = self
+                .daemon
+                .open_state(&state, c.binding.clone(), true, "")
+                .await;
             let why = if cancelled {
                 "the client cancelled the call while the prompt was open"
             } else {
@@ -850,7 +857,10 @@ impl Shim {
             return None;
         };
         let Some(result) = resp.get("result") else {
-            let _ = self.daemon.open_state(&state, c.binding.clone(), true, "").await;
+            let _ = self
+                .daemon
+                .open_state(&state, c.binding.clone(), true, "")
+                .await;
             let why = format!(
                 "the client could not show the prompt: {}",
                 resp.pointer("/error/message")
@@ -866,7 +876,10 @@ impl Shim {
                 let now = match self.state_fp(c.gate, c.args).await {
                     Ok(fp) => fp,
                     Err(e) => {
-                        let _ = self.daemon.open_state(&state, c.binding.clone(), true, "").await;
+                        let _ = self
+                            .daemon
+                            .open_state(&state, c.binding.clone(), true, "")
+                            .await;
                         let text = format!(
                             "Cannot recompute the confirmation target of `{}` after approval: {e}. Nothing was run.",
                             s.tool
@@ -894,12 +907,18 @@ impl Shim {
                 }
             }
             Answer::Declined => {
-                let _ = self.daemon.open_state(&state, c.binding.clone(), true, "").await;
+                let _ = self
+                    .daemon
+                    .open_state(&state, c.binding.clone(), true, "")
+                    .await;
                 self.declined(c).await;
                 None
             }
             Answer::Cancelled => {
-                let _ = self.daemon.open_state(&state, c.binding.clone(), true, "").await;
+                let _ = self
+                    .daemon
+                    .open_state(&state, c.binding.clone(), true, "")
+                    .await;
                 self.not_obtained(c, "the human dismissed the confirmation prompt")
                     .await;
                 None
@@ -1063,7 +1082,9 @@ impl Shim {
         match (method, id) {
             (None, Some(id)) => {
                 // A response to one of our own prompts, else to a downstream's request.
-                let ours = id.as_str().and_then(|s| self.lock().client_requests.remove(s));
+                let ours = id
+                    .as_str()
+                    .and_then(|s| self.lock().client_requests.remove(s));
                 match ours {
                     Some(tx) => {
                         let _ = tx.send(msg);
@@ -1089,11 +1110,7 @@ impl Shim {
                 tokio::spawn(Arc::clone(self).handle_discover(id, meta, line));
             }
             (Some("tools/call"), Some(id)) => {
-                let facade = self
-                    .policy
-                    .lean
-                    .then(|| lean::facade_call(&msg))
-                    .flatten();
+                let facade = self.policy.lean.then(|| lean::facade_call(&msg)).flatten();
                 self.lock().held.insert(
                     key(&id),
                     Held {

@@ -188,7 +188,10 @@ mod tests {
         assert_eq!(n["structuredContent"]["recovery"]["command"], cmd);
         assert!(n["content"][0]["text"].as_str().unwrap().contains(cmd));
         let lean = Shown { lean: true, ..s };
-        let text = elicit_required(&lean)["content"][0]["text"].as_str().unwrap().to_string();
+        let text = elicit_required(&lean)["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .to_string();
         assert!(text.contains("call_capability") && text.contains("inside its \"arguments\""));
     }
 }
