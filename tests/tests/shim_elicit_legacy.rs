@@ -6,7 +6,7 @@
 #[path = "shim_support.rs"]
 mod support;
 
-#[path = "elicit_support.rs"]
+#[path = "elicit/support.rs"]
 mod elicit;
 
 use std::time::Duration;
