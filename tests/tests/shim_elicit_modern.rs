@@ -235,3 +235,31 @@ fn seal_elsewhere(other: &Env, args: Value) -> String {
         .request_state
     })
 }
+
+#[test]
+fn modern_states_survive_a_restart_unless_the_daemon_is_ephemeral() {
+    let (mut env, mut h) = started(None);
+    // Persistent keying: a state offered before a restart still completes after it.
+    let log = start_persistent_tcd(&mut env);
+    let state = offer(&mut h, write("v1"));
+    let log2 = start_persistent_tcd(&mut env);
+    assert_eq!(log, log2);
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("elicit:") && text.contains("server-secrets"),
+        "{text}"
+    );
+    let r = round(&mut h, write("v1"), Some(&state), Some(approve()));
+    assert_ne!(r["isError"], true, "{r}");
+    assert_eq!(disk(&env, "note.txt").as_deref(), Some("v1"));
+
+    // Ephemeral keying: the restart voids it, and the client is offered a fresh one.
+    env.stop_tcd();
+    env.start_tcd();
+    let state = offer(&mut h, write("v2"));
+    env.stop_tcd();
+    env.start_tcd();
+    let r = round(&mut h, write("v2"), Some(&state), Some(approve()));
+    assert_eq!(r["resultType"], "input_required", "{r}");
+    assert_eq!(disk(&env, "note.txt").as_deref(), Some("v1"));
+}

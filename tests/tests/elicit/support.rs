@@ -261,3 +261,34 @@ pub fn count(env: &Env, kind: &str) -> usize {
 pub fn disk(env: &Env, rel: &str) -> Option<String> {
     std::fs::read_to_string(env.root.join(rel)).ok()
 }
+
+/// Starts the env's `tcd` WITHOUT `--ephemeral` (keyed from `<cache>/server-secrets`,
+/// so states survive a restart), replacing any running one; returns its stderr log.
+pub fn start_persistent_tcd(env: &mut Env) -> std::path::PathBuf {
+    env.stop_tcd();
+    let log = env.tmp.path().join("tcd-persistent.log");
+    let err = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&log)
+        .unwrap();
+    let child = Command::new(bin("tcd"))
+        .arg("--config")
+        .arg(&env.config)
+        .arg("--socket")
+        .arg(&env.socket)
+        .arg("--cache-dir")
+        .arg(&env.cache)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(err)
+        .spawn()
+        .expect("spawn tcd");
+    env.tcd = Some(child);
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::os::unix::net::UnixStream::connect(&env.socket).is_err() {
+        assert!(std::time::Instant::now() < deadline, "tcd did not start");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    log
+}
