@@ -23,6 +23,9 @@ use crate::policy::{self, Policy, PolicyError};
 use crate::results::{self, Shown};
 use crate::targets;
 
+/// Ids of the shim's own requests (to either side) start with this.
+const OWN_ID_PREFIX: &str = "tc-shim-";
+
 /// How long an internal request (tools/list, probe) may take.
 const INTERNAL_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -175,7 +178,10 @@ impl Shim {
     /// Sends the shim's own request downstream (in its own id space, with the modern
     /// envelope when the downstream is modern) and waits for the whole response.
     async fn internal_raw(&self, method: &str, mut params: Value) -> Result<Value, String> {
-        let id = format!("tc-shim-{}", self.next_id.fetch_add(1, Ordering::Relaxed));
+        let id = format!(
+            "{OWN_ID_PREFIX}{}",
+            self.next_id.fetch_add(1, Ordering::Relaxed)
+        );
         let (tx, rx) = oneshot::channel();
         {
             let mut st = self.lock();
@@ -805,7 +811,7 @@ impl Shim {
             }
         };
         let rid = format!(
-            "tc-shim-elicit-{}",
+            "{OWN_ID_PREFIX}elicit-{}",
             self.next_id.fetch_add(1, Ordering::Relaxed)
         );
         let (answer_tx, answer_rx) = oneshot::channel();
@@ -1082,12 +1088,17 @@ impl Shim {
         match (method, id) {
             (None, Some(id)) => {
                 // A response to one of our own prompts, else to a downstream's request.
-                let ours = id
-                    .as_str()
-                    .and_then(|s| self.lock().client_requests.remove(s));
-                match ours {
-                    Some(tx) => {
-                        let _ = tx.send(msg);
+                match id.as_str().filter(|s| s.starts_with(OWN_ID_PREFIX)) {
+                    Some(s) => {
+                        let waiting = self.lock().client_requests.remove(s);
+                        match waiting {
+                            Some(tx) => {
+                                let _ = tx.send(msg);
+                            }
+                            // A late answer to a prompt we already withdrew: it was
+                            // ours, the downstream never sent that request.
+                            None => tracing::debug!("dropping a late answer to {s}"),
+                        }
                     }
                     None => {
                         self.send_child(line, None);
