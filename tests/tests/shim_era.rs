@@ -8,73 +8,17 @@
 #[path = "shim_support.rs"]
 mod support;
 
-use std::path::Path;
-use std::process::Command;
-
 use serde_json::json;
 use support::*;
 
 fn fs_env() -> Env {
-    let server =
-        peers().join("npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
-    Env::new(&format!(
-        r#"[[vaults]]
-id = "fs"
-root = "$ROOT"
-command = ["node", "{}", "$ROOT"]
-
-[[vaults.gates]]
-tool = "write_file"
-targets = {{ paths = ["path"] }}
-"#,
-        server.display()
-    ))
+    Env::with(&Vault::filesystem("fs").gate("write_file", r#"{ paths = ["path"] }"#))
 }
 
 fn git_env() -> Env {
-    let server = peers().join("venv/bin/mcp-server-git");
-    assert!(
-        server.is_file(),
-        "peer {} missing: run scripts/install-peers",
-        server.display()
-    );
-    let env = Env::new(&format!(
-        r#"[[vaults]]
-id = "repo"
-root = "$ROOT"
-command = ["{}", "--repository", "$ROOT"]
-
-[[vaults.gates]]
-tool = "git_commit"
-targets = {{ git = "repo_path" }}
-"#,
-        server.display()
-    ));
-    let root = &env.root;
-    git(root, &["init", "-q", "-b", "main"]);
-    std::fs::write(root.join("base.txt"), "base").unwrap();
-    git(root, &["add", "base.txt"]);
-    git(root, &["commit", "-q", "-m", "base"]);
+    let env = Env::with(&Vault::git("repo").gate("git_commit", r#"{ git = "repo_path" }"#));
+    git_repo_with_base(&env.root);
     env
-}
-
-fn git(root: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(root)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .expect("git (test setup only)");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
 #[test]

@@ -24,24 +24,10 @@ fn texts(result: &Value) -> String {
 
 #[test]
 fn shim_everything_server_requests_reach_the_client_and_answers_return() {
-    let server =
-        peers().join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
-    assert!(
-        server.is_file(),
-        "peer {} missing: run scripts/install-peers",
-        server.display()
-    );
-    let env = Env::new(&format!(
-        r#"[[vaults]]
-id = "ev"
-root = "$ROOT"
-command = ["node", "{}", "stdio"]
-"#,
-        server.display()
-    ));
+    let env = Env::with(&Vault::everything("ev"));
     let (argv, log) = env.shim_argv_logged("ev");
     let out = Command::new(peers().join("venv/bin/python"))
-        .arg(workspace().join("tests/fixtures/everything_client.py"))
+        .arg(fixture("everything_client.py"))
         .args(&argv)
         .stdin(Stdio::null())
         .stderr(Stdio::inherit())

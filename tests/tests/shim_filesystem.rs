@@ -8,28 +8,12 @@ use serde_json::json;
 use support::*;
 
 fn fs_env() -> Env {
-    let peers = peers();
-    let server =
-        peers.join("npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
-    Env::new(&format!(
-        r#"[[vaults]]
-id = "fs"
-root = "$ROOT"
-command = ["node", "{}", "$ROOT"]
-
-[[vaults.gates]]
-tool = "write_file"
-targets = {{ paths = ["path"] }}
-
-[[vaults.gates]]
-tool = "edit_file"
-targets = {{ paths = ["path"] }}
-
-[vaults.acl]
-deny = ["private/**"]
-"#,
-        server.display()
-    ))
+    Env::with(
+        &Vault::filesystem("fs")
+            .gate("write_file", r#"{ paths = ["path"] }"#)
+            .gate("edit_file", r#"{ paths = ["path"] }"#)
+            .acl_deny(&["private/**"]),
+    )
 }
 
 #[test]

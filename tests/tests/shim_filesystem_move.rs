@@ -8,25 +8,15 @@ use serde_json::json;
 use support::*;
 
 fn env() -> Env {
-    let server =
-        peers().join("npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
-    Env::new(&format!(
-        r#"[[vaults]]
-id = "fs"
-root = "$ROOT"
-command = ["node", "{}", "$ROOT"]
-
-[[vaults.gates]]
-tool = "move_file"
-when = {{ cross_folder = ["source", "destination"] }}
-targets = {{ paths = ["source", "destination"] }}
-
-[[vaults.gates]]
-tool = "edit_file"
-targets = {{ paths = ["path"] }}
-"#,
-        server.display()
-    ))
+    Env::with(
+        &Vault::filesystem("fs")
+            .gate_when(
+                "move_file",
+                r#"{ cross_folder = ["source", "destination"] }"#,
+                r#"{ paths = ["source", "destination"] }"#,
+            )
+            .gate("edit_file", r#"{ paths = ["path"] }"#),
+    )
 }
 
 #[test]

@@ -5,29 +5,9 @@
 mod support;
 
 use std::path::Path;
-use std::process::Command;
 
 use serde_json::json;
 use support::*;
-
-fn git(root: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(root)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .expect("git (test setup only; the shim never runs git)");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn commits(root: &Path) -> usize {
     git(root, &["rev-list", "--count", "HEAD"])
@@ -38,33 +18,10 @@ fn commits(root: &Path) -> usize {
 
 #[test]
 fn shim_git_commit_bound_to_head_and_staged_index() {
-    let peers = peers();
-    let server = peers.join("venv/bin/mcp-server-git");
-    assert!(
-        server.is_file(),
-        "peer {} missing: run scripts/install-peers",
-        server.display()
-    );
-    let mut env = Env::new(&format!(
-        r#"[[vaults]]
-id = "repo"
-root = "$ROOT"
-command = ["{}", "--repository", "$ROOT"]
-
-[[vaults.gates]]
-tool = "git_commit"
-targets = {{ git = "repo_path" }}
-"#,
-        server.display()
-    ));
+    let mut env = Env::with(&Vault::git("repo").gate("git_commit", r#"{ git = "repo_path" }"#));
     env.start_tcd();
     let root = env.root.clone();
-    git(&root, &["init", "-q", "-b", "main"]);
-    git(&root, &["config", "user.name", "t"]);
-    git(&root, &["config", "user.email", "t@example.com"]);
-    std::fs::write(root.join("base.txt"), "base").unwrap();
-    git(&root, &["add", "base.txt"]);
-    git(&root, &["commit", "-q", "-m", "base"]);
+    git_repo_with_base(&root);
     std::fs::write(root.join("a.txt"), "a").unwrap();
     git(&root, &["add", "a.txt"]);
 

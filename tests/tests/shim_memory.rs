@@ -9,24 +9,9 @@ use support::*;
 
 #[test]
 fn shim_memory_probe_target_binds_the_entity() {
-    let peers = peers();
-    let server = peers.join("npm/node_modules/@modelcontextprotocol/server-memory/dist/index.js");
-    assert!(
-        server.is_file(),
-        "peer {} missing: run scripts/install-peers",
-        server.display()
-    );
-    let mut env = Env::new(&format!(
-        r#"[[vaults]]
-id = "mem"
-root = "$ROOT"
-command = ["env", "MEMORY_FILE_PATH=$ROOT/memory.jsonl", "node", "{}"]
-
-[[vaults.gates]]
-tool = "delete_entities"
-targets = {{ probe = {{ tool = "open_nodes", arguments = {{ names = "$entityNames" }} }} }}
-"#,
-        server.display()
+    let mut env = Env::with(&Vault::memory("mem").gate(
+        "delete_entities",
+        r#"{ probe = { tool = "open_nodes", arguments = { names = "$entityNames" } } }"#,
     ));
     env.start_tcd();
     let memory = env.root.join("memory.jsonl");

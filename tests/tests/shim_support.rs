@@ -1,5 +1,5 @@
-//! Shared harness for the tc-shim end-to-end tests: locates the built binaries and
-//! the pinned peers, runs a real `tcd`, and drives the Python `mcp` client fixture.
+//! Shared harness for the tc-shim end-to-end tests: the built binaries, the pinned peers
+//! and vault configs for them, a real `tcd`, the SDK client fixtures, approvals via `tcctl`.
 #![allow(dead_code)]
 
 use std::io::{BufRead, BufReader, Write};
@@ -51,6 +51,143 @@ pub fn peers() -> PathBuf {
     p
 }
 
+/// A file of the pinned peers, which must exist.
+pub fn peer_file(rel: &str) -> PathBuf {
+    let p = peers().join(rel);
+    assert!(
+        p.is_file(),
+        "peer {} missing: run scripts/install-peers",
+        p.display()
+    );
+    p
+}
+
+/// `@modelcontextprotocol/server-filesystem`'s entry point.
+pub fn filesystem_server() -> PathBuf {
+    peer_file("npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
+}
+
+/// `@modelcontextprotocol/server-memory`'s entry point.
+pub fn memory_server() -> PathBuf {
+    peer_file("npm/node_modules/@modelcontextprotocol/server-memory/dist/index.js")
+}
+
+/// `@modelcontextprotocol/server-everything`'s entry point.
+pub fn everything_server() -> PathBuf {
+    peer_file("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+}
+
+/// The `mcp-server-git` executable.
+pub fn git_server() -> PathBuf {
+    peer_file("venv/bin/mcp-server-git")
+}
+
+/// A fixture of tests/fixtures.
+pub fn fixture(name: &str) -> PathBuf {
+    workspace().join("tests/fixtures").join(name)
+}
+
+/// A TOML basic string (JSON string escapes are valid TOML ones).
+fn toml_str(s: &str) -> String {
+    serde_json::to_string(s).unwrap()
+}
+
+/// One `[[vaults]]` entry of a test config, built gate by gate; `$ROOT` stands for the
+/// vault root until [`Env::new`] writes the file.
+#[derive(Debug, Clone)]
+pub struct Vault {
+    toml: String,
+}
+
+impl Vault {
+    /// A vault with no `command` (the shim is given one after `--`).
+    pub fn bare(id: &str) -> Vault {
+        Vault {
+            toml: format!("[[vaults]]\nid = {}\nroot = \"$ROOT\"\n", toml_str(id)),
+        }
+    }
+
+    /// A vault whose downstream is `command`.
+    pub fn new(id: &str, command: &[&str]) -> Vault {
+        let argv: Vec<String> = command.iter().map(|a| toml_str(a)).collect();
+        let mut v = Vault::bare(id);
+        v.toml += &format!("command = [{}]\n", argv.join(", "));
+        v
+    }
+
+    /// server-filesystem serving the vault root.
+    pub fn filesystem(id: &str) -> Vault {
+        let server = filesystem_server();
+        Vault::new(id, &["node", &server.display().to_string(), "$ROOT"])
+    }
+
+    /// server-memory keeping its graph in `$ROOT/memory.jsonl`.
+    pub fn memory(id: &str) -> Vault {
+        let server = memory_server();
+        Vault::new(
+            id,
+            &[
+                "env",
+                "MEMORY_FILE_PATH=$ROOT/memory.jsonl",
+                "node",
+                &server.display().to_string(),
+            ],
+        )
+    }
+
+    /// mcp-server-git on the repository at the vault root.
+    pub fn git(id: &str) -> Vault {
+        let server = git_server();
+        Vault::new(
+            id,
+            &[&server.display().to_string(), "--repository", "$ROOT"],
+        )
+    }
+
+    /// server-everything over stdio.
+    pub fn everything(id: &str) -> Vault {
+        let server = everything_server();
+        Vault::new(id, &["node", &server.display().to_string(), "stdio"])
+    }
+
+    /// A stdlib-only Python fixture server of tests/fixtures, given the vault root.
+    pub fn fixture(id: &str, script: &str) -> Vault {
+        let f = fixture(script);
+        Vault::new(id, &["python3", &f.display().to_string(), "$ROOT"])
+    }
+
+    /// Adds `[[vaults.gates]]` for `tool`; `targets` is a TOML value, e.g. `{ paths = ["path"] }`.
+    pub fn gate(self, tool: &str, targets: &str) -> Vault {
+        self.gate_entry(tool, None, targets)
+    }
+
+    /// Adds a gate with a `when` condition (a TOML value).
+    pub fn gate_when(self, tool: &str, when: &str, targets: &str) -> Vault {
+        self.gate_entry(tool, Some(when), targets)
+    }
+
+    fn gate_entry(mut self, tool: &str, when: Option<&str>, targets: &str) -> Vault {
+        self.toml += &format!("\n[[vaults.gates]]\ntool = {}\n", toml_str(tool));
+        if let Some(w) = when {
+            self.toml += &format!("when = {w}\n");
+        }
+        self.toml += &format!("targets = {targets}\n");
+        self
+    }
+
+    /// Sets `[vaults.acl] deny`.
+    pub fn acl_deny(mut self, globs: &[&str]) -> Vault {
+        let g: Vec<String> = globs.iter().map(|g| toml_str(g)).collect();
+        self.toml += &format!("\n[vaults.acl]\ndeny = [{}]\n", g.join(", "));
+        self
+    }
+
+    /// The TOML text.
+    pub fn toml(&self) -> &str {
+        &self.toml
+    }
+}
+
 /// A temp dir holding a vault root, a daemon cache dir, the socket and the config.
 pub struct Env {
     pub tmp: tempfile::TempDir,
@@ -68,24 +205,33 @@ impl Env {
         let base = std::fs::canonicalize(tmp.path()).unwrap();
         let root = base.join("vault");
         std::fs::create_dir_all(&root).unwrap();
-        let socket = base.join("run/tcd.sock");
-        let cache = base.join("cache");
-        let config = base.join("config.toml");
-        let text = format!(
-            "[daemon]\nsocket = \"{}\"\ncache_dir = \"{}\"\n\n{}",
-            socket.display(),
-            cache.display(),
-            vault_toml.replace("$ROOT", &root.display().to_string())
-        );
-        std::fs::write(&config, text).unwrap();
-        Env {
+        let env = Env {
+            socket: base.join("run/tcd.sock"),
+            cache: base.join("cache"),
+            config: base.join("config.toml"),
             tmp,
             root,
-            socket,
-            cache,
-            config,
             tcd: None,
-        }
+        };
+        env.write_config(vault_toml);
+        env
+    }
+
+    /// [`Env::new`] with one vault.
+    pub fn with(vault: &Vault) -> Env {
+        Env::new(vault.toml())
+    }
+
+    /// (Re)writes the config: `[daemon]` + `vault_toml`, `$ROOT` replaced. A running
+    /// shim keeps the policy it started with; the next one reads this.
+    pub fn write_config(&self, vault_toml: &str) {
+        let text = format!(
+            "[daemon]\nsocket = {}\ncache_dir = {}\n\n{}",
+            toml_str(&self.socket.display().to_string()),
+            toml_str(&self.cache.display().to_string()),
+            vault_toml.replace("$ROOT", &self.root.display().to_string())
+        );
+        std::fs::write(&self.config, text).unwrap();
     }
 
     /// Starts a real `tcd --ephemeral` and waits until its socket accepts connections.
@@ -161,6 +307,14 @@ impl Env {
             self.socket.display().to_string(),
         ]
     }
+
+    /// The argv that runs tc-shim for `vault` with the downstream given inline (`-- …`).
+    pub fn shim_argv_inline(&self, vault: &str, command: &[String]) -> Vec<String> {
+        let mut argv = self.shim_argv(vault);
+        argv.push("--".into());
+        argv.extend(command.iter().cloned());
+        argv
+    }
 }
 
 impl Drop for Env {
@@ -212,11 +366,19 @@ impl PyClient {
         Self::spawn_cmd(cmd)
     }
 
+    /// Starts `tests/fixtures/cancel_client.py` (a `ClientSession` that can abandon a call
+    /// in flight, so the SDK sends `notifications/cancelled`) in front of `server_argv`.
+    pub fn start_cancel(server_argv: &[String]) -> PyClient {
+        Self::spawn_script("cancel_client.py", &[], server_argv)
+    }
+
     fn spawn(flags: &[&str], server_argv: &[String]) -> PyClient {
+        Self::spawn_script("mcp_client.py", flags, server_argv)
+    }
+
+    fn spawn_script(script: &str, flags: &[&str], server_argv: &[String]) -> PyClient {
         let mut cmd = Command::new(peers().join("venv/bin/python"));
-        cmd.arg(workspace().join("tests/fixtures/mcp_client.py"))
-            .args(flags)
-            .args(server_argv);
+        cmd.arg(fixture(script)).args(flags).args(server_argv);
         Self::spawn_cmd(cmd)
     }
 
@@ -278,6 +440,17 @@ impl PyClient {
     /// `tools/call` as the SDK returns it (a CallToolResult, camelCase keys).
     pub fn call(&mut self, name: &str, args: Value) -> Value {
         self.send(json!({"op": "call", "name": name, "args": args}))
+    }
+
+    /// (cancel client) Sends a `tools/call` in the background, known as `tag`.
+    pub fn start_call(&mut self, tag: &str, name: &str, args: Value) {
+        self.send(json!({"op": "start", "tag": tag, "name": name, "args": args}));
+    }
+
+    /// (cancel client) Abandons the call `tag`; returns `{cancelled, answered, error}`
+    /// once the SDK has given it up (and sent its `notifications/cancelled`).
+    pub fn cancel(&mut self, tag: &str) -> Value {
+        self.send(json!({"op": "cancel", "tag": tag}))
     }
 }
 
@@ -388,4 +561,91 @@ pub fn wait_log(log: &Path, needle: &str) -> String {
 /// The tools of a `tools/list` result, by name.
 pub fn tool<'a>(list: &'a Value, name: &str) -> Option<&'a Value> {
     list["tools"].as_array()?.iter().find(|t| t["name"] == name)
+}
+
+/// Runs `git -C root args…` (test setup only; the shim never runs git).
+pub fn git(root: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .output()
+        .expect("git (test setup only; the shim never runs git)");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A repository at `root` (branch main, a committer identity) with `base.txt` committed.
+pub fn git_repo_with_base(root: &Path) {
+    git(root, &["init", "-q", "-b", "main"]);
+    git(root, &["config", "user.name", "t"]);
+    git(root, &["config", "user.email", "t@example.com"]);
+    std::fs::write(root.join("base.txt"), "base").unwrap();
+    git(root, &["add", "base.txt"]);
+    git(root, &["commit", "-q", "-m", "base"]);
+}
+
+/// Approves an `elicit_required` refusal as the human does: runs the exact
+/// `recovery.command` it printed with the real `tcctl` (plus this env's `--config` and
+/// `--socket`); returns the token, which must be all it printed.
+pub fn tcctl_elicit(env: &Env, elicit_required: &Value) -> String {
+    let cmd = sc(elicit_required)["recovery"]["command"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no recovery.command in {elicit_required}"));
+    let words: Vec<&str> = cmd.split_whitespace().collect();
+    assert_eq!(words.first(), Some(&"tcctl"), "{cmd}");
+    let out = Command::new(bin("tcctl"))
+        .arg("--config")
+        .arg(&env.config)
+        .arg("--socket")
+        .arg(&env.socket)
+        .args(&words[1..])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run tcctl");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{cmd} failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let token = stdout.strip_suffix('\n').unwrap_or(&stdout);
+    assert!(
+        token.starts_with("tct_") && !token.contains(char::is_whitespace),
+        "tcctl elicit must print the token and nothing else: {stdout:?}"
+    );
+    token.to_string()
+}
+
+/// `args` plus `elicit_token`.
+pub fn with_token(args: &Value, token: &str) -> Value {
+    let mut a = args.clone();
+    a["elicit_token"] = json!(token);
+    a
+}
+
+/// How many events of `kind` are in `kinds`.
+pub fn count(kinds: &[String], kind: &str) -> usize {
+    kinds.iter().filter(|k| *k == kind).count()
+}
+
+/// Polls `f` (every 20 ms, up to 10 s) until it returns Some; panics naming `what`.
+pub fn wait_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

@@ -20,9 +20,8 @@ struct Raw {
 
 impl Raw {
     fn start(env: &Env) -> Raw {
-        let fixture = workspace().join("tests/fixtures/echo_server.py");
-        let mut argv = env.shim_argv("echo");
-        argv.extend(["--".into(), "python3".into(), fixture.display().to_string()]);
+        let fixture = fixture("echo_server.py");
+        let argv = env.shim_argv_inline("echo", &["python3".into(), fixture.display().to_string()]);
         let mut child = Command::new(&argv[0])
             .args(&argv[1..])
             .stdin(Stdio::piped())
@@ -66,7 +65,11 @@ impl Raw {
 }
 
 fn env() -> Env {
-    Env::new("[[vaults]]\nid = \"echo\"\nroot = \"$ROOT\"\n\n[[vaults.gates]]\ntool = \"hello\"\nwhen = { equals = { arg = \"who\", value = \"boss\" } }\ntargets = \"none\"\n")
+    Env::with(&Vault::bare("echo").gate_when(
+        "hello",
+        r#"{ equals = { arg = "who", value = "boss" } }"#,
+        r#""none""#,
+    ))
 }
 
 #[test]

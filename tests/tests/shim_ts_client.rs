@@ -11,20 +11,7 @@ use support::*;
 
 #[test]
 fn shim_ts_client_filesystem_cli_token_route() {
-    let server =
-        peers().join("npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
-    let mut env = Env::new(&format!(
-        r#"[[vaults]]
-id = "fs"
-root = "$ROOT"
-command = ["node", "{}", "$ROOT"]
-
-[[vaults.gates]]
-tool = "write_file"
-targets = {{ paths = ["path"] }}
-"#,
-        server.display()
-    ));
+    let mut env = Env::with(&Vault::filesystem("fs").gate("write_file", r#"{ paths = ["path"] }"#));
     env.start_tcd();
     let note = env.root.join("note.txt");
     std::fs::write(&note, "v0").unwrap();
