@@ -1121,6 +1121,20 @@ impl Shim {
                 tokio::spawn(Arc::clone(self).handle_discover(id, meta, line));
             }
             (Some("tools/call"), Some(id)) => {
+                let in_use = {
+                    let st = self.lock();
+                    st.held.contains_key(&key(&id)) || st.pending.contains_key(&key(&id))
+                };
+                if in_use {
+                    // Reusing a live id would overwrite the held call's state (a
+                    // cancelled call could come back to life): refuse the newcomer.
+                    self.send_client(&results::error(
+                        &id,
+                        results::INVALID_REQUEST,
+                        "request id already in use by a call in flight",
+                    ));
+                    return;
+                }
                 let facade = self.policy.lean.then(|| lean::facade_call(&msg)).flatten();
                 self.lock().held.insert(
                     key(&id),

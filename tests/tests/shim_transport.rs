@@ -215,3 +215,36 @@ fn shim_transport_a_destructive_tool_added_later_is_still_a_floor() {
     assert_eq!(r["result"]["isError"], true, "{r}");
     drop(s.stdin.take());
 }
+
+#[test]
+fn shim_transport_a_reused_id_of_a_call_in_flight_is_refused() {
+    let env = env();
+    let mut s = Raw::start(&env);
+    // Two calls with one id in a single write: the first is still held (the shim lists
+    // the tools before deciding) when the second arrives.
+    let call = r#"{"jsonrpc":"2.0","id":"dup","method":"tools/call","params":{"name":"hello","arguments":{"who":"x"}}}"#;
+    s.send(format!("{call}\n{call}").as_bytes());
+    let (a, b) = (s.json(), s.json());
+    let (err, ok) = if a.get("error").is_some() {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    assert_eq!(err["id"], "dup", "{err}");
+    assert_eq!(err["error"]["code"], -32600, "{err}");
+    assert!(err["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("already in use"));
+    assert_eq!(ok["id"], "dup", "{ok}");
+    assert!(
+        ok["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("hello"),
+        "{ok}"
+    );
+    // The id is free again once answered.
+    s.send(call.as_bytes());
+    assert!(s.json().get("result").is_some());
+}

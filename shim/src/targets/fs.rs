@@ -48,8 +48,15 @@ pub fn path_state(p: &Path) -> Result<Value, TargetError> {
     }
 }
 
-/// Files under `dir` (relative paths, sorted) for which `keep(rel, content)` holds, with content hashes.
-pub fn walk(dir: &Path, keep: &dyn Fn(&str, &[u8]) -> bool) -> Result<Vec<Value>, TargetError> {
+/// Files under `dir` (relative paths, sorted) for which `keep(rel, content)` holds, with
+/// content hashes, and symlinks for which `keep_link(rel)` holds, with their link text.
+/// Links are never followed (they may point out of the root), but adding, removing or
+/// retargeting one is part of the state.
+pub fn walk(
+    dir: &Path,
+    keep: &dyn Fn(&str, &[u8]) -> bool,
+    keep_link: &dyn Fn(&str) -> bool,
+) -> Result<Vec<Value>, TargetError> {
     let mut out = Vec::new();
     let mut stack = vec![dir.to_path_buf()];
     let mut seen = 0usize;
@@ -65,20 +72,30 @@ pub fn walk(dir: &Path, keep: &dyn Fn(&str, &[u8]) -> bool) -> Result<Vec<Value>
             let ft = e.file_type().map_err(|e2| io(&path, e2))?;
             if ft.is_dir() {
                 stack.push(path);
-            } else if ft.is_file() {
-                seen += 1;
-                if seen > MAX_FILES {
-                    return Err(TargetError::TooMany(MAX_FILES));
+                continue;
+            }
+            if !(ft.is_file() || ft.is_symlink()) {
+                continue;
+            }
+            seen += 1;
+            if seen > MAX_FILES {
+                return Err(TargetError::TooMany(MAX_FILES));
+            }
+            let rel = path
+                .strip_prefix(dir)
+                .unwrap_or(&path)
+                .to_string_lossy()
+                .into_owned();
+            if ft.is_symlink() {
+                if keep_link(&rel) {
+                    let to = std::fs::read_link(&path).map_err(|e2| io(&path, e2))?;
+                    out.push(json!([rel, format!("symlink:{}", to.to_string_lossy())]));
                 }
-                let rel = path
-                    .strip_prefix(dir)
-                    .unwrap_or(&path)
-                    .to_string_lossy()
-                    .into_owned();
-                let content = std::fs::read(&path).map_err(|e2| io(&path, e2))?;
-                if keep(&rel, &content) {
-                    out.push(json!([rel, sha256_hex(&content)]));
-                }
+                continue;
+            }
+            let content = std::fs::read(&path).map_err(|e2| io(&path, e2))?;
+            if keep(&rel, &content) {
+                out.push(json!([rel, sha256_hex(&content)]));
             }
         }
     }

@@ -23,6 +23,8 @@ pub enum TargetError {
     },
     #[error("argument {0:?} is missing or not a string")]
     MissingArg(String),
+    #[error("argument {0:?} is empty: a `matching` target needs a value to look for")]
+    EmptyArg(String),
     #[error("bad glob: {0}")]
     Glob(#[from] globset::Error),
     #[error("target too large: more than {0} files")]
@@ -69,18 +71,28 @@ pub fn local_fp(policy: &Policy, targets: &Targets, args: &Value) -> Result<Stri
                 .literal_separator(false)
                 .build()?
                 .compile_matcher();
-            let files = fs::walk(&dir, &|rel, _| set.is_match(rel))?;
+            let files = fs::walk(&dir, &|rel, _| set.is_match(rel), &|rel| set.is_match(rel))?;
             Ok(fp_of("tree", json!({ "glob": glob, "files": files })))
         }
         Targets::Matching { root, contains } => {
             let dir = policy.resolve(root, &one_arg(args, root)?)?;
             let needle = one_arg(args, contains)?;
-            let files = fs::walk(&dir, &|_, content: &[u8]| {
-                !needle.is_empty()
-                    && content
+            // An empty value would match nothing below (and "everything" is not what the
+            // caller meant): refuse rather than bind an approval to no files at all.
+            if needle.is_empty() {
+                return Err(TargetError::EmptyArg(contains.clone()));
+            }
+            // Whether a link's target contains the value cannot be known without
+            // following it, so every link under the root is part of the state.
+            let files = fs::walk(
+                &dir,
+                &|_, content: &[u8]| {
+                    content
                         .windows(needle.len())
                         .any(|w| w == needle.as_bytes())
-            })?;
+                },
+                &|_| true,
+            )?;
             Ok(fp_of(
                 "matching",
                 json!({ "contains": needle, "files": files }),
@@ -203,7 +215,33 @@ mod tests {
         std::fs::write(root.join("sub/c.md"), "still no link").unwrap();
         assert_eq!(m1, local_fp(&p, &m, &args).unwrap());
         std::fs::write(root.join("sub/c.md"), "now [[x]]").unwrap();
-        assert_ne!(m1, local_fp(&p, &m, &args).unwrap());
+        let m2 = local_fp(&p, &m, &args).unwrap();
+        assert_ne!(m1, m2);
+
+        // Links are state too (never followed): adding or retargeting one is drift.
+        let t2 = local_fp(&p, &tree, &args).unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", root.join("sub/l.md")).unwrap();
+        let t3 = local_fp(&p, &tree, &args).unwrap();
+        assert_ne!(t2, t3, "a matching link added is drift");
+        assert_ne!(
+            m2,
+            local_fp(&p, &m, &args).unwrap(),
+            "any link added is drift"
+        );
+        std::fs::remove_file(root.join("sub/l.md")).unwrap();
+        std::os::unix::fs::symlink("/etc/passwd", root.join("sub/l.md")).unwrap();
+        assert_ne!(t3, local_fp(&p, &tree, &args).unwrap(), "retargeted link");
+        std::os::unix::fs::symlink("x", root.join("sub/l.txt")).unwrap();
+        let t4 = local_fp(&p, &tree, &args).unwrap();
+        std::fs::remove_file(root.join("sub/l.txt")).unwrap();
+        assert_eq!(t4, local_fp(&p, &tree, &args).unwrap(), "non-matching link");
+
+        // An empty value to look for is refused, not bound to nothing.
+        let empty = json!({"dir": "sub", "needle": ""});
+        assert!(matches!(
+            local_fp(&p, &m, &empty),
+            Err(TargetError::EmptyArg(a)) if a == "needle"
+        ));
     }
 
     #[test]
