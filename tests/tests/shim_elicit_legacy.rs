@@ -51,8 +51,8 @@ fn legacy_accept_with_approve_runs_the_call_once() {
     );
     assert_ne!(r["isError"], true, "{r}");
     assert_eq!(disk(&env, "note.txt").as_deref(), Some("v1"));
-    assert_eq!(count(&env, "tc.elicit.requested"), 1);
-    assert_eq!(count(&env, "tc.elicit.consumed"), 1);
+    assert_eq!(events_of(&env, "tc.elicit.requested"), 1);
+    assert_eq!(events_of(&env, "tc.elicit.consumed"), 1);
     // Exactly one prompt for the one call.
     assert!(h
         .drain_matching(Duration::from_millis(300), |v| v.get("prompt").is_some())
@@ -83,8 +83,8 @@ fn legacy_decline_and_approve_false_are_a_hard_stop() {
         assert!(sc(&r).get("recovery").is_none());
         assert_eq!(disk(&env, "note.txt").as_deref(), Some("v0"), "{answer}");
     }
-    assert_eq!(count(&env, "tc.elicit.declined"), 2);
-    assert_eq!(count(&env, "tc.elicit.consumed"), 0);
+    assert_eq!(events_of(&env, "tc.elicit.declined"), 2);
+    assert_eq!(events_of(&env, "tc.elicit.consumed"), 0);
 }
 
 #[test]
@@ -96,7 +96,7 @@ fn legacy_cancel_is_not_obtained_and_points_at_tcctl_elicit() {
     assert!(cmd.starts_with("tcctl elicit --hash "), "{cmd}");
     assert!(r["content"][0]["text"].as_str().unwrap().contains(&cmd));
     assert_eq!(disk(&env, "note.txt").as_deref(), Some("v0"));
-    assert_eq!(count(&env, "tc.elicit.not_obtained"), 1);
+    assert_eq!(events_of(&env, "tc.elicit.not_obtained"), 1);
 
     // The out-of-band route the refusal names works: the operator mints, the agent
     // re-sends with the token, no prompt this time.
@@ -123,8 +123,8 @@ fn legacy_drift_while_the_prompt_is_open_is_replay_drift() {
         Some("changed meanwhile"),
         "nothing may be written on drift"
     );
-    assert_eq!(count(&env, "replay_drift"), 1);
-    assert_eq!(count(&env, "tc.elicit.consumed"), 0);
+    assert_eq!(events_of(&env, "replay_drift"), 1);
+    assert_eq!(events_of(&env, "tc.elicit.consumed"), 0);
 }
 
 #[test]
@@ -145,8 +145,8 @@ fn legacy_cancellation_while_the_prompt_is_open_withdraws_it() {
     // The shim is still serving, and logged why nothing was approved.
     let r = h.call("read_text_file", json!({"path": "note.txt"}));
     assert_eq!(r["content"][0]["text"], "v0");
-    assert_eq!(count(&env, "tc.elicit.not_obtained"), 1);
-    assert_eq!(count(&env, "tc.elicit.consumed"), 0);
+    assert_eq!(events_of(&env, "tc.elicit.not_obtained"), 1);
+    assert_eq!(events_of(&env, "tc.elicit.consumed"), 0);
 }
 
 #[test]

@@ -62,24 +62,24 @@ fn modern_approve_decline_and_cancel_through_the_sdk_driver() {
     assert!(prompt["message"].as_str().unwrap().contains("`write_file`"));
     assert_ne!(r["isError"], true, "{r}");
     assert_eq!(disk(&env, "note.txt").as_deref(), Some("v1"));
-    assert_eq!(count(&env, "tc.elicit.consumed"), 1);
+    assert_eq!(events_of(&env, "tc.elicit.consumed"), 1);
 
     let (_, r) = h.call_answering("write_file", write("v2"), json!({"action": "decline"}));
     assert_eq!(code(&r).as_deref(), Some("approval_declined"), "{r}");
     assert_eq!(disk(&env, "note.txt").as_deref(), Some("v1"));
-    assert_eq!(count(&env, "tc.elicit.declined"), 1);
+    assert_eq!(events_of(&env, "tc.elicit.declined"), 1);
 
     let (_, r) = h.call_answering("write_file", write("v3"), json!({"action": "cancel"}));
     assert_eq!(code(&r).as_deref(), Some("approval_not_obtained"), "{r}");
     let cmd = sc(&r)["recovery"]["command"].as_str().unwrap();
     assert!(cmd.starts_with("tcctl elicit "), "{cmd}");
     assert_eq!(disk(&env, "note.txt").as_deref(), Some("v1"));
-    assert_eq!(count(&env, "tc.elicit.not_obtained"), 1);
+    assert_eq!(events_of(&env, "tc.elicit.not_obtained"), 1);
     // One prompt per call, never a second one.
     assert!(h
         .drain_matching(Duration::from_millis(300), |v| v.get("prompt").is_some())
         .is_empty());
-    assert_eq!(count(&env, "tc.elicit.consumed"), 1);
+    assert_eq!(events_of(&env, "tc.elicit.consumed"), 1);
 }
 
 #[test]
@@ -100,7 +100,7 @@ fn modern_captured_request_state_cannot_authorize_twice() {
         Some("reset"),
         "replay ran"
     );
-    assert_eq!(count(&env, "tc.elicit.consumed"), 1);
+    assert_eq!(events_of(&env, "tc.elicit.consumed"), 1);
 }
 
 #[test]
