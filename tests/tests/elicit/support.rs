@@ -250,11 +250,8 @@ pub fn set_ttl(env: &Env, seconds: u32) {
 }
 
 /// How many events of `kind` the daemon logged.
-pub fn count(env: &Env, kind: &str) -> usize {
-    event_kinds(&env.socket)
-        .iter()
-        .filter(|k| k.as_str() == kind)
-        .count()
+pub fn events_of(env: &Env, kind: &str) -> usize {
+    count(&event_kinds(&env.socket), kind)
 }
 
 /// The file's content under the vault root (None when it does not exist).
