@@ -29,7 +29,7 @@
 //! counters must show exactly one `tc.elicit.consumed` per approved call. Timings are
 //! printed, never asserted.
 //!
-//! Knobs: `TC_BENCH_N` (timed iterations per route, default 300), `TC_BENCH_GAP_US`
+//! Knobs: `TC_BENCH_N` (timed iterations per route, default 500), `TC_BENCH_GAP_US`
 //! (pause after each iteration, default 2000: lets the shim's trailing RecordConsumed
 //! settle, as the seconds a human takes would), `TC_SHIM_BIN`, `TCD_BIN`.
 
@@ -155,7 +155,10 @@ fn fixture_tools() -> Value {
 /// the tool, its arguments and any params keys besides `name`, `arguments`, `_meta`.
 fn fixture_call(params: &Value) -> Value {
     let name = params.get("name").and_then(Value::as_str).unwrap_or("");
-    let args = params.get("arguments").cloned().unwrap_or_else(|| json!({}));
+    let args = params
+        .get("arguments")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
     let text = match name {
         "echo" => args.get("text").cloned().unwrap_or_else(|| json!("")),
         n if n == Tool::Write.name() || n == Tool::Send.name() => {
@@ -180,7 +183,7 @@ fn fixture_call(params: &Value) -> Value {
 // ---------------------------------------------------------------- the bench
 
 fn bench() -> anyhow::Result<()> {
-    let n = env_usize("TC_BENCH_N", 300)?;
+    let n = env_usize("TC_BENCH_N", 500)?;
     let gap = Duration::from_micros(env_usize("TC_BENCH_GAP_US", 2000)? as u64);
     ensure!(n >= BLOCKS, "TC_BENCH_N must be ≥ {BLOCKS}");
     let shim_bin = release_binary("tc-shim", "tc-shim", "approve", "TC_SHIM_BIN")?;
@@ -197,7 +200,10 @@ fn bench() -> anyhow::Result<()> {
     let base = std::fs::canonicalize(tmp.path())?;
     let root = base.join("root");
     std::fs::create_dir_all(&root)?;
-    std::fs::write(root.join(NOTE), "tc bench: the gate's target; never written\n")?;
+    std::fs::write(
+        root.join(NOTE),
+        "tc bench: the gate's target; never written\n",
+    )?;
     let config = base.join("config.toml");
     std::fs::write(
         &config,
@@ -219,19 +225,27 @@ fn bench() -> anyhow::Result<()> {
     };
     println!("tc-shim:    {}", shim_bin.display());
     println!("tcd:        {} --ephemeral", tcd_bin.display());
-    println!("tempdir:    {} (socket, daemon DB, vault root)", base.display());
     println!(
-        "downstream: {} ({ROLE_ENV}=server)",
-        setup.me.display()
+        "tempdir:    {} (socket, daemon DB, vault root)",
+        base.display()
     );
+    println!("downstream: {} ({ROLE_ENV}=server)", setup.me.display());
     println!("N = {n} per route (+{WARMUP} warm-up), {BLOCKS} interleaved blocks, {} µs pause after each iteration", gap.as_micros());
 
     let rpc = Rpc::connect(&daemon)?;
     let mut direct = Echo::new("(a) direct: echo → fixture server", setup.direct()?, false);
     direct.peer.legacy_handshake(json!({}), false)?;
-    let mut ungated = Echo::new("(b) tc-shim, ungated echo (2025-11-25)", setup.shim()?, false);
+    let mut ungated = Echo::new(
+        "(b) tc-shim, ungated echo (2025-11-25)",
+        setup.shim()?,
+        false,
+    );
     ungated.peer.legacy_handshake(json!({}), true)?;
-    let mut ungated_m = Echo::new("(b') tc-shim, ungated echo (2026-07-28)", setup.shim()?, true);
+    let mut ungated_m = Echo::new(
+        "(b') tc-shim, ungated echo (2026-07-28)",
+        setup.shim()?,
+        true,
+    );
     ungated_m.peer.modern_handshake()?;
     let mut modern = Vec::new();
     let mut legacy = Vec::new();
@@ -249,38 +263,65 @@ fn bench() -> anyhow::Result<()> {
     }
     let mut reference = RpcRef::default();
 
+    let shim_pids: Vec<Option<u32>> = {
+        let mut v = vec![None, Some(ungated.peer.pid()), Some(ungated_m.peer.pid())];
+        v.extend(modern.iter().map(|r| Some(r.peer.pid())));
+        v.extend(legacy.iter().map(|r| Some(r.peer.pid())));
+        v.extend(cli.iter().map(|r| Some(r.peer.pid())));
+        v.push(None);
+        v
+    };
+    // CPU time of tcd while each route ran (its trailing RecordConsumed included), and
+    // of each route's own tc-shim over the timed phase: where the time is spent vs waited.
+    let tcd_pid = daemon.child.id();
+    let mut tcd_ns = [0u64; SLOTS];
     let mut iteration = |timed: bool, count: usize| -> anyhow::Result<()> {
         macro_rules! each {
-            ($step:expr) => {
+            ($slot:expr, $step:expr) => {{
+                let before = if timed { cpu_ns(tcd_pid)? } else { 0 };
                 for _ in 0..count {
                     $step?;
                     std::thread::sleep(gap);
                 }
-            };
+                if timed {
+                    tcd_ns[$slot] += cpu_ns(tcd_pid)?.saturating_sub(before);
+                }
+            }};
         }
-        each!(direct.step(timed));
-        each!(ungated.step(timed));
-        each!(ungated_m.step(timed));
-        for r in modern.iter_mut() {
-            each!(r.step(timed));
+        each!(0, direct.step(timed));
+        each!(1, ungated.step(timed));
+        each!(2, ungated_m.step(timed));
+        for (j, r) in modern.iter_mut().enumerate() {
+            each!(3 + j, r.step(timed));
         }
-        for r in legacy.iter_mut() {
-            each!(r.step(timed));
+        for (j, r) in legacy.iter_mut().enumerate() {
+            each!(5 + j, r.step(timed));
         }
-        for r in cli.iter_mut() {
-            each!(r.step(&rpc, timed));
+        for (j, r) in cli.iter_mut().enumerate() {
+            each!(7 + j, r.step(&rpc, timed));
         }
-        each!(reference.step(&rpc, timed));
+        each!(9, reference.step(&rpc, timed));
         Ok(())
     };
     let started = Instant::now();
     iteration(false, WARMUP)?;
+    let shim_before = shim_pids
+        .iter()
+        .map(|p| p.map(cpu_ns).transpose())
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let per_block = n / BLOCKS;
     for _ in 0..BLOCKS {
         iteration(true, per_block)?;
     }
-    drop(iteration);
     let wall = started.elapsed();
+    let shim_ns = shim_pids
+        .iter()
+        .zip(&shim_before)
+        .map(|(p, b)| match (p, b) {
+            (Some(p), Some(b)) => cpu_ns(*p).map(|a| Some(a.saturating_sub(*b))),
+            _ => Ok(None),
+        })
+        .collect::<anyhow::Result<Vec<_>>>()?;
 
     // The audit log must show what the answers showed: every approved call ran once.
     let iters = (WARMUP + per_block * BLOCKS) as u64;
@@ -324,17 +365,26 @@ fn bench() -> anyhow::Result<()> {
     row(ungated.name, &ungated.samples);
     row(ungated_m.name, &ungated_m.samples);
     for r in &modern {
-        row(&format!("(c) 2026-07-28, {}: both rounds", r.tool.label()), &r.total);
+        row(
+            &format!("(c) 2026-07-28, {}: both rounds", r.tool.label()),
+            &r.total,
+        );
         row("      round 1: call → input_required", &r.r1);
         row("      round 2: call + inputResponses → result", &r.r2);
     }
     for r in &legacy {
-        row(&format!("(d) legacy, {}: call → result", r.tool.label()), &r.total);
+        row(
+            &format!("(d) legacy, {}: call → result", r.tool.label()),
+            &r.total,
+        );
         row("      call → elicitation/create", &r.to_prompt);
         row("      accept → result", &r.after_answer);
     }
     for r in &cli {
-        row(&format!("(e) CLI, {}: round 1 + round 2", r.tool.label()), &r.total);
+        row(
+            &format!("(e) CLI, {}: round 1 + round 2", r.tool.label()),
+            &r.total,
+        );
         row("      round 1: call → elicit_required", &r.r1);
         row("      Mint RPC (operator, not the shim)", &r.mint);
         row("      round 2: call + elicit_token → result", &r.r2);
@@ -377,17 +427,34 @@ fn bench() -> anyhow::Result<()> {
     };
     for m in &modern {
         let t = p50(&m.total);
-        added(format!("(c) 2026-07-28, {}", m.tool.label()), t, b, rpc_state);
+        added(
+            format!("(c) 2026-07-28, {}", m.tool.label()),
+            t,
+            b,
+            rpc_state,
+        );
         println!(
             "{:<34} {:>9} {:>9.1}   (over the ungated 2026-07-28 call)",
-            "", "− (b')", t - bm
+            "",
+            "− (b')",
+            t - bm
         );
     }
     for l in &legacy {
-        added(format!("(d) legacy, {}", l.tool.label()), p50(&l.total), b, rpc_state);
+        added(
+            format!("(d) legacy, {}", l.tool.label()),
+            p50(&l.total),
+            b,
+            rpc_state,
+        );
     }
     for c in &cli {
-        added(format!("(e) CLI, {} (mint excluded)", c.tool.label()), p50(&c.total), b, rpc_cli);
+        added(
+            format!("(e) CLI, {} (mint excluded)", c.tool.label()),
+            p50(&c.total),
+            b,
+            rpc_cli,
+        );
     }
     println!(
         "daemon RPCs = p50 sums from the table above: Raise + SealState + OpenState(consume) \
@@ -407,7 +474,46 @@ fn bench() -> anyhow::Result<()> {
         gated_routes * iters,
         2 * iters
     );
-    println!("wall time of the measured loop: {:.1} s", wall.as_secs_f64());
+    println!();
+    println!(
+        "{:<58} {:>12} {:>12}",
+        "CPU per iteration, timed phase", "tc-shim µs", "tcd µs"
+    );
+    let labels = [
+        "(a) direct".to_string(),
+        "(b) ungated, 2025-11-25".into(),
+        "(b') ungated, 2026-07-28".into(),
+        format!("(c) 2026-07-28, {} (both rounds)", Tool::Write.label()),
+        format!("(c) 2026-07-28, {} (both rounds)", Tool::Send.label()),
+        format!("(d) legacy, {}", Tool::Write.label()),
+        format!("(d) legacy, {}", Tool::Send.label()),
+        format!(
+            "(e) CLI, {} (both rounds; Mint is in tcd's)",
+            Tool::Write.label()
+        ),
+        format!(
+            "(e) CLI, {} (both rounds; Mint is in tcd's)",
+            Tool::Send.label()
+        ),
+        "daemon RPC reference (8 RPCs)".into(),
+    ];
+    let timed_iters = (per_block * BLOCKS) as f64;
+    for (k, label) in labels.iter().enumerate() {
+        let shim = shim_ns[k]
+            .map(|ns| format!("{:.1}", ns as f64 / 1e3 / timed_iters))
+            .unwrap_or_else(|| "—".into());
+        println!(
+            "{:<58} {:>12} {:>12.1}",
+            label,
+            shim,
+            tcd_ns[k] as f64 / 1e3 / timed_iters
+        );
+    }
+    println!("(all threads, from /proc/<pid>/task/*/schedstat; tcd's while that route ran, its idle pauses included)");
+    println!(
+        "wall time of the measured loop: {:.1} s",
+        wall.as_secs_f64()
+    );
 
     for p in [direct.peer, ungated.peer, ungated_m.peer] {
         p.finish()?;
@@ -475,20 +581,38 @@ fn call(id: u64, tool: &str, args: &Value, extra: Value) -> Value {
 
 /// Checks that `r` answers `id` with the approved call's result: the fixture got exactly
 /// `tool` with `args`, none of tc's own fields.
-fn check_approved(r: &Value, id: u64, tool: Tool, args: &Value, modern: bool) -> anyhow::Result<()> {
+fn check_approved(
+    r: &Value,
+    id: u64,
+    tool: Tool,
+    args: &Value,
+    modern: bool,
+) -> anyhow::Result<()> {
     ensure!(r["id"] == json!(id), "answer for another id: {r}");
-    let res = r.get("result").with_context(|| format!("error answer: {r}"))?;
-    ensure!(res["isError"] == json!(false), "the approved call failed: {r}");
+    let res = r
+        .get("result")
+        .with_context(|| format!("error answer: {r}"))?;
+    ensure!(
+        res["isError"] == json!(false),
+        "the approved call failed: {r}"
+    );
     if modern {
-        ensure!(res["resultType"] == "complete", "no resultType complete: {r}");
+        ensure!(
+            res["resultType"] == "complete",
+            "no resultType complete: {r}"
+        );
     }
     let text = res
         .pointer("/content/0/text")
         .and_then(Value::as_str)
         .with_context(|| format!("no text content: {r}"))?;
-    let seen: Value = serde_json::from_str(text).with_context(|| format!("bad fixture text {text:?}"))?;
+    let seen: Value =
+        serde_json::from_str(text).with_context(|| format!("bad fixture text {text:?}"))?;
     let want = json!({"tool": tool.name(), "arguments": args, "extra": []});
-    ensure!(seen == want, "the downstream got {seen}, not the approved call {want}");
+    ensure!(
+        seen == want,
+        "the downstream got {seen}, not the approved call {want}"
+    );
     Ok(())
 }
 
@@ -583,7 +707,12 @@ impl ModernRoute {
         self.next += 1;
         let (id1, id2) = (2 * i, 2 * i + 1);
         let args = self.tool.args(i);
-        let first = line_of(&call(id1, self.tool.name(), &args, json!({"_meta": envelope()})))?;
+        let first = line_of(&call(
+            id1,
+            self.tool.name(),
+            &args,
+            json!({"_meta": envelope()}),
+        ))?;
         let t0 = Instant::now();
         self.peer.send(&first)?;
         let a1 = self.peer.recv()?;
@@ -604,7 +733,8 @@ impl ModernRoute {
         let a2 = self.peer.recv()?;
         let t3 = Instant::now();
         ensure!(
-            a1["id"] == json!(id1) && a1.pointer("/result/resultType") == Some(&json!("input_required")),
+            a1["id"] == json!(id1)
+                && a1.pointer("/result/resultType") == Some(&json!("input_required")),
             "round 1: not an input_required answer: {a1}"
         );
         let req = a1
@@ -663,7 +793,10 @@ impl LegacyRoute {
         self.peer.send(&answer)?;
         let r = self.peer.recv()?;
         let t3 = Instant::now();
-        ensure!(*rid != json!(id), "the prompt reused the call's id: {prompt}");
+        ensure!(
+            *rid != json!(id),
+            "the prompt reused the call's id: {prompt}"
+        );
         check_form(&prompt["params"], self.tool, "elicitation/create")?;
         check_approved(&r, id, self.tool, &args, false)?;
         if timed {
@@ -809,18 +942,32 @@ impl RpcRef {
         };
         let (bs, bc) = (b("state"), b("cli"));
         let mut t = [Duration::ZERO; 8];
-        let (st, d) = rpc.timed("Status", |mut c| async move { c.status(StatusRequest {}).await })?;
-        ensure!(st.protocol == tc_proto::PROTOCOL, "daemon protocol {}", st.protocol);
+        let (st, d) = rpc.timed(
+            "Status",
+            |mut c| async move { c.status(StatusRequest {}).await },
+        )?;
+        ensure!(
+            st.protocol == tc_proto::PROTOCOL,
+            "daemon protocol {}",
+            st.protocol
+        );
         t[STATUS] = d;
         t[RAISE] = rpc.raise(&bs, &fp)?;
         let (seal, d) = {
             let (b, f) = (bs.clone(), fp.clone());
             rpc.timed("SealState", |mut c| async move {
-                c.seal_state(SealStateRequest { binding: Some(b), state_fp: f, inner: Vec::new() })
-                    .await
+                c.seal_state(SealStateRequest {
+                    binding: Some(b),
+                    state_fp: f,
+                    inner: Vec::new(),
+                })
+                .await
             })?
         };
-        ensure!(!seal.request_state.is_empty(), "SealState returned no state");
+        ensure!(
+            !seal.request_state.is_empty(),
+            "SealState returned no state"
+        );
         t[SEAL] = d;
         let (open, d) = {
             let (b, f) = (bs.clone(), fp.clone());
@@ -841,7 +988,11 @@ impl RpcRef {
         let (mint, d) = {
             let (b, f) = (bc.clone(), fp.clone());
             rpc.timed("Mint", |mut c| async move {
-                c.mint(MintRequest { binding: Some(b), state_fp: Some(f) }).await
+                c.mint(MintRequest {
+                    binding: Some(b),
+                    state_fp: Some(f),
+                })
+                .await
             })?
         };
         t[MINT] = d;
@@ -856,7 +1007,10 @@ impl RpcRef {
                 .await
             })?
         };
-        ensure!(!red.redemption_id.is_empty(), "Redeem returned no redemption id");
+        ensure!(
+            !red.redemption_id.is_empty(),
+            "Redeem returned no redemption id"
+        );
         t[REDEEM] = d;
         t[CONSUMED_TOKEN] = rpc.consumed(&bc, &fp, "cli_token", &red.redemption_id)?;
         if timed {
@@ -915,7 +1069,9 @@ impl Rpc {
             state_fp: fp.into(),
             summary: "tc bench reference".into(),
         };
-        Ok(self.timed("Raise", |mut c| async move { c.raise(req).await })?.1)
+        Ok(self
+            .timed("Raise", |mut c| async move { c.raise(req).await })?
+            .1)
     }
 
     fn consumed(&self, b: &Binding, fp: &str, route: &str, rid: &str) -> anyhow::Result<Duration> {
@@ -926,7 +1082,9 @@ impl Rpc {
             redemption_id: rid.into(),
         };
         Ok(self
-            .timed("RecordConsumed", |mut c| async move { c.record_consumed(req).await })?
+            .timed("RecordConsumed", |mut c| async move {
+                c.record_consumed(req).await
+            })?
             .1)
     }
 
@@ -935,7 +1093,9 @@ impl Rpc {
     fn settled_counters(&self, want: &[(&str, u64)]) -> anyhow::Result<HashMap<String, u64>> {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
-            let (r, _) = self.timed("Counters", |mut c| async move { c.counters(CountersRequest {}).await })?;
+            let (r, _) = self.timed("Counters", |mut c| async move {
+                c.counters(CountersRequest {}).await
+            })?;
             let counts: HashMap<String, u64> = r
                 .counters
                 .into_iter()
@@ -954,11 +1114,34 @@ impl Rpc {
                 return Ok(counts);
             }
             if Instant::now() > deadline {
-                bail!("the daemon's event counts do not match the calls made: {}", missing.join(", "));
+                bail!(
+                    "the daemon's event counts do not match the calls made: {}",
+                    missing.join(", ")
+                );
             }
             std::thread::sleep(Duration::from_millis(50));
         }
     }
+}
+
+/// Routes, in the order [`bench`] runs and reports them.
+const SLOTS: usize = 10;
+
+/// CPU time (ns) summed over a process's live threads.
+fn cpu_ns(pid: u32) -> anyhow::Result<u64> {
+    let mut total = 0;
+    let dir = format!("/proc/{pid}/task");
+    for e in std::fs::read_dir(&dir).with_context(|| format!("reading {dir}"))? {
+        let Ok(sched) = std::fs::read_to_string(e?.path().join("schedstat")) else {
+            continue; // the thread exited meanwhile
+        };
+        total += sched
+            .split_whitespace()
+            .next()
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    Ok(total)
 }
 
 /// A running `tcd --ephemeral`, stopped with SIGTERM on drop.
@@ -1002,7 +1185,11 @@ impl Daemon {
             }
             if Instant::now() > deadline {
                 let _ = child.kill();
-                bail!("tcd did not accept on {} within 20 s (see {})", socket.display(), log.display());
+                bail!(
+                    "tcd did not accept on {} within 20 s (see {})",
+                    socket.display(),
+                    log.display()
+                );
             }
             std::thread::sleep(Duration::from_millis(20));
         }
@@ -1091,6 +1278,10 @@ impl Peer {
         })
     }
 
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     /// Writes one complete line (ending in `\n`) in one write.
     fn send(&mut self, bytes: &[u8]) -> anyhow::Result<()> {
         let w = self.stdin.as_mut().context("stdin closed")?;
@@ -1116,28 +1307,42 @@ impl Peer {
 
     /// `initialize` (2025-11-25) with `caps`, `notifications/initialized`, `tools/list`.
     fn legacy_handshake(&mut self, caps: Value, shim: bool) -> anyhow::Result<()> {
-        let r = self.request(&json!({"jsonrpc": "2.0", "id": "init", "method": "initialize",
+        let r = self.request(
+            &json!({"jsonrpc": "2.0", "id": "init", "method": "initialize",
             "params": {"protocolVersion": LEGACY, "capabilities": caps,
-                       "clientInfo": {"name": "tc-bench-approve", "version": "0"}}}))?;
-        ensure!(r.pointer("/result/protocolVersion") == Some(&json!(LEGACY)), "initialize: {r}");
-        self.send(&line_of(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?)?;
+                       "clientInfo": {"name": "tc-bench-approve", "version": "0"}}}),
+        )?;
+        ensure!(
+            r.pointer("/result/protocolVersion") == Some(&json!(LEGACY)),
+            "initialize: {r}"
+        );
+        self.send(&line_of(
+            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        )?)?;
         let r = self.request(&json!({"jsonrpc": "2.0", "id": "list", "method": "tools/list"}))?;
         check_tools(&r, shim)
     }
 
     /// `server/discover` (2026-07-28), then `tools/list` with the envelope.
     fn modern_handshake(&mut self) -> anyhow::Result<()> {
-        let r = self.request(&json!({"jsonrpc": "2.0", "id": "discover", "method": "server/discover",
-            "params": {"_meta": envelope()}}))?;
+        let r = self.request(
+            &json!({"jsonrpc": "2.0", "id": "discover", "method": "server/discover",
+            "params": {"_meta": envelope()}}),
+        )?;
         ensure!(
             r.pointer("/result/supportedVersions")
                 .and_then(Value::as_array)
                 .is_some_and(|v| v.contains(&json!(MODERN))),
             "server/discover: {r}"
         );
-        let r = self.request(&json!({"jsonrpc": "2.0", "id": "list", "method": "tools/list",
-            "params": {"_meta": envelope()}}))?;
-        ensure!(r.pointer("/result/resultType") == Some(&json!("complete")), "tools/list: {r}");
+        let r = self.request(
+            &json!({"jsonrpc": "2.0", "id": "list", "method": "tools/list",
+            "params": {"_meta": envelope()}}),
+        )?;
+        ensure!(
+            r.pointer("/result/resultType") == Some(&json!("complete")),
+            "tools/list: {r}"
+        );
         check_tools(&r, true)
     }
 
