@@ -411,18 +411,19 @@ fn bench() -> anyhow::Result<()> {
     let rpc_cli = r(RAISE) + r(REDEEM);
     println!();
     println!(
-        "{:<34} {:>9} {:>9} {:>9} {:>12} {:>10}",
-        "added cost, p50 µs", "route", "− (b)", "− (a)", "daemon RPCs", "RPC share"
+        "{:<40} {:>9} {:>9} {:>9} {:>12} {:>10} {:>9}",
+        "added cost, p50 µs", "route", "− (b)", "− (a)", "daemon RPCs", "RPC share", "rest"
     );
     let added = |name: String, total: f64, base: f64, rpcs: f64| {
         println!(
-            "{:<34} {:>9.1} {:>9.1} {:>9.1} {:>12.1} {:>9.0}%",
+            "{:<40} {:>9.1} {:>9.1} {:>9.1} {:>12.1} {:>9.0}% {:>9.1}",
             name,
             total,
             total - base,
             total - a,
             rpcs,
-            100.0 * rpcs / (total - base)
+            100.0 * rpcs / (total - base),
+            total - base - rpcs
         );
     };
     for m in &modern {
@@ -434,7 +435,7 @@ fn bench() -> anyhow::Result<()> {
             rpc_state,
         );
         println!(
-            "{:<34} {:>9} {:>9.1}   (over the ungated 2026-07-28 call)",
+            "{:<40} {:>9} {:>9.1}   (over the ungated 2026-07-28 call)",
             "",
             "− (b')",
             t - bm
@@ -450,7 +451,7 @@ fn bench() -> anyhow::Result<()> {
     }
     for c in &cli {
         added(
-            format!("(e) CLI, {} (mint excluded)", c.tool.label()),
+            format!("(e) CLI, {}, Mint excluded", c.tool.label()),
             p50(&c.total),
             b,
             rpc_cli,
@@ -458,7 +459,8 @@ fn bench() -> anyhow::Result<()> {
     }
     println!(
         "daemon RPCs = p50 sums from the table above: Raise + SealState + OpenState(consume) \
-         for (c)/(d), Raise + Redeem for (e); RPC share = that sum ÷ (route − (b))"
+         for (c)/(d), Raise + Redeem for (e); RPC share = that sum ÷ (route − (b)); \
+         rest = route − (b) − daemon RPCs"
     );
     println!(
         "p50 (b) − (a) = {:.1} µs (ungated proxying); Mint p50 (write) = {:.1} µs; \
