@@ -24,6 +24,8 @@
 //! two shim round trips and the mint are timed separately). (c)–(e) run for both tools.
 //! For reference it also times the daemon RPCs the routes make (Status, Raise,
 //! SealState, OpenState, Mint, Redeem, RecordConsumed) from the bench's own gRPC client.
+//! And the CPU time (`/proc/<pid>/task/*/schedstat`) of each route's shim and of tcd
+//! while that route ran, per iteration.
 //!
 //! Every answer is checked; a wrong one aborts the run. At the end the daemon's event
 //! counters must show exactly one `tc.elicit.consumed` per approved call. Timings are
