@@ -1,5 +1,6 @@
 //! The shim's gRPC client of `tcd`: lazy connection (reconnects on the next gated
-//! call after a failure), and Raise / Redeem / Release / RecordConsumed.
+//! call after a failure), and Raise / Redeem / Release / RecordConsumed, plus the
+//! governor's SealCursor / OpenCursor / AppendEvent.
 
 use std::path::PathBuf;
 
@@ -164,6 +165,56 @@ impl Daemon {
             })
             .await
         {
+            Ok(_) => Ok(()),
+            Err(s) => Err(self.fail(s).await),
+        }
+    }
+}
+
+/// The governor's uses of the daemon: paging cursors and its audit events.
+impl Daemon {
+    /// Seals a paging cursor for `binding` at `position`.
+    pub async fn seal_cursor(
+        &self,
+        binding: Binding,
+        position: Vec<u8>,
+    ) -> Result<String, DaemonError> {
+        let mut c = self.client().await?;
+        match c
+            .seal_cursor(v1::SealCursorRequest {
+                binding: Some(binding),
+                position,
+            })
+            .await
+        {
+            Ok(r) => Ok(r.into_inner().cursor),
+            Err(s) => Err(self.fail(s).await),
+        }
+    }
+
+    /// Opens a cursor presented with the call being made now; returns its position.
+    pub async fn open_cursor(
+        &self,
+        cursor: &str,
+        binding: Binding,
+    ) -> Result<Vec<u8>, DaemonError> {
+        let mut c = self.client().await?;
+        match c
+            .open_cursor(v1::OpenCursorRequest {
+                cursor: cursor.into(),
+                binding: Some(binding),
+            })
+            .await
+        {
+            Ok(r) => Ok(r.into_inner().position),
+            Err(s) => Err(self.fail(s).await),
+        }
+    }
+
+    /// Appends a client-appendable event (e.g. `tc.governor.overflow`).
+    pub async fn append_event(&self, ev: v1::AppendEventRequest) -> Result<(), DaemonError> {
+        let mut c = self.client().await?;
+        match c.append_event(ev).await {
             Ok(_) => Ok(()),
             Err(s) => Err(self.fail(s).await),
         }

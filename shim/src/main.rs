@@ -5,9 +5,11 @@ mod daemon_client;
 mod era;
 mod framing;
 mod gitindex;
+mod governor;
 mod policy;
 mod proxy;
 mod results;
+mod scan;
 mod targets;
 
 use std::path::PathBuf;
@@ -100,13 +102,14 @@ fn real_main() -> anyhow::Result<i32> {
         None => cfg.socket().context("finding the daemon socket")?,
     };
     let policy = policy::Policy::new(&v)?;
+    let gov = governor::Governor::new(&cfg.governor, &v.paged);
     // One thread: the proxy is I/O-bound and a message bouncing between workers costs
     // more than it gains (see docs/BENCHMARKS.md, "Shim"). Blocking work (hashing
     // targets) stays short and bounded by the targets' walk caps.
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
-    let code = rt.block_on(proxy::run(policy, socket, command));
+    let code = rt.block_on(proxy::run(policy, socket, command, gov));
     // The stdin reader may be parked in a blocking read: do not wait for it.
     rt.shutdown_background();
     code

@@ -1,6 +1,8 @@
 //! The stdio proxy: spawns the downstream, pumps newline-delimited JSON-RPC both ways
 //! (original bytes when unmodified), intercepts `tools/list` and gates `tools/call`.
 
+mod governed;
+
 use std::collections::HashMap;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -16,7 +18,8 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::daemon_client::{Daemon, DaemonError};
 use crate::era::{self, Era};
-use crate::framing::{read_frame, write_line, Frame, MAX_LINE};
+use crate::framing::{read_down, read_frame, write_line, Down, Frame, MAX_LINE};
+use crate::governor::Governor;
 use crate::policy::{self, Policy, PolicyError};
 use crate::results::{self, Shown};
 use crate::targets;
@@ -87,6 +90,8 @@ pub struct Shim {
     next_id: AtomicU64,
     /// Serializes finding out the downstream's era.
     probe: tokio::sync::Mutex<()>,
+    /// The response governor (byte cap, paging, resources/read): `proxy/governed.rs`.
+    gov: Governor,
 }
 
 fn key(id: &Value) -> String {
@@ -319,6 +324,7 @@ impl Shim {
             if gated {
                 add_elicit_token(t);
             }
+            self.gov.advertise_cursor(&name, t);
             true
         });
         let mut st = self.lock();
@@ -478,6 +484,10 @@ impl Shim {
             .and_then(Value::as_str)
             .map(String::from);
         let Some(gate) = gate.filter(|_| applies) else {
+            // Governor: a paged tool is served page by page (its items ACL-checked one by one).
+            if self.page_call(&id, &msg, &name, &args, read_only).await {
+                return;
+            }
             if let Err(e) = self.policy.check_acl(&paths, read_only) {
                 return self.answer(&id, policy_result(&e));
             }
@@ -663,6 +673,10 @@ impl Shim {
             self.set_client_era(Era::Modern, era::meta_version(m));
         }
         let modern = meta.is_some();
+        // Governor: note capped requests; a resources/read over the cap is answered here.
+        if self.govern_request(method, id.as_ref(), &msg) {
+            return;
+        }
         match (method, id) {
             (Some("initialize"), Some(id)) => {
                 let v = msg
@@ -731,6 +745,11 @@ impl Shim {
             && (msg.get("result").is_some() || msg.get("error").is_some());
         if is_response {
             if let Some(id) = msg.get("id").cloned() {
+                // Governor: the byte cap, and answers to its own page requests.
+                let Some(m) = self.govern_response(&id, line.len(), msg) else {
+                    return;
+                };
+                msg = m;
                 if let Some(internal) = id.as_str().and_then(|s| self.lock().internal.remove(s)) {
                     let _ = internal.send(msg);
                     return;
@@ -777,6 +796,7 @@ impl Shim {
             let mut st = self.lock();
             st.child_gone = true;
             st.internal.clear();
+            self.gov.clear();
             (
                 std::mem::take(&mut st.pending),
                 std::mem::take(&mut st.held),
@@ -864,6 +884,7 @@ pub async fn run(
     policy: Policy,
     socket: std::path::PathBuf,
     command: Vec<String>,
+    gov: Governor,
 ) -> anyhow::Result<i32> {
     let (prog, rest) = command.split_first().ok_or_else(|| {
         anyhow::anyhow!(
@@ -896,7 +917,11 @@ pub async fn run(
         state: Mutex::new(State::default()),
         next_id: AtomicU64::new(1),
         probe: tokio::sync::Mutex::new(()),
+        gov,
     });
+    if let Some(rx) = shim.gov.take_events() {
+        tokio::spawn(governed::event_pump(Arc::clone(&shim), rx));
+    }
 
     // Writer to the downstream's stdin.
     tokio::spawn(async move {
@@ -960,13 +985,13 @@ pub async fn run(
         let shim = Arc::clone(&shim);
         tokio::spawn(async move {
             let mut r = BufReader::with_capacity(64 * 1024, child_out);
+            // Governor: what may be buffered depends on who waits; longer lines are scanned.
+            let mut limit = || shim.line_limit();
             loop {
-                match read_frame(&mut r, MAX_LINE).await {
-                    Ok(Frame::Line(l)) => shim.on_child_line(l),
-                    Ok(Frame::TooLong(n)) => tracing::warn!(
-                        "dropping a {n}-byte line from the downstream (over {MAX_LINE} bytes)"
-                    ),
-                    Ok(Frame::Eof) | Err(_) => break,
+                match read_down(&mut r, &mut limit).await {
+                    Ok(Down::Line(l)) => shim.on_child_line(l),
+                    Ok(Down::Oversize { bytes, top }) => shim.on_child_oversize(bytes, top),
+                    Ok(Down::Eof) | Err(_) => break,
                 }
             }
         })
@@ -982,6 +1007,7 @@ pub async fn run(
     };
     let _ = tokio::time::timeout(Duration::from_secs(2), child_reader).await;
     shim.fail_pending();
+    shim.flush_events().await;
     let (tx, rx) = oneshot::channel();
     let _ = shim.to_client.send((Vec::new(), Some(tx)));
     let _ = tokio::time::timeout(Duration::from_secs(2), rx).await;
