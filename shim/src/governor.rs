@@ -401,7 +401,30 @@ pub struct Page<'a> {
     pub budget: usize,
 }
 
-impl Page<'_> {
+impl<'a> Page<'a> {
+    /// The paging report of `plan`, a page of a request of `total` items.
+    pub fn of(
+        tool: &'a str,
+        items_arg: &'a str,
+        from: usize,
+        total: usize,
+        plan: &'a Plan,
+        next_cursor: Option<&'a str>,
+        budget: usize,
+    ) -> Page<'a> {
+        Page {
+            tool,
+            items_arg,
+            from,
+            next: plan.next,
+            total,
+            served: plan.selected.len(),
+            skipped: &plan.skipped,
+            next_cursor,
+            budget,
+        }
+    }
+
     fn meta(&self) -> Value {
         json!({
             "next_cursor": self.next_cursor,

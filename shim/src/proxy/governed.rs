@@ -335,27 +335,16 @@ impl Shim {
             let plan = governor::plan(from, &lim, &mut |j| {
                 self.inspect(&items_arg, &items[j], read_only, measured.get(&j).copied())
             });
-            let cursor = match self.page_cursor(&binding, plan.next, n, &mut cursors).await {
-                Ok(c) => c,
-                Err(r) => {
-                    self.answer(id, r);
-                    return true;
-                }
-            };
-            let page = Page {
-                tool,
-                items_arg: &items_arg,
-                from,
-                next: plan.next,
-                total: n,
-                served: plan.selected.len(),
-                skipped: &plan.skipped,
-                next_cursor: cursor.as_deref(),
-                budget: cap,
-            };
             if plan.selected.is_empty() {
-                let r = governor::empty_page(&page, schema);
-                self.reply_page(id, r);
+                let cursor = match self.page_cursor(&binding, plan.next, n, &mut cursors).await {
+                    Ok(c) => c,
+                    Err(r) => {
+                        self.answer(id, r);
+                        return true;
+                    }
+                };
+                let page = Page::of(tool, &items_arg, from, n, &plan, cursor.as_deref(), cap);
+                self.reply_page(id, governor::empty_page(&page, schema));
                 return true;
             }
             let reply = match self
@@ -364,8 +353,10 @@ impl Shim {
             {
                 Ok(r) => r,
                 Err(PageFailed(why)) => {
-                    self.unhold(id);
-                    self.send_client(&results::error(id, results::INTERNAL_ERROR, why));
+                    // Still held: nobody else (the exit path) answered it yet.
+                    if self.unhold(id).is_some_and(|h| !h.cancelled) {
+                        self.send_client(&results::error(id, results::INTERNAL_ERROR, why));
+                    }
                     return true;
                 }
             };
@@ -380,6 +371,15 @@ impl Shim {
                         self.pass_page_error(id, resp);
                         return true;
                     };
+                    let cursor = match self.page_cursor(&binding, plan.next, n, &mut cursors).await
+                    {
+                        Ok(c) => c,
+                        Err(r) => {
+                            self.answer(id, r);
+                            return true;
+                        }
+                    };
+                    let page = Page::of(tool, &items_arg, from, n, &plan, cursor.as_deref(), cap);
                     let mut result = result.clone();
                     governor::decorate(&mut result, &page, schema);
                     if self.lock().held.get(&key(id)).is_some_and(|h| h.modern) {
@@ -521,9 +521,10 @@ impl Shim {
         if self.lock().child_gone {
             return Err(PageFailed("the downstream MCP server exited".into()));
         }
-        self.gov.track(pid.clone(), Track::Page(tx));
+        let pkey = key(&m["id"]);
+        self.gov.track(pkey.clone(), Track::Page(tx));
         if !self.send_child(m.to_string().into_bytes(), None) {
-            self.gov.untrack(&pid);
+            self.gov.untrack(&pkey);
             return Err(PageFailed(
                 "the downstream MCP server is not running".into(),
             ));
