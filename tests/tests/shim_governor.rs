@@ -15,8 +15,8 @@ use support::*;
 const CAP: usize = 32 * 1024;
 
 fn fs_env(deny: &[&str]) -> Env {
-    let server = peers()
-        .join("npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    let server =
+        peers().join("npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
     let deny: Vec<String> = deny.iter().map(|d| format!("{d:?}")).collect();
     Env::new(&format!(
         r#"[governor]
@@ -46,7 +46,10 @@ fn marked(root: &Path, rel: &str, size: usize) -> String {
     let head = format!("BEGIN {rel}\n");
     let tail = format!("END {rel}\n");
     let body = "abcdefghij\n".repeat((size.saturating_sub(head.len() + tail.len())) / 11 + 1);
-    let text = format!("{head}{}{tail}", &body[..size.saturating_sub(head.len() + tail.len())]);
+    let text = format!(
+        "{head}{}{tail}",
+        &body[..size.saturating_sub(head.len() + tail.len())]
+    );
     std::fs::write(&p, &text).unwrap();
     text
 }
@@ -87,7 +90,10 @@ fn page_all(c: &mut PyClient, paths: &[String]) -> Vec<Value> {
         }
         let r = call(c, "read_multiple_files", args);
         let p = paging(&r).clone();
-        assert!(p.is_object(), "a paged result carries _meta[tc/paging]: {r}");
+        assert!(
+            p.is_object(),
+            "a paged result carries _meta[tc/paging]: {r}"
+        );
         cursor = p["next_cursor"].clone();
         pages.push(r);
         if cursor.is_null() {
@@ -103,7 +109,10 @@ fn outcomes(pages: &[Value], paths: &[String]) -> BTreeMap<String, (usize, Vec<V
     for p in paths {
         let served = pages
             .iter()
-            .filter(|r| page_text(r).contains(&format!("BEGIN {p}\n")) || page_text(r).contains(&format!("{p}: Error")))
+            .filter(|r| {
+                page_text(r).contains(&format!("BEGIN {p}\n"))
+                    || page_text(r).contains(&format!("{p}: Error"))
+            })
             .count();
         let skipped: Vec<Value> = pages
             .iter()
@@ -149,14 +158,24 @@ fn shim_governor_pages_a_folder_of_mixed_sizes_until_next_cursor_is_null() {
     let mut c = PyClient::start_gov(false, &env.shim_argv("fs"));
     let list = ok(c.op(json!({"op": "list"})));
     let rmf = tool(&list, "read_multiple_files").expect("read_multiple_files listed");
-    assert_eq!(rmf["inputSchema"]["properties"]["cursor"]["type"], "string", "{rmf}");
+    assert_eq!(
+        rmf["inputSchema"]["properties"]["cursor"]["type"], "string",
+        "{rmf}"
+    );
 
     let pages = page_all(&mut c, &paths);
-    assert!(pages.len() >= 4, "a folder of ~150 KB pages at a 32 KiB cap: {} pages", pages.len());
+    assert!(
+        pages.len() >= 4,
+        "a folder of ~150 KB pages at a 32 KiB cap: {} pages",
+        pages.len()
+    );
     let mut expect_from = 0;
     for (k, r) in pages.iter().enumerate() {
         let p = paging(r);
-        assert_eq!(p["from"], expect_from, "page {k} starts where the last one ended: {p}");
+        assert_eq!(
+            p["from"], expect_from,
+            "page {k} starts where the last one ended: {p}"
+        );
         let served = p["served"].as_u64().unwrap();
         let skipped = p["skipped"].as_array().unwrap().len() as u64;
         assert!(served + skipped >= 1, "page {k} made no progress: {p}");
@@ -164,28 +183,60 @@ fn shim_governor_pages_a_folder_of_mixed_sizes_until_next_cursor_is_null() {
         assert_eq!(p["total"], paths.len());
         assert_eq!(p["budget"], CAP);
         let size = serde_json::to_string(r).unwrap().len();
-        assert!(size <= CAP, "page {k} is {size} bytes, over the {CAP}-byte cap");
+        assert!(
+            size <= CAP,
+            "page {k} is {size} bytes, over the {CAP}-byte cap"
+        );
         if !p["next_cursor"].is_null() {
             let cur = p["next_cursor"].as_str().unwrap();
-            let all_text: String = r["content"].as_array().unwrap().iter().filter_map(|b| b["text"].as_str()).collect();
-            assert!(all_text.contains(&format!("\"cursor\": \"{cur}\"")), "page {k} tells how to go on: {all_text}");
+            let all_text: String = r["content"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(|b| b["text"].as_str())
+                .collect();
+            assert!(
+                all_text.contains(&format!("\"cursor\": \"{cur}\"")),
+                "page {k} tells how to go on: {all_text}"
+            );
         }
         expect_from = p["next"].as_u64().unwrap();
     }
-    assert_eq!(expect_from as usize, paths.len(), "the walk reached the end");
+    assert_eq!(
+        expect_from as usize,
+        paths.len(),
+        "the walk reached the end"
+    );
 
     for (item, (served, skipped)) in outcomes(&pages, &paths) {
         match item.as_str() {
             "media/huge-0.txt" | "media/huge-1.txt" => {
                 assert_eq!((served, skipped.len()), (0, 1), "{item}: {skipped:?}");
                 let e = &skipped[0];
-                assert_eq!((e["code"].clone(), e["size"].clone(), e["size_of"].clone(), e["budget"].clone()),
-                    (json!("too_large"), json!(100_000), json!("file"), json!(CAP)), "{e}");
+                assert_eq!(
+                    (
+                        e["code"].clone(),
+                        e["size"].clone(),
+                        e["size_of"].clone(),
+                        e["budget"].clone()
+                    ),
+                    (
+                        json!("too_large"),
+                        json!(100_000),
+                        json!("file"),
+                        json!(CAP)
+                    ),
+                    "{e}"
+                );
             }
             "notes/escapes.bin" => {
                 assert_eq!((served, skipped.len()), (0, 1), "{item}: {skipped:?}");
                 let e = &skipped[0];
-                assert_eq!((e["code"].clone(), e["size_of"].clone()), (json!("too_large"), json!("response")), "{e}");
+                assert_eq!(
+                    (e["code"].clone(), e["size_of"].clone()),
+                    (json!("too_large"), json!("response")),
+                    "{e}"
+                );
                 assert!(e["size"].as_u64().unwrap() > CAP as u64, "{e}");
             }
             "private/secret.txt" => {
@@ -194,15 +245,25 @@ fn shim_governor_pages_a_folder_of_mixed_sizes_until_next_cursor_is_null() {
                 assert_eq!(skipped[0]["glob"], "private/**");
             }
             _ => {
-                assert_eq!((served, skipped.len()), (1, 0), "{item} must be served exactly once");
+                assert_eq!(
+                    (served, skipped.len()),
+                    (1, 0),
+                    "{item} must be served exactly once"
+                );
                 if let Some(t) = texts.get(&item) {
-                    assert!(pages.iter().any(|r| page_text(r).contains(t.as_str())), "{item} served whole");
+                    assert!(
+                        pages.iter().any(|r| page_text(r).contains(t.as_str())),
+                        "{item} served whole"
+                    );
                 }
             }
         }
     }
     for r in &pages {
-        assert!(!page_text(r).contains("BEGIN private/"), "a denied file was served");
+        assert!(
+            !page_text(r).contains("BEGIN private/"),
+            "a denied file was served"
+        );
     }
 
     // The modern era (mcp.Client auto, 2026-07-28) pages the same way.
@@ -213,9 +274,19 @@ fn shim_governor_pages_a_folder_of_mixed_sizes_until_next_cursor_is_null() {
     let mpages = page_all(&mut m, &small);
     let got = outcomes(&mpages, &small);
     assert!(got.values().all(|(s, k)| s + k.len() == 1), "{got:?}");
-    assert!(mpages.iter().all(|r| r["resultType"] == "complete" || r["isError"] == true), "{}", mpages[0]);
+    assert!(
+        mpages
+            .iter()
+            .all(|r| r["resultType"] == "complete" || r["isError"] == true),
+        "{}",
+        mpages[0]
+    );
     // Paging refuses nothing: no overflow was recorded.
-    assert!(wait_events(&env.socket, "tc.governor.overflow", 1).is_empty());
+    let overflows = all_events(&env.socket)
+        .iter()
+        .filter(|e| e.kind == "tc.governor.overflow")
+        .count();
+    assert_eq!(overflows, 0);
 }
 
 /// The first page's cursor of `paths`.
@@ -255,7 +326,11 @@ fn shim_governor_cursor_refusals() {
     let mut t: Vec<char> = cur.chars().collect();
     let i = cur.find('.').unwrap() + 8;
     t[i] = if t[i] == 'A' { 'B' } else { 'A' };
-    let r = call(&mut c, "read_multiple_files", with(&a, &t.into_iter().collect::<String>()));
+    let r = call(
+        &mut c,
+        "read_multiple_files",
+        with(&a, &t.into_iter().collect::<String>()),
+    );
     assert_eq!(refused_reason(&r), "invalid");
     // request_mismatch: a cursor of one request presented with other arguments.
     let r = call(&mut c, "read_multiple_files", with(&b, &cur));
@@ -289,10 +364,26 @@ fn shim_governor_cursor_refusals() {
     let evs = wait_events(&env.socket, "tc.cursor.rejected", 5);
     let reasons: Vec<String> = evs
         .iter()
-        .map(|e| serde_json::from_str::<Value>(&e.detail_json).unwrap()["reason"].as_str().unwrap().to_string())
+        .map(|e| {
+            serde_json::from_str::<Value>(&e.detail_json).unwrap()["reason"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
         .collect();
-    assert_eq!(reasons, ["invalid", "invalid", "request_mismatch", "foreign", "expired"]);
-    assert!(evs.iter().all(|e| e.tool == "read_multiple_files" && e.vault == "fs" && e.caller == "stdio"));
+    assert_eq!(
+        reasons,
+        [
+            "invalid",
+            "invalid",
+            "request_mismatch",
+            "foreign",
+            "expired"
+        ]
+    );
+    assert!(evs
+        .iter()
+        .all(|e| e.tool == "read_multiple_files" && e.vault == "fs" && e.caller == "stdio"));
 
     // The genuine cursor still works (cursors are not single use) and moves on.
     let r = call(&mut c, "read_multiple_files", with(&a, &cur));
@@ -322,7 +413,14 @@ fn shim_governor_acl_is_rechecked_on_every_page() {
     // The operator denies b/** and the shim restarts: the cursor (sealed by the daemon,
     // not held by the shim) carries on, and nothing under b/ is served any more.
     let text = std::fs::read_to_string(&env.config).unwrap();
-    std::fs::write(&env.config, text.replace(r#"deny = ["private/**"]"#, r#"deny = ["private/**", "b/**"]"#)).unwrap();
+    std::fs::write(
+        &env.config,
+        text.replace(
+            r#"deny = ["private/**"]"#,
+            r#"deny = ["private/**", "b/**"]"#,
+        ),
+    )
+    .unwrap();
     let mut c = PyClient::start_gov(false, &env.shim_argv("fs"));
 
     // And mid-walk, pub/ becomes a symlink into private/: the same names now lead to
@@ -331,7 +429,11 @@ fn shim_governor_acl_is_rechecked_on_every_page() {
     let mut cursor = Value::from(cur);
     let mut swapped = false;
     while !cursor.is_null() {
-        let r = call(&mut c, "read_multiple_files", json!({"paths": paths, "cursor": cursor}));
+        let r = call(
+            &mut c,
+            "read_multiple_files",
+            json!({"paths": paths, "cursor": cursor}),
+        );
         cursor = paging(&r)["next_cursor"].clone();
         let next = paging(&r)["next"].as_u64().unwrap() as usize;
         pages.push(r);
@@ -349,8 +451,16 @@ fn shim_governor_acl_is_rechecked_on_every_page() {
         } else {
             assert_eq!(served, 0, "{item} was served after it was denied");
             assert_eq!(skipped.len(), 1, "{item}: {skipped:?}");
-            let want = if item.starts_with("b/") { "b/**" } else { "private/**" };
-            assert_eq!((skipped[0]["code"].as_str(), skipped[0]["glob"].as_str()), (Some("acl_denied"), Some(want)), "{item}");
+            let want = if item.starts_with("b/") {
+                "b/**"
+            } else {
+                "private/**"
+            };
+            assert_eq!(
+                (skipped[0]["code"].as_str(), skipped[0]["glob"].as_str()),
+                (Some("acl_denied"), Some(want)),
+                "{item}"
+            );
         }
     }
 }
@@ -362,7 +472,9 @@ fn shim_governor_overflow_is_refused_counted_and_logged() {
     marked(&env.root, "big.txt", 100_000);
     marked(&env.root, "small.txt", 500);
     let mut c = PyClient::start_gov(false, &env.shim_argv("fs"));
-    assert!(env.tcctl_metrics().contains("governor_truncations_total 0\n"));
+    assert!(env
+        .tcctl_metrics()
+        .contains("governor_truncations_total 0\n"));
 
     let r = call(&mut c, "read_text_file", json!({"path": "small.txt"}));
     assert_eq!(code(&r), None, "{r}");
@@ -375,23 +487,54 @@ fn shim_governor_overflow_is_refused_counted_and_logged() {
     assert_eq!(d["limit"], CAP);
     assert_eq!(d["tool"], "read_text_file");
     let bytes = d["bytes"].as_u64().unwrap();
-    assert!(bytes > 200_000, "the file comes back twice (content + structuredContent): {bytes}");
-    assert!(r["content"][0]["text"].as_str().unwrap().contains("over the governor limit"));
+    assert!(
+        bytes > 200_000,
+        "the file comes back twice (content + structuredContent): {bytes}"
+    );
+    assert!(r["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("over the governor limit"));
     // The stream is still in sync, and the next call is fine.
     let r = call(&mut c, "read_text_file", json!({"path": "small.txt"}));
-    assert!(r["content"][0]["text"].as_str().unwrap().contains("BEGIN small.txt"), "{r}");
+    assert!(
+        r["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("BEGIN small.txt"),
+        "{r}"
+    );
 
     let evs = wait_events(&env.socket, "tc.governor.overflow", 1);
     assert_eq!(evs.len(), 1);
     let e = &evs[0];
-    assert_eq!((e.vault.as_str(), e.tool.as_str(), e.caller.as_str()), ("fs", "read_text_file", "stdio"));
-    assert_eq!(e.args_hash, tc_core::hash::args_hash("read_text_file", &args));
+    assert_eq!(
+        (e.vault.as_str(), e.tool.as_str(), e.caller.as_str()),
+        ("fs", "read_text_file", "stdio")
+    );
+    assert_eq!(
+        e.args_hash,
+        tc_core::hash::args_hash("read_text_file", &args)
+    );
     let detail: Value = serde_json::from_str(&e.detail_json).unwrap();
-    assert_eq!((detail["bytes"].as_u64(), detail["limit"].as_u64()), (Some(bytes), Some(CAP as u64)));
-    assert!(env.tcctl_metrics().contains("governor_truncations_total 1\n"), "{}", env.tcctl_metrics());
+    assert_eq!(
+        (detail["bytes"].as_u64(), detail["limit"].as_u64()),
+        (Some(bytes), Some(CAP as u64))
+    );
+    assert!(
+        env.tcctl_metrics()
+            .contains("governor_truncations_total 1\n"),
+        "{}",
+        env.tcctl_metrics()
+    );
 
     // The counter is the event log's: it survives a daemon restart.
     env.stop_tcd();
     env.start_tcd();
-    assert!(env.tcctl_metrics().contains("governor_truncations_total 1\n"), "{}", env.tcctl_metrics());
+    assert!(
+        env.tcctl_metrics()
+            .contains("governor_truncations_total 1\n"),
+        "{}",
+        env.tcctl_metrics()
+    );
 }

@@ -505,3 +505,77 @@ pub fn seal_cursor(socket: &Path, binding: Binding, position: &[u8]) -> String {
             .cursor
     })
 }
+
+/// A raw JSON-RPC client of a tc-shim process (no SDK): for exact ids and bytes.
+pub struct RawClient {
+    pub child: Child,
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<String>,
+}
+
+impl RawClient {
+    /// Starts `argv` (a tc-shim command line) with piped stdio.
+    pub fn start(argv: &[String]) -> RawClient {
+        let mut child = Command::new(&argv[0])
+            .args(&argv[1..])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn tc-shim");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        RawClient {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    /// Writes one message.
+    pub fn send(&mut self, msg: &Value) {
+        writeln!(self.stdin, "{msg}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// The next line from the shim, parsed (within 60 s).
+    pub fn recv(&mut self) -> Value {
+        let l = self
+            .lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("a line from tc-shim within 60s");
+        serde_json::from_str(&l).unwrap_or_else(|e| panic!("bad line from tc-shim: {e}"))
+    }
+
+    /// Sends a request and returns the next line (the test sends one at a time).
+    pub fn request(&mut self, id: Value, method: &str, params: Value) -> Value {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        self.recv()
+    }
+
+    /// `initialize` + `notifications/initialized` (legacy era).
+    pub fn initialize(&mut self) -> Value {
+        let r = self.request(
+            json!("init"),
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}),
+        );
+        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        r
+    }
+}
+
+impl Drop for RawClient {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
