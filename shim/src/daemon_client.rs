@@ -1,6 +1,7 @@
 //! The shim's gRPC client of `tcd`: lazy connection (reconnects on the next gated
 //! call after a failure), and Raise / Redeem / Release / RecordConsumed / SealState /
-//! OpenState / AppendEvent. There is deliberately no Mint: only the operator mints.
+//! OpenState / SealCursor / OpenCursor / AppendEvent. Deliberately no Mint: only the
+//! operator mints.
 
 use std::path::PathBuf;
 
@@ -218,7 +219,7 @@ impl Daemon {
         }
     }
 
-    /// Appends one of the client-appendable audit events for `binding`.
+    /// Appends one of the client-appendable audit events for the call `binding`.
     pub async fn append_event(
         &self,
         kind: &str,
@@ -226,19 +227,63 @@ impl Daemon {
         state_fp: &str,
         detail: serde_json::Value,
     ) -> Result<(), DaemonError> {
+        self.append(v1::AppendEventRequest {
+            kind: kind.into(),
+            vault: binding.vault.clone(),
+            tool: binding.tool.clone(),
+            caller: binding.caller.clone(),
+            args_hash: binding.args_hash.clone(),
+            state_fp: state_fp.into(),
+            detail_json: detail.to_string(),
+        })
+        .await
+    }
+}
+
+/// The governor's uses of the daemon: paging cursors and its audit events.
+impl Daemon {
+    /// Seals a paging cursor for `binding` at `position`.
+    pub async fn seal_cursor(
+        &self,
+        binding: Binding,
+        position: Vec<u8>,
+    ) -> Result<String, DaemonError> {
         let mut c = self.client().await?;
         match c
-            .append_event(v1::AppendEventRequest {
-                kind: kind.into(),
-                vault: binding.vault.clone(),
-                tool: binding.tool.clone(),
-                caller: binding.caller.clone(),
-                args_hash: binding.args_hash.clone(),
-                state_fp: state_fp.into(),
-                detail_json: detail.to_string(),
+            .seal_cursor(v1::SealCursorRequest {
+                binding: Some(binding),
+                position,
             })
             .await
         {
+            Ok(r) => Ok(r.into_inner().cursor),
+            Err(s) => Err(self.fail(s).await),
+        }
+    }
+
+    /// Opens a cursor presented with the call being made now; returns its position.
+    pub async fn open_cursor(
+        &self,
+        cursor: &str,
+        binding: Binding,
+    ) -> Result<Vec<u8>, DaemonError> {
+        let mut c = self.client().await?;
+        match c
+            .open_cursor(v1::OpenCursorRequest {
+                cursor: cursor.into(),
+                binding: Some(binding),
+            })
+            .await
+        {
+            Ok(r) => Ok(r.into_inner().position),
+            Err(s) => Err(self.fail(s).await),
+        }
+    }
+
+    /// Appends a client-appendable event (e.g. `tc.governor.overflow`) as given.
+    pub async fn append(&self, ev: v1::AppendEventRequest) -> Result<(), DaemonError> {
+        let mut c = self.client().await?;
+        match c.append_event(ev).await {
             Ok(_) => Ok(()),
             Err(s) => Err(self.fail(s).await),
         }

@@ -1,7 +1,9 @@
 //! Newline-delimited JSON-RPC framing: reads one line at a time with a hard size cap
-//! and writes lines; owns nothing about message meaning.
+//! (or, downstream, scans an over-long line without holding it) and writes lines.
 
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::scan::{Scanner, Top};
 
 /// Lines longer than this are refused (the rest of the line is discarded).
 pub const MAX_LINE: usize = 16 * 1024 * 1024;
@@ -68,7 +70,84 @@ pub async fn read_frame<R: AsyncBufRead + Unpin>(r: &mut R, max: usize) -> std::
 }
 
 fn memchr_nl(buf: &[u8]) -> Option<usize> {
-    buf.iter().position(|&b| b == b'\n')
+    memchr::memchr(b'\n', buf)
+}
+
+/// One read from the downstream.
+#[derive(Debug)]
+pub enum Down {
+    /// A complete line without its trailing `\n` (and `\r`).
+    Line(Vec<u8>),
+    /// A line longer than the limit in force: it was scanned as it streamed by, never
+    /// held; `bytes` is its full length.
+    Oversize { bytes: u64, top: Top },
+    /// End of stream.
+    Eof,
+}
+
+/// Reads the next non-empty downstream line. At most `limit()` bytes of a line are
+/// buffered; `limit` is asked again whenever a line is about to pass the last answer
+/// (what may be buffered depends on the requests waiting for an answer). Past it, the
+/// buffered prefix and the rest of the line go through the [`Scanner`] and are dropped,
+/// so memory stays at the limit plus the reader's buffer however long the line is.
+pub async fn read_down<R: AsyncBufRead + Unpin>(
+    r: &mut R,
+    limit: &mut impl FnMut() -> usize,
+) -> std::io::Result<Down> {
+    let mut lim = limit();
+    loop {
+        let mut line = Vec::new();
+        let mut scan: Option<Scanner> = None;
+        let mut bytes = 0u64;
+        loop {
+            let buf = r.fill_buf().await?;
+            if buf.is_empty() {
+                if scan.is_some() || !line.is_empty() {
+                    break;
+                }
+                return Ok(Down::Eof);
+            }
+            let (chunk, done) = match memchr_nl(buf) {
+                Some(i) => (&buf[..i], Some(i + 1)),
+                None => (buf, None),
+            };
+            bytes += chunk.len() as u64;
+            match scan.as_mut() {
+                Some(s) => s.feed(chunk),
+                None if line.len() + chunk.len() > lim && {
+                    lim = limit();
+                    line.len() + chunk.len() > lim
+                } =>
+                {
+                    let mut s = Scanner::new();
+                    s.feed(&line);
+                    s.feed(chunk);
+                    scan = Some(s);
+                    // Give the prefix back now: the rest of the line may be huge.
+                    line = Vec::new();
+                }
+                None => line.extend_from_slice(chunk),
+            }
+            let consumed = done.unwrap_or(buf.len());
+            r.consume(consumed);
+            if done.is_some() {
+                break;
+            }
+        }
+        if let Some(s) = scan {
+            return Ok(Down::Oversize {
+                bytes,
+                top: s.finish(),
+            });
+        }
+        if line.last() == Some(&b'\r') {
+            line.pop();
+        }
+        if line.iter().all(|b| b.is_ascii_whitespace()) {
+            continue;
+        }
+        return Ok(Down::Line(line));
+    }
 }
 
 /// Writes `line` followed by `\n` and flushes.
@@ -100,5 +179,69 @@ mod tests {
             matches!(read_frame(&mut r, 10).await.unwrap(), Frame::Line(l) if l == b"{\"b\":2}")
         );
         assert!(matches!(read_frame(&mut r, 10).await.unwrap(), Frame::Eof));
+    }
+
+    #[tokio::test]
+    async fn downstream_lines_over_the_limit_are_scanned_not_held() {
+        let big = "y".repeat(5000);
+        let data = format!(
+            "{{\"id\":1,\"result\":\"ok\"}}\n\n{{\"result\":{{\"text\":\"{big}\"}},\"id\":\"late\"}}\r\n{{\"id\":3,\"result\":4}}\n{{\"id\":5,\"result\":\"{big}"
+        );
+        let mut r = tokio::io::BufReader::with_capacity(64, data.as_bytes());
+        let mut asked = 0;
+        let mut limit = || {
+            asked += 1;
+            1000
+        };
+        match read_down(&mut r, &mut limit).await.unwrap() {
+            Down::Line(l) => assert_eq!(l, br#"{"id":1,"result":"ok"}"#),
+            other => panic!("{other:?}"),
+        }
+        match read_down(&mut r, &mut limit).await.unwrap() {
+            Down::Oversize { bytes, top } => {
+                // Every byte before the newline counts, the `\r` included.
+                assert_eq!(bytes as usize, big.len() + 35);
+                assert_eq!(top.id, Some(serde_json::json!("late")));
+                assert!(top.is_response() && top.complete);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(
+            matches!(read_down(&mut r, &mut limit).await.unwrap(), Down::Line(l) if l == br#"{"id":3,"result":4}"#)
+        );
+        // A last line cut off by the end of the stream still reports its id.
+        match read_down(&mut r, &mut limit).await.unwrap() {
+            Down::Oversize { top, .. } => {
+                assert_eq!(top.id, Some(serde_json::json!(5)));
+                assert!(!top.complete);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert!(matches!(
+            read_down(&mut r, &mut limit).await.unwrap(),
+            Down::Eof
+        ));
+        assert!(
+            asked >= 2,
+            "the limit is asked again before a line is declared oversize"
+        );
+        // A limit that grows while the line streams lets it through whole.
+        let mut r = tokio::io::BufReader::with_capacity(64, data.as_bytes());
+        let mut n = 0;
+        let mut growing = || {
+            n += 1;
+            if n == 1 {
+                10
+            } else {
+                1 << 20
+            }
+        };
+        assert!(matches!(
+            read_down(&mut r, &mut growing).await.unwrap(),
+            Down::Line(_)
+        ));
+        assert!(
+            matches!(read_down(&mut r, &mut growing).await.unwrap(), Down::Line(l) if l.len() == big.len() + 34)
+        );
     }
 }

@@ -6,10 +6,12 @@ mod daemon_client;
 mod era;
 mod framing;
 mod gitindex;
+mod governor;
 mod lean;
 mod policy;
 mod proxy;
 mod results;
+mod scan;
 mod targets;
 
 use std::path::PathBuf;
@@ -102,6 +104,7 @@ fn real_main() -> anyhow::Result<i32> {
         None => cfg.socket().context("finding the daemon socket")?,
     };
     let policy = policy::Policy::new(&v)?;
+    let gov = governor::Governor::new(&cfg.governor, &v.paged);
     // One thread: the proxy is I/O-bound and a message bouncing between workers costs
     // more than it gains (see docs/BENCHMARKS.md, "Shim"). Blocking work (hashing
     // targets) stays short and bounded by the targets' walk caps.
@@ -109,7 +112,7 @@ fn real_main() -> anyhow::Result<i32> {
         .enable_all()
         .build()?;
     let prompt_ttl = std::time::Duration::from_secs(cfg.daemon.elicit_ttl_seconds.into());
-    let code = rt.block_on(proxy::run(policy, socket, command, prompt_ttl));
+    let code = rt.block_on(proxy::run(policy, socket, command, prompt_ttl, gov));
     // The stdin reader may be parked in a blocking read: do not wait for it.
     rt.shutdown_background();
     code

@@ -1,6 +1,8 @@
 //! The stdio proxy: spawns the downstream, pumps newline-delimited JSON-RPC both ways
 //! (original bytes when unmodified), intercepts `tools/list` and gates `tools/call`.
 
+mod governed;
+
 use std::collections::HashMap;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,7 +19,8 @@ use tokio::sync::{mpsc, oneshot};
 use crate::confirm::{self, Answer, Route};
 use crate::daemon_client::{Daemon, DaemonError};
 use crate::era::{self, Era};
-use crate::framing::{read_frame, write_line, Frame, MAX_LINE};
+use crate::framing::{read_down, read_frame, write_line, Down, Frame, MAX_LINE};
+use crate::governor::Governor;
 use crate::lean;
 use crate::policy::{self, Policy, PolicyError};
 use crate::results::{self, Shown};
@@ -119,6 +122,8 @@ pub struct Shim {
     probe: tokio::sync::Mutex<()>,
     /// How long the legacy route waits for the human (the confirmation TTL).
     prompt_ttl: Duration,
+    /// The response governor (byte cap, paging, resources/read): `proxy/governed.rs`.
+    gov: Governor,
 }
 
 fn key(id: &Value) -> String {
@@ -354,6 +359,7 @@ impl Shim {
             if gated {
                 add_elicit_token(t);
             }
+            self.gov.advertise_cursor(&name, t);
             true
         });
         let mut st = self.lock();
@@ -568,6 +574,10 @@ impl Shim {
         // stopped applying meanwhile (a decline must never turn into a plain forward).
         let resuming = meta.is_some() && confirm::request_state(&params).is_some();
         let Some(gate) = gate.filter(|_| applies || resuming) else {
+            // Governor: a paged tool is served page by page (its items ACL-checked one by one).
+            if self.page_call(&id, &msg, &name, &args, read_only).await {
+                return;
+            }
             if let Err(e) = self.policy.check_acl(&paths, read_only) {
                 return self.answer(&id, policy_result(&e));
             }
@@ -1085,6 +1095,10 @@ impl Shim {
                 return;
             }
         }
+        // Governor: note capped requests; a resources/read over the cap is answered here.
+        if self.govern_request(method, id.as_ref(), &msg) {
+            return;
+        }
         match (method, id) {
             (None, Some(id)) => {
                 // A response to one of our own prompts, else to a downstream's request.
@@ -1211,6 +1225,11 @@ impl Shim {
             && (msg.get("result").is_some() || msg.get("error").is_some());
         if is_response {
             if let Some(id) = msg.get("id").cloned() {
+                // Governor: the byte cap, and answers to its own page requests.
+                let Some(m) = self.govern_response(&id, line.len(), msg) else {
+                    return;
+                };
+                msg = m;
                 if let Some(internal) = id.as_str().and_then(|s| self.lock().internal.remove(s)) {
                     let _ = internal.send(msg);
                     return;
@@ -1257,6 +1276,7 @@ impl Shim {
             let mut st = self.lock();
             st.child_gone = true;
             st.internal.clear();
+            self.gov.clear();
             (
                 std::mem::take(&mut st.pending),
                 std::mem::take(&mut st.held),
@@ -1348,6 +1368,7 @@ pub async fn run(
     socket: std::path::PathBuf,
     command: Vec<String>,
     prompt_ttl: Duration,
+    gov: Governor,
 ) -> anyhow::Result<i32> {
     let (prog, rest) = command.split_first().ok_or_else(|| {
         anyhow::anyhow!(
@@ -1381,7 +1402,11 @@ pub async fn run(
         next_id: AtomicU64::new(1),
         probe: tokio::sync::Mutex::new(()),
         prompt_ttl,
+        gov,
     });
+    if let Some(rx) = shim.gov.take_events() {
+        tokio::spawn(governed::event_pump(Arc::clone(&shim), rx));
+    }
 
     // Writer to the downstream's stdin.
     tokio::spawn(async move {
@@ -1445,13 +1470,13 @@ pub async fn run(
         let shim = Arc::clone(&shim);
         tokio::spawn(async move {
             let mut r = BufReader::with_capacity(64 * 1024, child_out);
+            // Governor: what may be buffered depends on who waits; longer lines are scanned.
+            let mut limit = || shim.line_limit();
             loop {
-                match read_frame(&mut r, MAX_LINE).await {
-                    Ok(Frame::Line(l)) => shim.on_child_line(l),
-                    Ok(Frame::TooLong(n)) => tracing::warn!(
-                        "dropping a {n}-byte line from the downstream (over {MAX_LINE} bytes)"
-                    ),
-                    Ok(Frame::Eof) | Err(_) => break,
+                match read_down(&mut r, &mut limit).await {
+                    Ok(Down::Line(l)) => shim.on_child_line(l),
+                    Ok(Down::Oversize { bytes, top }) => shim.on_child_oversize(bytes, top),
+                    Ok(Down::Eof) | Err(_) => break,
                 }
             }
         })
@@ -1467,6 +1492,7 @@ pub async fn run(
     };
     let _ = tokio::time::timeout(Duration::from_secs(2), child_reader).await;
     shim.fail_pending();
+    shim.flush_events().await;
     let (tx, rx) = oneshot::channel();
     let _ = shim.to_client.send((Vec::new(), Some(tx)));
     let _ = tokio::time::timeout(Duration::from_secs(2), rx).await;

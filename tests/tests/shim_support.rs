@@ -649,3 +649,193 @@ pub fn wait_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
         std::thread::sleep(Duration::from_millis(20));
     }
 }
+
+// ---------------------------------------------------------------- governor tests
+
+impl Env {
+    /// Starts a real `tcd` keyed from `<cache>/server-secrets` (no `--ephemeral`), so a
+    /// test can read the key file.
+    pub fn start_tcd_keyed(&mut self) {
+        let child = Command::new(bin("tcd"))
+            .arg("--config")
+            .arg(&self.config)
+            .arg("--socket")
+            .arg(&self.socket)
+            .arg("--cache-dir")
+            .arg(&self.cache)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn tcd");
+        self.tcd = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::os::unix::net::UnixStream::connect(&self.socket).is_err() {
+            assert!(Instant::now() < deadline, "tcd did not come up");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// `tcctl metrics` against this env's daemon (stdout; panics on failure).
+    pub fn tcctl_metrics(&self) -> String {
+        let out = Command::new(bin("tcctl"))
+            .arg("--socket")
+            .arg(&self.socket)
+            .arg("--config")
+            .arg(&self.config)
+            .arg("metrics")
+            .stdin(Stdio::null())
+            .output()
+            .expect("run tcctl");
+        assert!(out.status.success(), "tcctl metrics: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    }
+}
+
+impl PyClient {
+    /// Starts `tests/fixtures/gov_client.py` (low-level `ClientSession`, legacy era; with
+    /// `auto`, `mcp.Client(mode="auto")`) in front of `server_argv`.
+    pub fn start_gov(auto: bool, server_argv: &[String]) -> PyClient {
+        let mut cmd = Command::new(peers().join("venv/bin/python"));
+        cmd.arg(workspace().join("tests/fixtures/gov_client.py"));
+        if auto {
+            cmd.arg("--auto");
+        }
+        cmd.args(server_argv);
+        Self::spawn_cmd(cmd)
+    }
+
+    /// Sends one command and returns the whole answer line
+    /// (`{"ok": true, "result"}` or `{"ok": false, "rpc_error" | "error"}`).
+    pub fn op(&mut self, cmd: Value) -> Value {
+        writeln!(self.stdin, "{cmd}").unwrap();
+        self.stdin.flush().unwrap();
+        self.read()
+    }
+}
+
+/// Every event in the daemon's log, in order.
+pub fn all_events(socket: &Path) -> Vec<v1::Event> {
+    rt().block_on(async {
+        let mut s = client(socket)
+            .await
+            .list_events(v1::ListEventsRequest {
+                after_id: 0,
+                limit: 0,
+                follow: false,
+            })
+            .await
+            .expect("list events")
+            .into_inner();
+        let mut out = Vec::new();
+        while let Some(e) = s.message().await.expect("event") {
+            out.push(e);
+        }
+        out
+    })
+}
+
+/// Waits (up to 10 s) until the daemon holds at least `n` events of `kind`; returns them.
+pub fn wait_events(socket: &Path, kind: &str, n: usize) -> Vec<v1::Event> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let evs: Vec<v1::Event> = all_events(socket)
+            .into_iter()
+            .filter(|e| e.kind == kind)
+            .collect();
+        if evs.len() >= n || Instant::now() > deadline {
+            return evs;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Seals a paging cursor directly at the daemon (as another principal could).
+pub fn seal_cursor(socket: &Path, binding: Binding, position: &[u8]) -> String {
+    rt().block_on(async {
+        client(socket)
+            .await
+            .seal_cursor(v1::SealCursorRequest {
+                binding: Some(binding),
+                position: position.to_vec(),
+            })
+            .await
+            .expect("seal cursor")
+            .into_inner()
+            .cursor
+    })
+}
+
+/// A raw JSON-RPC client of a tc-shim process (no SDK): for exact ids and bytes.
+pub struct RawClient {
+    pub child: Child,
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<String>,
+}
+
+impl RawClient {
+    /// Starts `argv` (a tc-shim command line) with piped stdio.
+    pub fn start(argv: &[String]) -> RawClient {
+        let mut child = Command::new(&argv[0])
+            .args(&argv[1..])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn tc-shim");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        RawClient {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    /// Writes one message.
+    pub fn send(&mut self, msg: &Value) {
+        writeln!(self.stdin, "{msg}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// The next line from the shim, parsed (within 60 s).
+    pub fn recv(&mut self) -> Value {
+        let l = self
+            .lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("a line from tc-shim within 60s");
+        serde_json::from_str(&l).unwrap_or_else(|e| panic!("bad line from tc-shim: {e}"))
+    }
+
+    /// Sends a request and returns the next line (the test sends one at a time).
+    pub fn request(&mut self, id: Value, method: &str, params: Value) -> Value {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        self.recv()
+    }
+
+    /// `initialize` + `notifications/initialized` (legacy era).
+    pub fn initialize(&mut self) -> Value {
+        let r = self.request(
+            json!("init"),
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}),
+        );
+        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        r
+    }
+}
+
+impl Drop for RawClient {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
