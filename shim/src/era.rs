@@ -2,6 +2,7 @@
 //! the modern per-request era (2026-07-28: `server/discover`, `_meta` envelope on every
 //! request), and the results the shim synthesizes when it bridges the two.
 
+use crate::value::at;
 use serde_json::{json, Value};
 
 /// `_meta` key carrying a modern request's protocol version.
@@ -35,7 +36,7 @@ impl std::fmt::Display for Era {
 
 /// The modern protocol envelope of a request (`_meta` with at least the version key).
 pub fn request_meta(msg: &Value) -> Option<&Value> {
-    let meta = msg.pointer("/params/_meta")?;
+    let meta = at(msg, &["params", "_meta"])?;
     meta.get(META_VERSION)?.as_str()?;
     Some(meta)
 }

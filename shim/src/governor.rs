@@ -32,8 +32,10 @@ const ANSWER_OVERHEAD: u64 = 256;
 /// What the governor waits for, by canonical request id.
 #[derive(Debug)]
 pub enum Track {
-    /// A client `tools/call`: its answer is capped (over the cap: `overflow`).
-    Call { tool: String, args_hash: String },
+    /// A client `tools/call`: its answer is capped (over the cap: `overflow`). The
+    /// arguments are hashed only if the answer overflows (hashing every call cost more
+    /// than the rest of forwarding it).
+    Call { tool: String, args: Value },
     /// A client `resources/read`: its answer is capped (over: `invalid_input`).
     Resource { uri: String },
     /// One of the governor's own page requests to the downstream.
@@ -108,6 +110,22 @@ impl Governor {
 
     pub fn untrack(&self, key: &str) -> Option<Track> {
         self.tracked().remove(key)
+    }
+
+    /// Whether an answer of `bytes` to `key` may pass as it is: not a page answer and not
+    /// over the cap. If so its entry is dropped; if not nothing changes (the caller then
+    /// parses the answer and goes through `untrack`).
+    pub fn passes(&self, key: &str, bytes: usize) -> bool {
+        let mut t = self.tracked();
+        match t.get(key) {
+            None => true,
+            Some(Track::Page(_)) => false,
+            Some(_) if bytes > self.cap => false,
+            Some(_) => {
+                t.remove(key);
+                true
+            }
+        }
     }
 
     /// Drops entries whose request is no longer waiting (answered by the shim itself),
@@ -798,7 +816,7 @@ mod tests {
             "1".into(),
             Track::Call {
                 tool: "t".into(),
-                args_hash: String::new(),
+                args: Value::Null,
             },
         );
         let one = ["1".to_string()];

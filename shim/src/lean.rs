@@ -2,6 +2,7 @@
 //! `call_capability {name, arguments}`; a call is rewritten into the inner tool's own
 //! `tools/call`, so gating binds to the inner tool's name and arguments exactly.
 
+use crate::value::at;
 use serde_json::{json, Value};
 
 /// Lists the inner tools.
@@ -46,7 +47,7 @@ pub fn tools() -> Value {
 
 /// Classifies a `tools/call` message; `None` when it is not for a facade tool.
 pub fn facade_call(msg: &Value) -> Option<FacadeCall> {
-    match msg.pointer("/params/name").and_then(Value::as_str)? {
+    match at(msg, &["params", "name"]).and_then(Value::as_str)? {
         LIST => Some(FacadeCall::List),
         CALL => Some(rewrite(msg)),
         _ => None,
@@ -54,7 +55,7 @@ pub fn facade_call(msg: &Value) -> Option<FacadeCall> {
 }
 
 fn rewrite(msg: &Value) -> FacadeCall {
-    let outer = msg.pointer("/params/arguments");
+    let outer = at(msg, &["params", "arguments"]);
     let Some(name) = outer.and_then(|a| a.get("name")).and_then(Value::as_str) else {
         return FacadeCall::Bad(format!(
             "{CALL} needs a string `name` (one of the capabilities from {LIST})"

@@ -13,6 +13,7 @@ mod proxy;
 mod results;
 mod scan;
 mod targets;
+mod value;
 
 use std::path::PathBuf;
 

@@ -1,6 +1,7 @@
 //! The vault's policy as the shim applies it: which gate applies to a call (`when`),
 //! floors from `destructiveHint`, path arguments resolved under the root, and the ACL.
 
+use crate::value::at;
 use std::path::{Component, Path, PathBuf};
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
@@ -246,18 +247,18 @@ impl Policy {
 
 /// True when a tool definition explicitly says `destructiveHint: true` (the floor).
 pub fn is_floor(def: Option<&Value>) -> bool {
-    def.and_then(|d| d.pointer("/annotations/destructiveHint")) == Some(&Value::Bool(true))
+    def.and_then(|d| at(d, &["annotations", "destructiveHint"])) == Some(&Value::Bool(true))
 }
 
 /// True when a tool definition says `readOnlyHint: true`.
 pub fn is_read_only(def: Option<&Value>) -> bool {
-    def.and_then(|d| d.pointer("/annotations/readOnlyHint")) == Some(&Value::Bool(true))
+    def.and_then(|d| at(d, &["annotations", "readOnlyHint"])) == Some(&Value::Bool(true))
 }
 
 /// The config entry to add for a floor tool that has none.
 pub fn missing_gate_hint(tool: &str, def: Option<&Value>) -> String {
     let props: Vec<String> = def
-        .and_then(|d| d.pointer("/inputSchema/properties"))
+        .and_then(|d| at(d, &["inputSchema", "properties"]))
         .and_then(Value::as_object)
         .map(|m| {
             m.keys()

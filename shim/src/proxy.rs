@@ -3,12 +3,14 @@
 
 mod governed;
 
+use crate::value::at;
 use std::collections::HashMap;
 use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use serde::Deserialize as _;
 use serde_json::{json, Value};
 use tc_core::ErrorCode;
 use tc_proto::v1::Binding;
@@ -87,7 +89,8 @@ struct State {
     /// The shim's own requests to the downstream.
     internal: HashMap<String, oneshot::Sender<Value>>,
     /// Tool definitions learned from `tools/list` (None until the first one).
-    tools: Option<HashMap<String, Value>>,
+    /// Shared, so looking a definition up per call does not copy its schema.
+    tools: Option<HashMap<String, Arc<Value>>>,
     /// `tools/call`s the shim holds (not yet forwarded): id → cancelled.
     held: HashMap<String, Held>,
     /// Wakes a held call that waits on the human when the client cancels it.
@@ -124,6 +127,24 @@ pub struct Shim {
     prompt_ttl: Duration,
     /// The response governor (byte cap, paging, resources/read): `proxy/governed.rs`.
     gov: Governor,
+}
+
+/// The members of a downstream line the proxy routes by (see `pass_through`).
+#[derive(serde::Deserialize)]
+struct Envelope {
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default, deserialize_with = "present")]
+    method: bool,
+    #[serde(default, deserialize_with = "present")]
+    result: bool,
+    #[serde(default, deserialize_with = "present")]
+    error: bool,
+}
+
+/// True for a member that is there, whatever its value (`null` included), skipped unbuilt.
+fn present<'de, D: serde::Deserializer<'de>>(d: D) -> Result<bool, D::Error> {
+    serde::de::IgnoredAny::deserialize(d).map(|_| true)
 }
 
 fn key(id: &Value) -> String {
@@ -364,7 +385,7 @@ impl Shim {
         });
         let mut st = self.lock();
         let map = st.tools.get_or_insert_with(HashMap::new);
-        map.extend(learned);
+        map.extend(learned.into_iter().map(|(k, v)| (k, Arc::new(v))));
     }
 
     /// Makes sure tool annotations are known, listing the downstream's tools ourselves if needed.
@@ -413,7 +434,7 @@ impl Shim {
         self.lock()
             .tools
             .get_or_insert_with(HashMap::new)
-            .extend(all);
+            .extend(all.into_iter().map(|(k, v)| (k, Arc::new(v))));
         Ok(list)
     }
 
@@ -459,7 +480,7 @@ impl Shim {
         }
     }
 
-    fn tool_def(&self, name: &str) -> Option<Value> {
+    fn tool_def(&self, name: &str) -> Option<Arc<Value>> {
         self.lock()
             .tools
             .as_ref()
@@ -490,8 +511,7 @@ impl Shim {
 
     /// Handles one `tools/call` from the client.
     async fn handle_call(self: Arc<Self>, id: Value, msg: Value, line: Vec<u8>) {
-        let Some(name) = msg
-            .pointer("/params/name")
+        let Some(name) = at(&msg, &["params", "name"])
             .and_then(Value::as_str)
             .map(String::from)
         else {
@@ -505,8 +525,7 @@ impl Shim {
                 tracing::warn!("could not find out the downstream's era: {e}");
             }
         }
-        let args = msg
-            .pointer("/params/arguments")
+        let args = at(&msg, &["params", "arguments"])
             .cloned()
             .unwrap_or_else(|| json!({}));
         let gate = self.policy.gate_entry(&name).cloned();
@@ -526,6 +545,7 @@ impl Shim {
             }
         }
         let def = self.tool_def(&name);
+        let def = def.as_deref();
         if def
             .as_ref()
             .is_some_and(|d| d.get("outputSchema").is_some())
@@ -534,8 +554,8 @@ impl Shim {
                 h.schema = true;
             }
         }
-        if policy::is_floor(def.as_ref()) && gate.is_none() {
-            let hint = policy::missing_gate_hint(&name, def.as_ref());
+        if policy::is_floor(def) && gate.is_none() {
+            let hint = policy::missing_gate_hint(&name, def);
             let text = format!(
                 "Tool `{name}` is destructive (destructiveHint: true) and this vault has no gate entry for it, \
                  so it is disabled. Ask the operator to add to the tc config: {hint}"
@@ -562,17 +582,18 @@ impl Shim {
             },
             None => false,
         };
-        let read_only = policy::is_read_only(def.as_ref());
+        let read_only = policy::is_read_only(def);
         let token = args
             .get("elicit_token")
             .and_then(Value::as_str)
             .map(String::from);
-        let params = msg.get("params").cloned().unwrap_or_else(|| json!({}));
+        let no_params = json!({});
+        let params = msg.get("params").unwrap_or(&no_params);
         let meta = era::request_meta(&msg).cloned();
         // A modern call echoing a requestState is the second half of a confirmation that
         // was already offered: it is judged by its answer even if the gate's condition
         // stopped applying meanwhile (a decline must never turn into a plain forward).
-        let resuming = meta.is_some() && confirm::request_state(&params).is_some();
+        let resuming = meta.is_some() && confirm::request_state(params).is_some();
         let Some(gate) = gate.filter(|_| applies || resuming) else {
             // Governor: a paged tool is served page by page (its items ACL-checked one by one).
             if self.page_call(&id, &msg, &name, &args, read_only).await {
@@ -631,7 +652,7 @@ impl Shim {
                 Err(e) => return self.answer(&id, self.daemon_result(&e, &shown)),
             }
         } else if resuming {
-            match self.resume_modern(&call, &params).await {
+            match self.resume_modern(&call, params).await {
                 Some(a) => a,
                 None => return,
             }
@@ -879,7 +900,7 @@ impl Shim {
                 .await;
             let why = format!(
                 "the client could not show the prompt: {}",
-                resp.pointer("/error/message")
+                at(&resp, &["error", "message"])
                     .and_then(Value::as_str)
                     .unwrap_or("error")
             );
@@ -1120,13 +1141,12 @@ impl Shim {
                 }
             }
             (Some("initialize"), Some(id)) => {
-                let v = msg
-                    .pointer("/params/protocolVersion")
+                let v = at(&msg, &["params", "protocolVersion"])
                     .and_then(Value::as_str)
                     .unwrap_or("?")
                     .to_string();
                 self.set_client_era(Era::Legacy, v);
-                self.lock().client_caps = msg.pointer("/params/capabilities").cloned();
+                self.lock().client_caps = at(&msg, &["params", "capabilities"]).cloned();
                 self.forward_request(&id, Pending::Initialize, None, line)
             }
             (Some("server/discover"), Some(id)) => {
@@ -1194,7 +1214,7 @@ impl Shim {
                 }
             }
             (Some("notifications/cancelled"), None) => {
-                if let Some(rid) = msg.pointer("/params/requestId") {
+                if let Some(rid) = at(&msg, &["params", "requestId"]) {
                     let mut st = self.lock();
                     if let Some(h) = st.held.get_mut(&key(rid)) {
                         h.cancelled = true;
@@ -1214,6 +1234,10 @@ impl Shim {
 
     /// Handles one line from the downstream.
     fn on_child_line(&self, line: Vec<u8>) {
+        if self.pass_through(&line) {
+            let _ = self.to_client.send((line, None));
+            return;
+        }
         let mut msg: Value = match serde_json::from_slice(&line) {
             Ok(v) => v,
             Err(e) => {
@@ -1237,8 +1261,7 @@ impl Shim {
                 let pending = self.lock().pending.remove(&key(&id));
                 if let Some(p) = pending {
                     if p.kind == Pending::Initialize {
-                        let v = msg
-                            .pointer("/result/protocolVersion")
+                        let v = at(&msg, &["result", "protocolVersion"])
                             .and_then(Value::as_str)
                             .map(String::from);
                         if let Some(v) = v {
@@ -1268,6 +1291,43 @@ impl Shim {
             }
         }
         let _ = self.to_client.send((line, None));
+    }
+
+    /// The fast path for a downstream line that goes to the client unchanged: a request
+    /// or notification, or the answer to a plain forwarded request that the governor lets
+    /// pass. Decided from the line's envelope alone, without building the whole value
+    /// (results can be file contents); anything else (not an object, duplicate members,
+    /// answers the shim rewrites or consumes) takes the full path.
+    fn pass_through(&self, line: &[u8]) -> bool {
+        if line.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
+            return false;
+        }
+        let Ok(env) = serde_json::from_slice::<Envelope>(line) else {
+            return false;
+        };
+        if env.method {
+            return true;
+        }
+        let (true, Some(id)) = (env.result || env.error, env.id) else {
+            return true;
+        };
+        let k = key(&id);
+        let mut st = self.lock();
+        if id.as_str().is_some_and(|s| st.internal.contains_key(s)) {
+            return false;
+        }
+        let down_legacy = matches!(st.down_era, Some((Era::Legacy, _)));
+        match st.pending.get(&k) {
+            Some(p) if p.kind == Pending::Plain && !(p.modern.is_some() && down_legacy) => {}
+            // Rewritten by the shim, or not a client request's (the governor's own page
+            // requests, late answers): the full path sorts them out.
+            _ => return false,
+        }
+        if !self.gov.passes(&k, line.len()) {
+            return false;
+        }
+        st.pending.remove(&k);
+        true
     }
 
     /// The downstream is gone: every pending call gets an error.

@@ -4,6 +4,7 @@
 //! A child module of `proxy` so it can use the proxy's state; the rules themselves are
 //! in `crate::governor`.
 
+use crate::value::at;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -54,19 +55,17 @@ impl Shim {
         let k = key(id);
         match method {
             "tools/call" => {
-                let tool = msg
-                    .pointer("/params/name")
+                let tool = at(msg, &["params", "name"])
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_string();
                 let empty = json!({});
-                let args = msg.pointer("/params/arguments").unwrap_or(&empty);
-                let args_hash = tc_core::hash::args_hash(&tool, args);
-                self.gov.track(k, Track::Call { tool, args_hash });
+                let args = at(msg, &["params", "arguments"]).unwrap_or(&empty);
+                let args = args.clone();
+                self.gov.track(k, Track::Call { tool, args });
             }
             "resources/read" => {
-                let uri = msg
-                    .pointer("/params/uri")
+                let uri = at(msg, &["params", "uri"])
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_string();
@@ -124,7 +123,10 @@ impl Shim {
             return false;
         };
         match t {
-            Track::Call { tool, args_hash } => self.overflow(id, &p, &tool, &args_hash, bytes),
+            Track::Call { tool, args } => {
+                let args_hash = tc_core::hash::args_hash(&tool, &args);
+                self.overflow(id, &p, &tool, &args_hash, bytes)
+            }
             Track::Resource { uri } => {
                 tracing::info!(
                     uri,
