@@ -1592,3 +1592,42 @@ fn client_output() -> Box<dyn tokio::io::AsyncWrite + Unpin + Send> {
         Err(_) => Box::new(tokio::io::stdout()),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(line: &str) -> Option<(Option<Value>, bool, bool, bool)> {
+        serde_json::from_str::<Envelope>(line)
+            .ok()
+            .map(|e| (e.id, e.method, e.result, e.error))
+    }
+
+    #[test]
+    fn envelope_sees_members_whatever_their_value() {
+        assert_eq!(
+            env(r#"{"jsonrpc":"2.0","id":7,"result":null,"x":{"deep":[1,2]}}"#),
+            Some((Some(json!(7)), false, true, false))
+        );
+        assert_eq!(
+            env(r#"{"id":"a","method":null}"#),
+            Some((Some(json!("a")), true, false, false))
+        );
+        assert_eq!(
+            env(r#"{"id":1,"error":{"code":-1,"message":"m"}}"#),
+            Some((Some(json!(1)), false, false, true))
+        );
+        assert_eq!(
+            env(r#"{"method":"notifications/x"}"#),
+            Some((None, true, false, false))
+        );
+    }
+
+    #[test]
+    fn envelope_refuses_what_the_full_path_must_judge() {
+        // Duplicate members: which one counts is the full parser's call.
+        assert_eq!(env(r#"{"id":1,"id":2,"result":{}}"#), None);
+        assert_eq!(env(r#"{"id":1,"result":{},"result":{}}"#), None);
+        assert_eq!(env("not json"), None);
+    }
+}
