@@ -236,8 +236,23 @@ impl Env {
 
     /// Starts a real `tcd --ephemeral` and waits until its socket accepts connections.
     pub fn start_tcd(&mut self) {
-        let child = Command::new(bin("tcd"))
-            .arg("--ephemeral")
+        self.spawn_tcd(true, Stdio::inherit());
+    }
+
+    /// Starts a real `tcd` keyed from `<cache>/server-secrets` (no `--ephemeral`), so its
+    /// key, tokens and states outlive a restart and a test can read the key file.
+    pub fn start_tcd_keyed(&mut self) {
+        self.spawn_tcd(false, Stdio::inherit());
+    }
+
+    /// Starts `tcd` (with `--ephemeral` or keyed from the cache dir), its stderr to
+    /// `stderr`, and waits until its socket accepts connections.
+    pub fn spawn_tcd(&mut self, ephemeral: bool, stderr: Stdio) {
+        let mut cmd = Command::new(bin("tcd"));
+        if ephemeral {
+            cmd.arg("--ephemeral");
+        }
+        let child = cmd
             .arg("--config")
             .arg(&self.config)
             .arg("--socket")
@@ -246,7 +261,7 @@ impl Env {
             .arg(&self.cache)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
+            .stderr(stderr)
             .spawn()
             .expect("spawn tcd");
         self.tcd = Some(child);
@@ -653,29 +668,6 @@ pub fn wait_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
 // ---------------------------------------------------------------- governor tests
 
 impl Env {
-    /// Starts a real `tcd` keyed from `<cache>/server-secrets` (no `--ephemeral`), so a
-    /// test can read the key file.
-    pub fn start_tcd_keyed(&mut self) {
-        let child = Command::new(bin("tcd"))
-            .arg("--config")
-            .arg(&self.config)
-            .arg("--socket")
-            .arg(&self.socket)
-            .arg("--cache-dir")
-            .arg(&self.cache)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn tcd");
-        self.tcd = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while std::os::unix::net::UnixStream::connect(&self.socket).is_err() {
-            assert!(Instant::now() < deadline, "tcd did not come up");
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
     /// `tcctl metrics` against this env's daemon (stdout; panics on failure).
     pub fn tcctl_metrics(&self) -> String {
         let out = Command::new(bin("tcctl"))
@@ -716,23 +708,7 @@ impl PyClient {
 
 /// Every event in the daemon's log, in order.
 pub fn all_events(socket: &Path) -> Vec<v1::Event> {
-    rt().block_on(async {
-        let mut s = client(socket)
-            .await
-            .list_events(v1::ListEventsRequest {
-                after_id: 0,
-                limit: 0,
-                follow: false,
-            })
-            .await
-            .expect("list events")
-            .into_inner();
-        let mut out = Vec::new();
-        while let Some(e) = s.message().await.expect("event") {
-            out.push(e);
-        }
-        out
-    })
+    rt().block_on(async { tc_tests::events(&mut client(socket).await).await })
 }
 
 /// Waits (up to 10 s) until the daemon holds at least `n` events of `kind`; returns them.

@@ -269,23 +269,6 @@ pub fn start_persistent_tcd(env: &mut Env) -> std::path::PathBuf {
         .append(true)
         .open(&log)
         .unwrap();
-    let child = Command::new(bin("tcd"))
-        .arg("--config")
-        .arg(&env.config)
-        .arg("--socket")
-        .arg(&env.socket)
-        .arg("--cache-dir")
-        .arg(&env.cache)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(err)
-        .spawn()
-        .expect("spawn tcd");
-    env.tcd = Some(child);
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while std::os::unix::net::UnixStream::connect(&env.socket).is_err() {
-        assert!(std::time::Instant::now() < deadline, "tcd did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    env.spawn_tcd(false, Stdio::from(err));
     log
 }
