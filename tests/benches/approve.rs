@@ -37,9 +37,9 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, ensure, Context};
@@ -51,7 +51,7 @@ use tc_proto::v1::{
     Binding, CountersRequest, MintRequest, OpenStateRequest, RaiseRequest, RecordConsumedRequest,
     RedeemRequest, SealStateRequest, StatusRequest,
 };
-use tc_tests::bench::{env_usize, release_binary, us, Stats};
+use tc_tests::bench::{env_usize, line_of, release_binary, us, Peer, Stats};
 use tonic::transport::Channel;
 
 /// Selects what this executable does when re-executed.
@@ -236,31 +236,31 @@ fn bench() -> anyhow::Result<()> {
 
     let rpc = Rpc::connect(&daemon)?;
     let mut direct = Echo::new("(a) direct: echo → fixture server", setup.direct()?, false);
-    direct.peer.legacy_handshake(json!({}), false)?;
+    legacy_handshake(&mut direct.peer, json!({}), false)?;
     let mut ungated = Echo::new(
         "(b) tc-shim, ungated echo (2025-11-25)",
         setup.shim()?,
         false,
     );
-    ungated.peer.legacy_handshake(json!({}), true)?;
+    legacy_handshake(&mut ungated.peer, json!({}), true)?;
     let mut ungated_m = Echo::new(
         "(b') tc-shim, ungated echo (2026-07-28)",
         setup.shim()?,
         true,
     );
-    ungated_m.peer.modern_handshake()?;
+    modern_handshake(&mut ungated_m.peer)?;
     let mut modern = Vec::new();
     let mut legacy = Vec::new();
     let mut cli = Vec::new();
     for tool in [Tool::Write, Tool::Send] {
         let mut p = setup.shim()?;
-        p.modern_handshake()?;
+        modern_handshake(&mut p)?;
         modern.push(ModernRoute::new(tool, p));
         let mut p = setup.shim()?;
-        p.legacy_handshake(json!({"elicitation": {}}), true)?;
+        legacy_handshake(&mut p, json!({"elicitation": {}}), true)?;
         legacy.push(LegacyRoute::new(tool, p));
         let mut p = setup.shim()?;
-        p.legacy_handshake(json!({}), true)?;
+        legacy_handshake(&mut p, json!({}), true)?;
         cli.push(CliRoute::new(tool, p));
     }
     let mut reference = RpcRef::default();
@@ -1250,113 +1250,45 @@ impl Setup {
     }
 }
 
-/// A child spoken to over its stdio, one JSON-RPC line at a time.
-struct Peer {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    stdout: BufReader<ChildStdout>,
-    line: String,
+/// `initialize` (2025-11-25) with `caps`, `notifications/initialized`, `tools/list`.
+fn legacy_handshake(peer: &mut Peer, caps: Value, shim: bool) -> anyhow::Result<()> {
+    let r = peer.request(
+        &json!({"jsonrpc": "2.0", "id": "init", "method": "initialize",
+        "params": {"protocolVersion": LEGACY, "capabilities": caps,
+                   "clientInfo": {"name": "tc-bench-approve", "version": "0"}}}),
+    )?;
+    ensure!(
+        r.pointer("/result/protocolVersion") == Some(&json!(LEGACY)),
+        "initialize: {r}"
+    );
+    peer.send(&line_of(
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+    )?)?;
+    let r = peer.request(&json!({"jsonrpc": "2.0", "id": "list", "method": "tools/list"}))?;
+    check_tools(&r, shim)
 }
 
-fn line_of(v: &Value) -> anyhow::Result<Vec<u8>> {
-    let mut bytes = serde_json::to_vec(v)?;
-    bytes.push(b'\n');
-    Ok(bytes)
-}
-
-impl Peer {
-    fn spawn(mut cmd: Command) -> anyhow::Result<Peer> {
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .with_context(|| format!("spawning {cmd:?}"))?;
-        let stdin = child.stdin.take();
-        let stdout = BufReader::new(child.stdout.take().context("child stdout")?);
-        Ok(Peer {
-            child,
-            stdin,
-            stdout,
-            line: String::with_capacity(512),
-        })
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Writes one complete line (ending in `\n`) in one write.
-    fn send(&mut self, bytes: &[u8]) -> anyhow::Result<()> {
-        let w = self.stdin.as_mut().context("stdin closed")?;
-        w.write_all(bytes)?;
-        Ok(())
-    }
-
-    fn recv(&mut self) -> anyhow::Result<Value> {
-        self.line.clear();
-        if self.stdout.read_line(&mut self.line)? == 0 {
-            bail!("peer closed its stdout");
-        }
-        serde_json::from_str(&self.line).with_context(|| format!("bad line {:?}", self.line))
-    }
-
-    fn request(&mut self, v: &Value) -> anyhow::Result<Value> {
-        self.send(&line_of(v)?)?;
-        let r = self.recv()?;
-        ensure!(r.get("id") == v.get("id"), "unexpected answer {r} to {v}");
-        ensure!(r.get("result").is_some(), "error answer to {v}: {r}");
-        Ok(r)
-    }
-
-    /// `initialize` (2025-11-25) with `caps`, `notifications/initialized`, `tools/list`.
-    fn legacy_handshake(&mut self, caps: Value, shim: bool) -> anyhow::Result<()> {
-        let r = self.request(
-            &json!({"jsonrpc": "2.0", "id": "init", "method": "initialize",
-            "params": {"protocolVersion": LEGACY, "capabilities": caps,
-                       "clientInfo": {"name": "tc-bench-approve", "version": "0"}}}),
-        )?;
-        ensure!(
-            r.pointer("/result/protocolVersion") == Some(&json!(LEGACY)),
-            "initialize: {r}"
-        );
-        self.send(&line_of(
-            &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
-        )?)?;
-        let r = self.request(&json!({"jsonrpc": "2.0", "id": "list", "method": "tools/list"}))?;
-        check_tools(&r, shim)
-    }
-
-    /// `server/discover` (2026-07-28), then `tools/list` with the envelope.
-    fn modern_handshake(&mut self) -> anyhow::Result<()> {
-        let r = self.request(
-            &json!({"jsonrpc": "2.0", "id": "discover", "method": "server/discover",
-            "params": {"_meta": envelope()}}),
-        )?;
-        ensure!(
-            r.pointer("/result/supportedVersions")
-                .and_then(Value::as_array)
-                .is_some_and(|v| v.contains(&json!(MODERN))),
-            "server/discover: {r}"
-        );
-        let r = self.request(
-            &json!({"jsonrpc": "2.0", "id": "list", "method": "tools/list",
-            "params": {"_meta": envelope()}}),
-        )?;
-        ensure!(
-            r.pointer("/result/resultType") == Some(&json!("complete")),
-            "tools/list: {r}"
-        );
-        check_tools(&r, true)
-    }
-
-    /// Closes stdin and waits for the child to exit.
-    fn finish(mut self) -> anyhow::Result<()> {
-        drop(self.stdin.take());
-        let st = self.child.wait()?;
-        ensure!(st.success(), "peer exited with {st}");
-        Ok(())
-    }
+/// `server/discover` (2026-07-28), then `tools/list` with the envelope.
+fn modern_handshake(peer: &mut Peer) -> anyhow::Result<()> {
+    let r = peer.request(
+        &json!({"jsonrpc": "2.0", "id": "discover", "method": "server/discover",
+        "params": {"_meta": envelope()}}),
+    )?;
+    ensure!(
+        r.pointer("/result/supportedVersions")
+            .and_then(Value::as_array)
+            .is_some_and(|v| v.contains(&json!(MODERN))),
+        "server/discover: {r}"
+    );
+    let r = peer.request(
+        &json!({"jsonrpc": "2.0", "id": "list", "method": "tools/list",
+        "params": {"_meta": envelope()}}),
+    )?;
+    ensure!(
+        r.pointer("/result/resultType") == Some(&json!("complete")),
+        "tools/list: {r}"
+    );
+    check_tools(&r, true)
 }
 
 /// The fixture's three tools are listed; through the shim the gated two offer `elicit_token`.

@@ -34,12 +34,12 @@
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
 use serde_json::{json, Value};
-use tc_tests::bench::{env_usize, release_binary, us, Stats};
+use tc_tests::bench::{env_usize, release_binary, us, Peer, Stats};
 
 /// Selects what this executable does when re-executed.
 const ROLE_ENV: &str = "TC_BENCH_ROLE";
@@ -219,7 +219,7 @@ fn bench() -> anyhow::Result<()> {
         Route::new("raw pipe round trip (cat child)", setup.cat()?)?,
     ];
     for p in paths.iter_mut().take(3) {
-        p.peer.mcp_handshake()?;
+        mcp_handshake(&mut p.peer)?;
     }
     for p in paths.iter_mut() {
         for _ in 0..WARMUP {
@@ -329,7 +329,7 @@ fn bench() -> anyhow::Result<()> {
 
     // 3. Idle RSS of a fresh shim after initialize + tools/list + 1000 calls.
     let mut peer = setup.shim()?;
-    peer.mcp_handshake()?;
+    mcp_handshake(&mut peer)?;
     let mut p = Route::new("rss", peer)?;
     for _ in 0..RSS_CALLS {
         p.call()?;
@@ -425,90 +425,20 @@ impl Setup {
     }
 }
 
-/// A child spoken to over its stdio, one line at a time.
-struct Peer {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    stdout: BufReader<ChildStdout>,
-    line: String,
-}
-
-impl Peer {
-    fn spawn(mut cmd: Command) -> anyhow::Result<Peer> {
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .with_context(|| format!("spawning {cmd:?}"))?;
-        let stdin = child.stdin.take();
-        let stdout = BufReader::new(child.stdout.take().context("child stdout")?);
-        Ok(Peer {
-            child,
-            stdin,
-            stdout,
-            line: String::with_capacity(256),
-        })
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// Writes one complete line (`bytes` must end with `\n`) in one write.
-    fn send(&mut self, bytes: &[u8]) -> anyhow::Result<()> {
-        let w = self.stdin.as_mut().context("stdin closed")?;
-        w.write_all(bytes)?;
-        Ok(())
-    }
-
-    fn recv(&mut self) -> anyhow::Result<&str> {
-        self.line.clear();
-        if self.stdout.read_line(&mut self.line)? == 0 {
-            bail!("peer closed its stdout");
-        }
-        Ok(&self.line)
-    }
-
-    fn request(&mut self, v: &Value) -> anyhow::Result<Value> {
-        let mut bytes = serde_json::to_vec(v)?;
-        bytes.push(b'\n');
-        self.send(&bytes)?;
-        let r: Value = serde_json::from_str(self.recv()?)?;
-        ensure!(r.get("id") == v.get("id"), "unexpected answer {r}");
-        ensure!(r.get("result").is_some(), "error answer to {v}: {r}");
-        Ok(r)
-    }
-
-    fn notify(&mut self, v: &Value) -> anyhow::Result<()> {
-        let mut bytes = serde_json::to_vec(v)?;
-        bytes.push(b'\n');
-        self.send(&bytes)
-    }
-
-    /// `initialize`, `notifications/initialized`, `tools/list` (checks the echo tool).
-    fn mcp_handshake(&mut self) -> anyhow::Result<()> {
-        self.request(
-            &json!({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
-            "protocolVersion": "2025-06-18", "capabilities": {},
-            "clientInfo": {"name": "tc-bench", "version": "0"}}}),
-        )?;
-        self.notify(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
-        let r = self.request(&json!({"jsonrpc": "2.0", "id": "list", "method": "tools/list"}))?;
-        ensure!(
-            r.pointer("/result/tools/0/name") == Some(&json!("echo")),
-            "tools/list lacks echo: {r}"
-        );
-        Ok(())
-    }
-
-    /// Closes stdin and waits for the child to exit.
-    fn finish(mut self) -> anyhow::Result<()> {
-        drop(self.stdin.take());
-        let st = self.child.wait()?;
-        ensure!(st.success(), "peer exited with {st}");
-        Ok(())
-    }
+/// `initialize`, `notifications/initialized`, `tools/list` (checks the echo tool).
+fn mcp_handshake(peer: &mut Peer) -> anyhow::Result<()> {
+    peer.request(
+        &json!({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "tc-bench", "version": "0"}}}),
+    )?;
+    peer.notify(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
+    let r = peer.request(&json!({"jsonrpc": "2.0", "id": "list", "method": "tools/list"}))?;
+    ensure!(
+        r.pointer("/result/tools/0/name") == Some(&json!("echo")),
+        "tools/list lacks echo: {r}"
+    );
+    Ok(())
 }
 
 /// One measured path: a peer and its samples.
@@ -539,7 +469,7 @@ impl Route {
         line.push(b'\n');
         let t0 = Instant::now();
         self.peer.send(&line)?;
-        let answer = self.peer.recv()?;
+        let answer = self.peer.recv_line()?;
         let dt = t0.elapsed();
         if answer.as_bytes() != line.as_slice() {
             // Not the cat: must be the echo tool's successful result for this id.
@@ -564,7 +494,7 @@ fn time_to_ready(cmd: Command) -> anyhow::Result<Duration> {
     let t0 = Instant::now();
     let mut p = Peer::spawn(cmd)?;
     p.send(init)?;
-    let answer = p.recv()?;
+    let answer = p.recv_line()?;
     let dt = t0.elapsed();
     ensure!(
         answer.contains("\"protocolVersion\""),

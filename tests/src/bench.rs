@@ -1,10 +1,13 @@
 //! Helpers shared by the benchmarks (`tests/benches/*.rs`): locating a release binary,
-//! count settings from the environment, nearest-rank percentiles.
+//! count settings from the environment, nearest-rank percentiles, a JSON-RPC peer.
 
+use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
-use anyhow::{bail, Context};
+use anyhow::{bail, ensure, Context};
+use serde_json::Value;
 
 /// `$<env_var>`, else `<name>` next to the target profile dir this bench was built
 /// into (target/release/deps/<bench>-<hash> -> target/release/<name>).
@@ -67,4 +70,89 @@ impl Stats {
 /// Microseconds, for printing.
 pub fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
+}
+
+/// A child process spoken to in newline-delimited JSON-RPC over its stdio (a client's
+/// view of an MCP server, or of tc-shim in front of one), on blocking std I/O so the
+/// timings hold nothing but the peer's own work.
+pub struct Peer {
+    pub child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+    line: String,
+}
+
+impl Peer {
+    /// Starts `cmd` with piped stdin/stdout (stderr inherited).
+    pub fn spawn(mut cmd: Command) -> anyhow::Result<Peer> {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .with_context(|| format!("spawning {cmd:?}"))?;
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().context("child stdout")?);
+        Ok(Peer {
+            child,
+            stdin,
+            stdout,
+            line: String::with_capacity(512),
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Writes one complete line (`bytes` must end with `\n`) in one write.
+    pub fn send(&mut self, bytes: &[u8]) -> anyhow::Result<()> {
+        let w = self.stdin.as_mut().context("stdin closed")?;
+        w.write_all(bytes)?;
+        Ok(())
+    }
+
+    /// The next line, unparsed (with its `\n`).
+    pub fn recv_line(&mut self) -> anyhow::Result<&str> {
+        self.line.clear();
+        if self.stdout.read_line(&mut self.line)? == 0 {
+            bail!("peer closed its stdout");
+        }
+        Ok(&self.line)
+    }
+
+    /// The next line, parsed.
+    pub fn recv(&mut self) -> anyhow::Result<Value> {
+        self.recv_line()?;
+        serde_json::from_str(&self.line).with_context(|| format!("bad line {:?}", self.line))
+    }
+
+    /// Sends a request and returns its answer, which must be a result for the same id.
+    pub fn request(&mut self, v: &Value) -> anyhow::Result<Value> {
+        self.send(&line_of(v)?)?;
+        let r = self.recv()?;
+        ensure!(r.get("id") == v.get("id"), "unexpected answer {r} to {v}");
+        ensure!(r.get("result").is_some(), "error answer to {v}: {r}");
+        Ok(r)
+    }
+
+    /// Sends a notification.
+    pub fn notify(&mut self, v: &Value) -> anyhow::Result<()> {
+        self.send(&line_of(v)?)
+    }
+
+    /// Closes stdin and waits for the child to exit, which must be a success.
+    pub fn finish(mut self) -> anyhow::Result<()> {
+        drop(self.stdin.take());
+        let st = self.child.wait()?;
+        ensure!(st.success(), "peer exited with {st}");
+        Ok(())
+    }
+}
+
+/// `v` serialized as one line, `\n` included.
+pub fn line_of(v: &Value) -> anyhow::Result<Vec<u8>> {
+    let mut bytes = serde_json::to_vec(v)?;
+    bytes.push(b'\n');
+    Ok(bytes)
 }
