@@ -85,9 +85,10 @@ pub enum Down {
     Eof,
 }
 
-/// Reads the next non-empty downstream line. At most `limit()` bytes of a line are
-/// buffered; `limit` is asked again whenever a line is about to pass the last answer
-/// (what may be buffered depends on the requests waiting for an answer). Past it, the
+/// Reads the next non-empty downstream line. At most `limit()` bytes of a line (plus one
+/// read) are buffered; `limit` is asked again for every read of a line that spans reads
+/// and whenever a line is about to pass the last answer (what may be buffered depends
+/// on the requests waiting for an answer, which change while the line streams in). Past it, the
 /// buffered prefix and the rest of the line go through the [`Scanner`] and are dropped,
 /// so memory stays at the limit plus the reader's buffer however long the line is.
 pub async fn read_down<R: AsyncBufRead + Unpin>(
@@ -112,6 +113,12 @@ pub async fn read_down<R: AsyncBufRead + Unpin>(
                 None => (buf, None),
             };
             bytes += chunk.len() as u64;
+            if scan.is_none() && !line.is_empty() {
+                // A line spanning reads: the limit asked before it started may be stale
+                // (the request it answers may have been sent since), so ask again
+                // before it grows: at most one read's worth past the fresh answer.
+                lim = limit();
+            }
             match scan.as_mut() {
                 Some(s) => s.feed(chunk),
                 None if line.len() + chunk.len() > lim && {
@@ -224,6 +231,23 @@ mod tests {
         assert!(
             asked >= 2,
             "the limit is asked again before a line is declared oversize"
+        );
+        // A limit that shrinks while the line streams (the capped request was sent after
+        // the read began) is seen before the line is held whole.
+        let mut r = tokio::io::BufReader::with_capacity(64, data.as_bytes());
+        let _ = read_down(&mut r, &mut || 1000).await.unwrap();
+        let mut calls = 0;
+        let mut shrinking = || {
+            calls += 1;
+            if calls == 1 {
+                1 << 20
+            } else {
+                1000
+            }
+        };
+        assert!(
+            matches!(read_down(&mut r, &mut shrinking).await.unwrap(), Down::Oversize { top, .. } if top.id == Some(serde_json::json!("late"))),
+            "a stale, larger limit must not let the line be buffered past the fresh one"
         );
         // A limit that grows while the line streams lets it through whole.
         let mut r = tokio::io::BufReader::with_capacity(64, data.as_bytes());

@@ -1529,7 +1529,8 @@ pub async fn run(
     let child_reader = {
         let shim = Arc::clone(&shim);
         tokio::spawn(async move {
-            let mut r = BufReader::with_capacity(64 * 1024, child_out);
+            widen_pipe(&child_out);
+            let mut r = BufReader::with_capacity(DOWN_READ, child_out);
             // Governor: what may be buffered depends on who waits; longer lines are scanned.
             let mut limit = || shim.line_limit();
             loop {
@@ -1630,4 +1631,20 @@ mod tests {
         assert_eq!(env(r#"{"id":1,"result":{},"result":{}}"#), None);
         assert_eq!(env("not json"), None);
     }
+}
+
+/// Bytes per read from the downstream. With [`widen_pipe`], one read drains up to this
+/// much of a long answer: fewer wake-ups per megabyte scanned (the governor's refusal
+/// speed), while a short answer still touches only the pages it fills.
+const DOWN_READ: usize = 1024 * 1024;
+
+/// Asks the kernel for a pipe as wide as one read (the default 64 KiB pipe makes a
+/// 500 MB answer cost ~8 000 reader wake-ups). Best effort: an unprivileged process may
+/// be held to `/proc/sys/fs/pipe-max-size`, and a smaller pipe only costs speed.
+fn widen_pipe(out: &tokio::process::ChildStdout) {
+    use std::os::fd::AsRawFd;
+    let _ = nix::fcntl::fcntl(
+        out.as_raw_fd(),
+        nix::fcntl::FcntlArg::F_SETPIPE_SZ(DOWN_READ as i32),
+    );
 }
