@@ -1594,6 +1594,22 @@ fn client_output() -> Box<dyn tokio::io::AsyncWrite + Unpin + Send> {
     }
 }
 
+/// Bytes per read from the downstream. With [`widen_pipe`], one read drains up to this
+/// much of a long answer: fewer wake-ups per megabyte scanned (the governor's refusal
+/// speed), while a short answer still touches only the pages it fills.
+const DOWN_READ: usize = 1024 * 1024;
+
+/// Asks the kernel for a pipe as wide as one read (the default 64 KiB pipe makes a
+/// 500 MB answer cost ~8 000 reader wake-ups). Best effort: an unprivileged process may
+/// be held to `/proc/sys/fs/pipe-max-size`, and a smaller pipe only costs speed.
+fn widen_pipe(out: &tokio::process::ChildStdout) {
+    use std::os::fd::AsRawFd;
+    let _ = nix::fcntl::fcntl(
+        out.as_raw_fd(),
+        nix::fcntl::FcntlArg::F_SETPIPE_SZ(DOWN_READ as i32),
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1631,20 +1647,4 @@ mod tests {
         assert_eq!(env(r#"{"id":1,"result":{},"result":{}}"#), None);
         assert_eq!(env("not json"), None);
     }
-}
-
-/// Bytes per read from the downstream. With [`widen_pipe`], one read drains up to this
-/// much of a long answer: fewer wake-ups per megabyte scanned (the governor's refusal
-/// speed), while a short answer still touches only the pages it fills.
-const DOWN_READ: usize = 1024 * 1024;
-
-/// Asks the kernel for a pipe as wide as one read (the default 64 KiB pipe makes a
-/// 500 MB answer cost ~8 000 reader wake-ups). Best effort: an unprivileged process may
-/// be held to `/proc/sys/fs/pipe-max-size`, and a smaller pipe only costs speed.
-fn widen_pipe(out: &tokio::process::ChildStdout) {
-    use std::os::fd::AsRawFd;
-    let _ = nix::fcntl::fcntl(
-        out.as_raw_fd(),
-        nix::fcntl::FcntlArg::F_SETPIPE_SZ(DOWN_READ as i32),
-    );
 }
