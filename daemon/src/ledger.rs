@@ -76,6 +76,62 @@ fn check_hash(name: &str, v: &str) -> Result<(), DaemonError> {
     }
 }
 
+/// What a redemption id names.
+enum Redemption {
+    /// The token's latest redemption, on the token with this rowid.
+    Latest(i64),
+    /// An earlier redemption of a token that has been redeemed again since.
+    Superseded,
+}
+
+/// Resolves a redemption id. New ids are `<tokens.id>.<seq>.<random>` and need no index;
+/// ids issued before schema 3 have no '.' and are looked up in `legacy_redemptions`.
+fn find_redemption(
+    tx: &rusqlite::Transaction<'_>,
+    redemption_id: &str,
+) -> Result<Option<Redemption>, DaemonError> {
+    let mut parts = redemption_id.splitn(3, '.');
+    let (id, seq) = match (parts.next(), parts.next(), parts.next()) {
+        (Some(id), Some(seq), Some(_)) => match (id.parse::<i64>(), seq.parse::<i64>()) {
+            (Ok(id), Ok(seq)) => (id, Some(seq)),
+            _ => return Ok(None),
+        },
+        (Some(_), None, None) => {
+            let legacy: Option<i64> = tx
+                .query_row(
+                    "SELECT token_id FROM legacy_redemptions WHERE id = ?1",
+                    params![redemption_id],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            match legacy {
+                Some(id) => (id, None),
+                None => return Ok(None),
+            }
+        }
+        _ => return Ok(None),
+    };
+    let row: Option<(Option<String>, i64)> = tx
+        .query_row(
+            "SELECT redemption_id, redeemed FROM tokens WHERE id = ?1",
+            params![id],
+            |r| Ok((r.get(0)?, r.get(1)?)),
+        )
+        .optional()?;
+    let Some((latest, redeemed)) = row else {
+        return Ok(None); // deleted by a secret rotation
+    };
+    if latest.as_deref() == Some(redemption_id) {
+        return Ok(Some(Redemption::Latest(id)));
+    }
+    Ok(match seq {
+        // A legacy id the token no longer names was superseded.
+        None => Some(Redemption::Superseded),
+        Some(s) if (1..redeemed).contains(&s) => Some(Redemption::Superseded),
+        Some(_) => None,
+    })
+}
+
 /// A request waiting for a human, as `tcctl pending` shows it.
 #[derive(Debug, Clone)]
 pub struct Pending {
@@ -241,18 +297,18 @@ impl Ledger {
         }
         let hash = self.token_hash(token);
         let now = now_ms();
-        let redemption = random_b64(18);
+        let nonce = random_b64(16);
         self.store.write(|tx, evs| {
-            type Row = (String, String, String, String, String, i64, Option<i64>);
+            type Row = (i64, String, String, String, String, String, i64, Option<i64>, i64);
             let row: Option<Row> = tx
                 .query_row(
-                    "SELECT vault, tool, caller, args_hash, state_fp, expires_at, consumed_at
+                    "SELECT id, vault, tool, caller, args_hash, state_fp, expires_at, consumed_at, redeemed
                      FROM tokens WHERE token_hash = ?1",
                     params![hash],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?)),
+                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?)),
                 )
                 .optional()?;
-            let Some((vault, tool, caller, args_hash, fp, exp, consumed)) = row else {
+            let Some((id, vault, tool, caller, args_hash, fp, exp, consumed, redeemed)) = row else {
                 return Err(DaemonError::refused(
                     Reason::Unknown,
                     "unknown confirmation token (never issued here, or voided by a secret rotation)",
@@ -283,26 +339,35 @@ impl Ledger {
                     format!("this token was minted for a different call ({} differ)", fields.join(", ")),
                 )));
             }
-            let spent = tx.execute(
-                "UPDATE tokens SET consumed_at = ?2, redemption_id = ?3 WHERE token_hash = ?1 AND consumed_at IS NULL",
-                params![hash, now, if fp == current_fp { Some(&redemption) } else { None }],
-            )?;
-            if spent != 1 {
-                return Err(DaemonError::refused(Reason::Spent, "this confirmation token was already used"));
-            }
             if fp != current_fp {
+                // Spent without a redemption: the latest one (if any) stays as it was.
+                let spent = tx.execute(
+                    "UPDATE tokens SET consumed_at = ?2 WHERE id = ?1 AND consumed_at IS NULL",
+                    params![id, now],
+                )?;
+                if spent != 1 {
+                    return Err(DaemonError::refused(Reason::Spent, "this confirmation token was already used"));
+                }
                 evs.push(b.event(events::REPLAY_DRIFT, current_fp, json!({ "approved_state_fp": fp })));
                 return Ok(Err(DaemonError::refused(
                     Reason::ReplayDrift,
                     "the target changed since the confirmation was requested; nothing was applied and the token is spent",
                 )));
             }
-            tx.execute(
-                "INSERT INTO redemptions (id, token_hash, redeemed_at) VALUES (?1, ?2, ?3)",
-                params![redemption, hash, now],
+            let seq = redeemed + 1;
+            let redemption = format!("{id}.{seq}.{nonce}");
+            // Single use: exactly one row changes only while the token is unspent.
+            let spent = tx.execute(
+                "UPDATE tokens SET consumed_at = ?2, redemption_id = ?3, redeemed = ?4,
+                   released_at = NULL, final_at = NULL
+                 WHERE id = ?1 AND consumed_at IS NULL",
+                params![id, now, redemption, seq],
             )?;
+            if spent != 1 {
+                return Err(DaemonError::refused(Reason::Spent, "this confirmation token was already used"));
+            }
             evs.push(b.event(events::REDEEMED, current_fp, json!({ "redemption_id": redemption })));
-            Ok(Ok(redemption.clone()))
+            Ok(Ok(redemption))
         })
     }
 
@@ -311,17 +376,20 @@ impl Ledger {
     pub fn release(&self, redemption_id: &str, why: &str) -> Result<(), DaemonError> {
         let now = now_ms();
         self.store.write(|tx, evs| {
-            type Row = (Vec<u8>, Option<i64>, Option<i64>);
-            let row: Option<Row> = tx
-                .query_row(
-                    "SELECT token_hash, released_at, final_at FROM redemptions WHERE id = ?1",
-                    params![redemption_id],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-                )
-                .optional()?;
-            let Some((hash, released, fin)) = row else {
-                return Err(DaemonError::refused(Reason::Unknown, "no such redemption"));
+            let id = match find_redemption(tx, redemption_id)? {
+                None => return Err(DaemonError::refused(Reason::Unknown, "no such redemption")),
+                // A token is only redeemed again after its previous redemption was released.
+                Some(Redemption::Superseded) => {
+                    return Err(DaemonError::refused(Reason::Spent, "this redemption was already released"))
+                }
+                Some(Redemption::Latest(id)) => id,
             };
+            type Row = (Option<i64>, Option<i64>, Binding);
+            let (released, fin, b): Row = tx.query_row(
+                "SELECT released_at, final_at, vault, tool, caller, args_hash FROM tokens WHERE id = ?1",
+                params![id],
+                |r| Ok((r.get(0)?, r.get(1)?, Binding { vault: r.get(2)?, tool: r.get(3)?, caller: r.get(4)?, args_hash: r.get(5)? })),
+            )?;
             if released.is_some() {
                 return Err(DaemonError::refused(Reason::Spent, "this redemption was already released"));
             }
@@ -331,15 +399,11 @@ impl Ledger {
                     "the call already ran with this redemption; it cannot be released",
                 ));
             }
-            tx.execute("UPDATE redemptions SET released_at = ?2 WHERE id = ?1", params![redemption_id, now])?;
+            // Expiry and binding are untouched: the token is exactly as minted.
             tx.execute(
-                "UPDATE tokens SET consumed_at = NULL, redemption_id = NULL WHERE token_hash = ?1 AND redemption_id = ?2",
-                params![hash, redemption_id],
-            )?;
-            let b = tx.query_row(
-                "SELECT vault, tool, caller, args_hash FROM tokens WHERE token_hash = ?1",
-                params![hash],
-                |r| Ok(Binding { vault: r.get(0)?, tool: r.get(1)?, caller: r.get(2)?, args_hash: r.get(3)? }),
+                "UPDATE tokens SET consumed_at = NULL, released_at = ?3
+                 WHERE id = ?1 AND redemption_id = ?2 AND released_at IS NULL AND final_at IS NULL",
+                params![id, redemption_id, now],
             )?;
             evs.push(b.event(events::RELEASED, "", json!({ "reason": why, "redemption_id": redemption_id })));
             Ok(Ok(()))
@@ -359,13 +423,15 @@ impl Ledger {
         self.store.write(|tx, evs| {
             if !redemption_id.is_empty() {
                 // Only a live redemption of a token minted for this very call.
-                let n = tx.execute(
-                    "UPDATE redemptions SET final_at = ?2
-                     WHERE id = ?1 AND final_at IS NULL AND released_at IS NULL
-                       AND EXISTS (SELECT 1 FROM tokens t WHERE t.token_hash = redemptions.token_hash
-                                   AND t.vault = ?3 AND t.tool = ?4 AND t.caller = ?5 AND t.args_hash = ?6)",
-                    params![redemption_id, now, b.vault, b.tool, b.caller, b.args_hash],
-                )?;
+                let n = match find_redemption(tx, redemption_id)? {
+                    Some(Redemption::Latest(id)) => tx.execute(
+                        "UPDATE tokens SET final_at = ?3
+                         WHERE id = ?1 AND redemption_id = ?2 AND final_at IS NULL AND released_at IS NULL
+                           AND vault = ?4 AND tool = ?5 AND caller = ?6 AND args_hash = ?7",
+                        params![id, redemption_id, now, b.vault, b.tool, b.caller, b.args_hash],
+                    )?,
+                    _ => 0,
+                };
                 if n != 1 {
                     return Err(DaemonError::refused(
                         Reason::Spent,
@@ -636,5 +702,187 @@ impl Ledger {
         if let Err(e) = self.store.append(ev) {
             tracing::warn!(error = %e, "could not record tc.auth.denied");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rusqlite::Connection;
+
+    fn reason<T: std::fmt::Debug>(r: Result<T, DaemonError>) -> Reason {
+        match r {
+            Err(DaemonError::Refused { reason, .. }) => reason,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
+
+    /// A schema-2 database (tokens + a separate `redemptions` table) with tokens in every
+    /// state migrates to schema 3 with each token's state intact: what was spent stays
+    /// spent, what was released redeems again, a final redemption cannot be released, and
+    /// the old redemption ids still release (once) or are refused as before.
+    #[test]
+    fn schema_2_tokens_and_redemptions_survive_migration_3() {
+        let dir = tempfile::tempdir().unwrap();
+        let secret = Secret::load_or_create(dir.path()).unwrap();
+        let hash = |t: &str| {
+            let mut m = <Hmac<Sha256> as Mac>::new_from_slice(&secret.keys.token).unwrap();
+            m.update(t.as_bytes());
+            m.finalize().into_bytes().to_vec()
+        };
+        let b = Binding {
+            vault: "v".into(),
+            tool: "t".into(),
+            caller: "c".into(),
+            args_hash: tc_core::hash::sha256_hex(b"args"),
+        };
+        let fp = tc_core::hash::sha256_hex(b"fp");
+        let now = now_ms();
+        let exp = now + 3_600_000;
+        let db = dir.path().join("cache.db");
+        {
+            let c = Connection::open(&db).unwrap();
+            c.execute_batch(crate::store::MIGRATIONS[0]).unwrap();
+            c.execute_batch(crate::store::MIGRATIONS[1]).unwrap();
+            c.pragma_update(None, "user_version", 2).unwrap();
+            // (token, consumed, tokens.redemption_id, [(redemption, released, final)])
+            type Fixture<'a> = (&'a str, bool, Option<&'a str>, Vec<(&'a str, bool, bool)>);
+            let fixtures: Vec<Fixture> = vec![
+                ("tct_spent", true, Some("rA"), vec![("rA", false, false)]),
+                ("tct_released", false, None, vec![("rB", true, false)]),
+                ("tct_final", true, Some("rC"), vec![("rC", false, true)]),
+                ("tct_fresh", false, None, vec![]),
+                (
+                    "tct_twice",
+                    true,
+                    Some("rD2"),
+                    vec![("rD1", true, false), ("rD2", false, false)],
+                ),
+            ];
+            for (tok, consumed, rid, reds) in fixtures {
+                c.execute(
+                    "INSERT INTO tokens (token_hash, vault, tool, caller, args_hash, state_fp,
+                       created_at, expires_at, consumed_at, redemption_id)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                    params![
+                        hash(tok),
+                        b.vault,
+                        b.tool,
+                        b.caller,
+                        b.args_hash,
+                        fp,
+                        now,
+                        exp,
+                        consumed.then_some(now),
+                        rid
+                    ],
+                )
+                .unwrap();
+                for (id, released, fin) in reds {
+                    c.execute(
+                        "INSERT INTO redemptions (id, token_hash, redeemed_at, released_at, final_at)
+                         VALUES (?1, ?2, ?3, ?4, ?5)",
+                        params![
+                            id,
+                            hash(tok),
+                            now,
+                            released.then_some(now),
+                            fin.then_some(now)
+                        ],
+                    )
+                    .unwrap();
+                }
+            }
+        }
+        let store = Store::open(&db).unwrap();
+        let l = Ledger::new(store, Secret::load_or_create(dir.path()).unwrap(), 300);
+        let v: i64 = l
+            .store
+            .read(|c| Ok(c.pragma_query_value(None, "user_version", |r| r.get(0))?))
+            .unwrap();
+        assert_eq!(v, 3);
+
+        // Spent stays spent; its redemption releases once, then the token redeems again.
+        assert_eq!(reason(l.redeem("tct_spent", &b, &fp)), Reason::Spent);
+        l.release("rA", "test").unwrap();
+        assert_eq!(reason(l.release("rA", "test")), Reason::Spent);
+        let again = l.redeem("tct_spent", &b, &fp).unwrap();
+        assert_eq!(reason(l.release("rA", "test")), Reason::Spent);
+        assert_eq!(reason(l.redeem("tct_spent", &b, &fp)), Reason::Spent);
+
+        // Released stays released (once), and redeems again.
+        assert_eq!(reason(l.release("rB", "test")), Reason::Spent);
+        let rb2 = l.redeem("tct_released", &b, &fp).unwrap();
+        assert_eq!(reason(l.release("rB", "test")), Reason::Spent);
+        l.release(&rb2, "test").unwrap();
+
+        // Final cannot be released; the token stays spent.
+        assert_eq!(reason(l.release("rC", "test")), Reason::Spent);
+        assert_eq!(reason(l.redeem("tct_final", &b, &fp)), Reason::Spent);
+
+        // Redeemed twice: the first redemption was released, the second is live.
+        assert_eq!(reason(l.release("rD1", "test")), Reason::Spent);
+        l.release("rD2", "test").unwrap();
+
+        // Once the handler ran, the redemption is final (no release).
+        l.consumed(&b, &fp, "test", &again).unwrap();
+        assert_eq!(reason(l.release(&again, "test")), Reason::Spent);
+
+        // Unknown ids stay unknown, new-format or not.
+        assert_eq!(reason(l.release("nope", "test")), Reason::Unknown);
+        assert_eq!(reason(l.release("999.1.x", "test")), Reason::Unknown);
+        assert_eq!(reason(l.release("", "test")), Reason::Unknown);
+
+        // The original expiry came through the migration untouched.
+        let exps: Vec<i64> = l
+            .store
+            .read(|c| {
+                let mut st = c.prepare("SELECT expires_at FROM tokens")?;
+                let rows = st.query_map([], |r| r.get(0))?;
+                Ok(rows.collect::<Result<_, _>>()?)
+            })
+            .unwrap();
+        assert_eq!(exps, vec![exp; 5]);
+    }
+
+    /// A release hands back the token with its original expiry, once per redemption; a
+    /// forged id naming the token's row with the current sequence number is unknown.
+    #[test]
+    fn release_once_per_redemption_and_forged_ids_are_unknown() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = Ledger::new(
+            Store::open(&dir.path().join("db")).unwrap(),
+            Secret::ephemeral(),
+            300,
+        );
+        let b = Binding {
+            vault: "v".into(),
+            tool: "t".into(),
+            caller: "c".into(),
+            args_hash: tc_core::hash::sha256_hex(b"args"),
+        };
+        let fp = tc_core::hash::sha256_hex(b"fp");
+        l.raise(&b, &fp, "s").unwrap();
+        let (token, exp, _) = l.mint(&b, None).unwrap();
+        let r1 = l.redeem(&token, &b, &fp).unwrap();
+        let forged = format!("{}forged", &r1[..r1.rfind('.').unwrap() + 1]);
+        assert_eq!(reason(l.release(&forged, "x")), Reason::Unknown);
+        l.release(&r1, "x").unwrap();
+        assert_eq!(reason(l.release(&r1, "x")), Reason::Spent);
+        let r2 = l.redeem(&token, &b, &fp).unwrap();
+        assert_ne!(r1, r2);
+        assert_eq!(reason(l.release(&r1, "x")), Reason::Spent);
+        assert_eq!(reason(l.redeem(&token, &b, &fp)), Reason::Spent);
+        l.release(&r2, "x").unwrap();
+        let after: i64 = l
+            .store
+            .read(|c| Ok(c.query_row("SELECT expires_at FROM tokens", [], |r| r.get(0))?))
+            .unwrap();
+        assert_eq!(after, exp);
+        // A drift spends the token and leaves the released redemption released.
+        let other = tc_core::hash::sha256_hex(b"other");
+        assert_eq!(reason(l.redeem(&token, &b, &other)), Reason::ReplayDrift);
+        assert_eq!(reason(l.release(&r2, "x")), Reason::Spent);
+        assert_eq!(reason(l.redeem(&token, &b, &fp)), Reason::Spent);
     }
 }

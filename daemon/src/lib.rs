@@ -11,6 +11,7 @@ pub mod listener;
 pub mod seal;
 pub mod secret;
 pub mod service;
+pub mod shutdown;
 pub mod store;
 
 use std::path::PathBuf;
@@ -23,6 +24,7 @@ use tc_core::Config;
 use tc_proto::v1::confirm_server::ConfirmServer;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio_stream::wrappers::UnixListenerStream;
+use tokio_stream::StreamExt;
 use tonic::transport::server::UdsConnectInfo;
 
 use crate::ledger::Ledger;
@@ -78,11 +80,19 @@ pub fn run() -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    rt.block_on(serve(Options {
+    let result = rt.block_on(serve(Options {
         config,
         ephemeral: args.ephemeral,
-    }))
+    }));
+    // serve() has cut every connection; this only bounds a straggling blocking task.
+    rt.shutdown_timeout(Duration::from_secs(2));
+    result
 }
+
+/// How long in-flight RPCs get after SIGTERM before open connections are cut.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
+/// How long cut connections get to unwind before `serve` returns regardless.
+const CUT_WAIT: Duration = Duration::from_secs(1);
 
 /// Opens the store, binds the socket and serves until a shutdown signal.
 pub async fn serve(opts: Options) -> anyhow::Result<()> {
@@ -122,6 +132,10 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
             }
         }
     };
+    // `draining`: the signal came, no new connections, follow streams end.
+    // `cut`: the grace is over, every connection still open fails its next read/write.
+    let draining = shutdown::Switch::default();
+    let cut = shutdown::Switch::default();
     let service = service::Service::new(
         ledger.clone(),
         service::Info {
@@ -129,6 +143,7 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
             cache_dir: cache_dir.clone(),
             started: Instant::now(),
         },
+        draining.clone(),
     );
 
     let gc_ledger = ledger.clone();
@@ -145,18 +160,48 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
 
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
-    let shutdown = async move {
-        tokio::select! {
-            _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
-            _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+    let shutdown = {
+        let draining = draining.clone();
+        async move {
+            tokio::select! {
+                _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+                _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+            }
+            draining.flip();
         }
     };
+    // tonic's graceful shutdown waits for every connection to close, with no deadline: an
+    // idle client, or one stopped with SIGSTOP that cannot even answer GOAWAY, would keep
+    // tcd alive forever. After the grace the connections are cut. A write is never lost
+    // by this: each reply is sent only after its commit, so a cut RPC either committed
+    // (and its reply is lost, as on a crash) or did nothing.
+    let deadline = {
+        let cut = cut.clone();
+        let draining = draining.flipped();
+        async move {
+            draining.await;
+            tokio::time::sleep(SHUTDOWN_GRACE).await;
+            tracing::warn!(
+                grace_ms = SHUTDOWN_GRACE.as_millis() as u64,
+                "clients still connected after the shutdown grace; closing their connections"
+            );
+            cut.flip();
+            tokio::time::sleep(CUT_WAIT).await;
+        }
+    };
+    let incoming = UnixListenerStream::new(bound.listener).map(move |c| c.map(|s| cut.wrap(s)));
     tracing::info!(socket = %socket.display(), activated = bound.activated, db = %db.display(), "tcd ready");
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
-    let result = tonic::transport::Server::builder()
+    let server = tonic::transport::Server::builder()
         .add_service(ConfirmServer::with_interceptor(service, auth))
-        .serve_with_incoming_shutdown(UnixListenerStream::new(bound.listener), shutdown)
-        .await;
+        .serve_with_incoming_shutdown(incoming, shutdown);
+    let result = tokio::select! {
+        r = server => r,
+        _ = deadline => {
+            tracing::warn!("connections did not unwind after being closed; exiting anyway");
+            Ok(())
+        }
+    };
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
     gc.abort();
     if let Some(path) = bound.cleanup {

@@ -11,6 +11,7 @@ use tonic::{Request, Response, Status};
 
 use crate::error::DaemonError;
 use crate::ledger::{Binding, Ledger};
+use crate::shutdown::Switch;
 use crate::store::NewEvent;
 
 /// Everything `Status` reports besides the ledger.
@@ -24,13 +25,17 @@ pub struct Info {
 pub struct Service {
     ledger: Arc<Ledger>,
     info: Arc<Info>,
+    draining: Switch,
 }
 
 impl Service {
-    pub fn new(ledger: Arc<Ledger>, info: Info) -> Self {
+    /// `draining` flips at shutdown: `ListEvents --follow` streams then end with
+    /// `unavailable` instead of holding their connection open through the grace.
+    pub fn new(ledger: Arc<Ledger>, info: Info, draining: Switch) -> Self {
         Service {
             ledger,
             info: Arc::new(info),
+            draining,
         }
     }
 
@@ -252,7 +257,9 @@ impl Confirm for Service {
         let ledger = self.ledger.clone();
         // Subscribe before the first read so nothing committed in between is missed.
         let mut committed = ledger.store.subscribe();
+        let draining = self.draining.flipped();
         tokio::spawn(async move {
+            tokio::pin!(draining);
             let mut after = r.after_id;
             let mut left = if r.limit == 0 {
                 u64::MAX
@@ -302,6 +309,10 @@ impl Confirm for Service {
                             if let Err(tokio::sync::broadcast::error::RecvError::Closed) = res { return; }
                         }
                         _ = tx.closed() => return,
+                        _ = &mut draining => {
+                            let _ = tx.send(Err(Status::unavailable("tcd is shutting down"))).await;
+                            return;
+                        }
                     }
                 }
             }

@@ -15,7 +15,7 @@ use tokio::sync::broadcast;
 use crate::error::DaemonError;
 
 /// Schema migrations; `PRAGMA user_version` is the index of the last one applied.
-const MIGRATIONS: &[&str] = &[
+pub(crate) const MIGRATIONS: &[&str] = &[
     // 1: the initial schema.
     r#"
     CREATE TABLE raised (
@@ -53,6 +53,45 @@ const MIGRATIONS: &[&str] = &[
     // write per event); a partial index keeps "live tokens" cheap for `Status`.
     r#"
     DROP TABLE counters;
+    CREATE INDEX tokens_live ON tokens (expires_at) WHERE consumed_at IS NULL;
+    "#,
+    // 3: `redemptions` folds into `tokens` (a redeem writes one row instead of two rows
+    // in two tables, each with its own B-trees). A token keeps its latest redemption:
+    // `redemption_id`, its sequence number `redeemed`, `released_at`, `final_at`. New
+    // redemption ids are `<tokens.id>.<seq>.<random>`, found by rowid with no index; ids
+    // issued before this migration (no '.') are found through `legacy_redemptions`,
+    // written only here. `id` is an explicit rowid so VACUUM cannot renumber it.
+    r#"
+    CREATE TABLE tokens_v3 (
+        id INTEGER PRIMARY KEY,
+        token_hash BLOB NOT NULL,
+        vault TEXT NOT NULL, tool TEXT NOT NULL, caller TEXT NOT NULL, args_hash TEXT NOT NULL,
+        state_fp TEXT NOT NULL,
+        created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,
+        consumed_at INTEGER,
+        redemption_id TEXT, redeemed INTEGER NOT NULL DEFAULT 0,
+        released_at INTEGER, final_at INTEGER
+    );
+    INSERT INTO tokens_v3 (token_hash, vault, tool, caller, args_hash, state_fp, created_at,
+                           expires_at, consumed_at, redemption_id, redeemed, released_at, final_at)
+    SELECT t.token_hash, t.vault, t.tool, t.caller, t.args_hash, t.state_fp, t.created_at,
+           t.expires_at, t.consumed_at, r.id,
+           (SELECT count(*) FROM redemptions c WHERE c.token_hash = t.token_hash),
+           r.released_at, r.final_at
+    FROM tokens t
+    -- The latest redemption: the one the token names while spent, else the newest row
+    -- (released ones; v2 cleared tokens.redemption_id on release).
+    LEFT JOIN redemptions r ON r.rowid = coalesce(
+        (SELECT x.rowid FROM redemptions x WHERE x.id = t.redemption_id),
+        (SELECT max(y.rowid) FROM redemptions y WHERE y.token_hash = t.token_hash))
+    ORDER BY t.rowid;
+    CREATE TABLE legacy_redemptions (id TEXT PRIMARY KEY, token_id INTEGER NOT NULL) WITHOUT ROWID;
+    INSERT INTO legacy_redemptions (id, token_id)
+    SELECT r.id, n.id FROM redemptions r JOIN tokens_v3 n ON n.token_hash = r.token_hash;
+    DROP TABLE redemptions;
+    DROP TABLE tokens;
+    ALTER TABLE tokens_v3 RENAME TO tokens;
+    CREATE UNIQUE INDEX tokens_hash ON tokens (token_hash);
     CREATE INDEX tokens_live ON tokens (expires_at) WHERE consumed_at IS NULL;
     "#,
 ];

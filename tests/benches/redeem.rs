@@ -10,8 +10,8 @@
 //! 3. the baselines the target is judged against: one bare fsync'd SQLite commit
 //!    (WAL, `synchronous=FULL`) of a single-row `INSERT`, and of an
 //!    `UPDATE … WHERE consumed_at IS NULL`; plus, to split the cost, the daemon's own
-//!    redeem transaction run in-process, and a `Status` RPC (gRPC + blocking pool +
-//!    mutex, no write).
+//!    redeem transaction run in-process, and a `Status` RPC (gRPC + the store, no
+//!    write).
 //!
 //! Tokens are raised and minted before each timed phase; only `Redeem` is timed. Timings
 //! are printed, never asserted: the bench exits 0 whenever it ran.
@@ -442,9 +442,10 @@ impl BareUpdate {
     }
 }
 
-/// The statements `Ledger::redeem` + `Store::write` run for a successful redeem (SELECT,
-/// UPDATE, INSERT redemption, INSERT event, counter upsert), in one transaction, with no
-/// RPC around it. A mirror of daemon/src/ledger.rs and store.rs; keep it in step.
+/// The statements `Ledger::redeem` + `Store::write` run for a successful redeem (schema 3:
+/// SELECT the token, UPDATE it `WHERE consumed_at IS NULL`, INSERT the event), in one
+/// transaction, with no RPC around it. A mirror of daemon/src/ledger.rs and store.rs; keep
+/// it in step.
 struct InprocRedeem {
     conn: Connection,
     rows: Vec<(Vec<u8>, String)>,
@@ -456,21 +457,18 @@ impl InprocRedeem {
         let mut conn = open_durable(path)?;
         conn.execute_batch(
             "CREATE TABLE tokens (
-                token_hash BLOB PRIMARY KEY,
+                id INTEGER PRIMARY KEY, token_hash BLOB NOT NULL,
                 vault TEXT NOT NULL, tool TEXT NOT NULL, caller TEXT NOT NULL,
                 args_hash TEXT NOT NULL, state_fp TEXT NOT NULL,
                 created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,
-                consumed_at INTEGER, redemption_id TEXT);
-             CREATE TABLE redemptions (
-                id TEXT PRIMARY KEY, token_hash BLOB NOT NULL,
-                redeemed_at INTEGER NOT NULL, released_at INTEGER, final_at INTEGER);
+                consumed_at INTEGER, redemption_id TEXT, redeemed INTEGER NOT NULL DEFAULT 0,
+                released_at INTEGER, final_at INTEGER);
+             CREATE UNIQUE INDEX tokens_hash ON tokens (token_hash);
+             CREATE INDEX tokens_live ON tokens (expires_at) WHERE consumed_at IS NULL;
              CREATE TABLE events (
                 id INTEGER PRIMARY KEY AUTOINCREMENT, at_ms INTEGER NOT NULL, kind TEXT NOT NULL,
                 vault TEXT NOT NULL, tool TEXT NOT NULL, caller TEXT NOT NULL,
-                args_hash TEXT NOT NULL, state_fp TEXT NOT NULL, detail TEXT NOT NULL);
-             CREATE TABLE counters (
-                name TEXT NOT NULL, labels TEXT NOT NULL, value INTEGER NOT NULL,
-                PRIMARY KEY (name, labels));",
+                args_hash TEXT NOT NULL, state_fp TEXT NOT NULL, detail TEXT NOT NULL);",
         )?;
         let fp = sha256_hex(b"tc-bench-state");
         let now = tc_core::now_ms();
@@ -499,40 +497,33 @@ impl InprocRedeem {
             .rows
             .pop()
             .context("in-process redeem ran out of tokens")?;
-        let rid = format!("redemption-{}", self.rows.len());
-        let detail = format!("{{\"redemption_id\":\"{rid}\"}}");
         let start = Instant::now();
         let now = tc_core::now_ms();
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)?;
-        let consumed: Option<i64> = tx.query_row(
-            "SELECT vault, tool, caller, args_hash, state_fp, expires_at, consumed_at
-             FROM tokens WHERE token_hash = ?1",
-            params![h],
-            |r| r.get(6),
-        )?;
+        let (id, consumed, redeemed): (i64, Option<i64>, i64) = tx
+            .prepare_cached(
+                "SELECT id, vault, tool, caller, args_hash, state_fp, expires_at, consumed_at, redeemed
+                 FROM tokens WHERE token_hash = ?1",
+            )?
+            .query_row(params![h], |r| Ok((r.get(0)?, r.get(7)?, r.get(8)?)))?;
         if consumed.is_some() {
             bail!("in-process token already consumed");
         }
-        tx.execute(
-            "UPDATE tokens SET consumed_at = ?2, redemption_id = ?3 WHERE token_hash = ?1 AND consumed_at IS NULL",
-            params![h, now, rid],
-        )?;
-        tx.execute(
-            "INSERT INTO redemptions (id, token_hash, redeemed_at) VALUES (?1, ?2, ?3)",
-            params![rid, h, now],
-        )?;
+        let rid = format!("{id}.{}.bench-redemption-nonce", redeemed + 1);
+        let detail = format!("{{\"redemption_id\":\"{rid}\"}}");
+        tx.prepare_cached(
+            "UPDATE tokens SET consumed_at = ?2, redemption_id = ?3, redeemed = ?4,
+               released_at = NULL, final_at = NULL
+             WHERE id = ?1 AND consumed_at IS NULL",
+        )?
+        .execute(params![id, now, rid, redeemed + 1])?;
         tx.prepare_cached(
             "INSERT INTO events (at_ms, kind, vault, tool, caller, args_hash, state_fp, detail)
              VALUES (?1, ?2, 'bench', 't', 'stdio', ?3, ?4, ?5)",
         )?
         .execute(params![now, REDEEMED, a, self.fp, detail])?;
-        tx.execute(
-            "INSERT INTO counters (name, labels, value) VALUES (?1, ?2, 1)
-             ON CONFLICT (name, labels) DO UPDATE SET value = value + 1",
-            params!["tc_events_total", format!("kind=\"{REDEEMED}\"")],
-        )?;
         tx.commit()?;
         Ok(start.elapsed())
     }

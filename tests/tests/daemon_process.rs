@@ -364,3 +364,85 @@ async fn a_symlinked_socket_directory_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("symlink"), "{err}");
 }
+
+/// Spawns this daemon's `tcd` with a [`Child`](std::process::Child) the test owns, so it
+/// can wait for the exit itself (with a longer deadline than `Daemon::signal`).
+fn spawn_owned(d: &Daemon) -> std::process::Child {
+    let err = std::fs::File::create(d.dir.path().join("tcd.stderr.owned")).unwrap();
+    let mut child = d
+        .command()
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(err)
+        .spawn()
+        .expect("spawn tcd");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::os::unix::net::UnixStream::connect(&d.socket).is_err() {
+        assert!(child.try_wait().unwrap().is_none(), "tcd exited at start");
+        assert!(Instant::now() < deadline, "tcd did not come up");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    child
+}
+
+/// `tcctl events --follow` against `d`, returned once it has printed its first event
+/// (so its stream is open on the daemon), with its stdout kept open.
+fn following_tcctl(d: &Daemon) -> (std::process::Child, impl Sized) {
+    use std::io::BufRead;
+    let mut child = Command::new(bin("tcctl"))
+        .arg("--socket")
+        .arg(&d.socket)
+        .arg("--config")
+        .arg(&d.config)
+        .args(["events", "--follow"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn tcctl");
+    let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).expect("read tcctl");
+    assert!(line.contains("tc.elicit.requested"), "{line:?}");
+    (child, out)
+}
+
+/// SIGTERM while clients keep connections open: a following `tcctl events --follow`
+/// (a stream that never ends), the same stopped with SIGSTOP (it can answer nothing, not
+/// even h2 GOAWAY/PING), and a raw socket that never spoke h2. tcd must still exit 0 and
+/// remove its socket; before the fix it waited for those connections forever.
+#[tokio::test(flavor = "multi_thread")]
+async fn sigterm_exits_despite_open_and_stopped_clients() {
+    let d = Daemon::prepared(DaemonOpts::default());
+    let mut tcd = spawn_owned(&d);
+    let mut c = d.client().await;
+    c.raise(v1::RaiseRequest {
+        binding: Some(binding("notes", "write_file", "stdio", "shutdown")),
+        state_fp: h("fp"),
+        summary: "an event for the followers".into(),
+    })
+    .await
+    .unwrap();
+    let (mut follower, _follower_out) = following_tcctl(&d);
+    let (mut stopped, _stopped_out) = following_tcctl(&d);
+    let stopped_pid = nix::unistd::Pid::from_raw(stopped.id() as i32);
+    nix::sys::signal::kill(stopped_pid, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let _silent = std::os::unix::net::UnixStream::connect(&d.socket).unwrap();
+
+    let pid = nix::unistd::Pid::from_raw(tcd.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let st = wait_timeout(&mut tcd, Duration::from_secs(20));
+    if st.is_none() {
+        let _ = tcd.kill();
+        let _ = tcd.wait();
+    }
+    nix::sys::signal::kill(stopped_pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    for child in [&mut follower, &mut stopped] {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    let st = st.expect("tcd did not exit on SIGTERM with clients connected");
+    assert!(st.success(), "exit {st}");
+    assert!(!d.socket.exists(), "socket removed on SIGTERM");
+    drop(c);
+}
