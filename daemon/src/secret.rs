@@ -195,13 +195,23 @@ fn read_secret(path: &Path) -> Result<Option<[u8; SECRET_LEN]>, SecretError> {
 }
 
 fn create_secret(path: &Path, bytes: &[u8; SECRET_LEN]) -> std::io::Result<[u8; SECRET_LEN]> {
-    let mut f = OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .open(path)?;
-    f.write_all(bytes)?;
-    f.sync_all()?;
+    // Written under a temporary name and linked into place only once complete and on
+    // disk: a full disk or a crash mid-write must not leave a short key behind that
+    // blocks every later start. `hard_link` fails with AlreadyExists like O_EXCL did.
+    let tmp = path.with_extension(format!("key.tmp{}", std::process::id()));
+    let _ = fs::remove_file(&tmp);
+    let written = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()?;
+        fs::hard_link(&tmp, path)
+    })();
+    let _ = fs::remove_file(&tmp);
+    written?;
     if let Some(dir) = path.parent() {
         fs::File::open(dir)?.sync_all()?;
     }

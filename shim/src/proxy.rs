@@ -1053,6 +1053,24 @@ impl Shim {
                 )
             }
             DaemonError::Refused(status) => match e.reason() {
+                // No refusal reason: the daemon failed (disk full, read-only, internal) and
+                // rolled back. Nothing about the confirmation is wrong, so asking the human
+                // for a fresh one would not help; the same call works once the daemon does.
+                None => {
+                    let text = format!(
+                        "Tool `{}` needs a human confirmation, but the tc daemon failed ({}). The call was NOT run                          and no confirmation was used up (an elicit_token you hold stays valid). Ask the human to                          fix the daemon (its log: `journalctl --user -u tcd`), then retry the same call.",
+                        s.tool,
+                        status.message()
+                    );
+                    let mut d = details;
+                    d["reason"] = json!("daemon_error");
+                    results::tool_error(
+                        ErrorCode::ConfirmationUnavailable,
+                        text,
+                        d,
+                        Some(json!({"command": "journalctl --user -u tcd"})),
+                    )
+                }
                 Some(tc_core::Reason::ReplayDrift) => {
                     let text = format!(
                         "The confirmation for `{}` no longer matches: its target changed since the human was asked, \
@@ -1062,8 +1080,8 @@ impl Shim {
                     );
                     results::tool_error(ErrorCode::ReplayDrift, text, details, None)
                 }
-                reason => {
-                    let reason = reason.map(|r| r.as_str()).unwrap_or("daemon_error");
+                Some(reason) => {
+                    let reason = reason.as_str();
                     let text = format!(
                         "The confirmation token for `{}` was refused ({reason}: {}). Nothing was run. \
                          Send the call again WITHOUT elicit_token to request a fresh confirmation from the human.",
