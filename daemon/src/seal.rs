@@ -1,7 +1,7 @@
 //! The sealed-blob codec behind request states and cursors: a JSON payload and an
 //! HMAC-SHA256 tag, base64url, under a key of the blob's own kind.
 //!
-//! - [`seal`] / [`open`]: encode and verify (constant-time tag check).
+//! - [`seal`] / [`open`]: encode and verify (constant-time tag check, `subtle::ct_eq`).
 //! - [`Sealed`]: the payload: binding, fingerprint, expiry, nonce, opaque inner bytes.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
@@ -9,6 +9,7 @@ use base64::Engine;
 use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
+use subtle::ConstantTimeEq;
 use tc_core::Reason;
 
 use crate::error::DaemonError;
@@ -64,11 +65,18 @@ pub fn open(key: &[u8; 32], blob: &str) -> Result<Sealed, DaemonError> {
     let (payload_b64, tag_b64) = rest.split_once('.').ok_or_else(invalid)?;
     let payload = B64.decode(payload_b64).map_err(|_| invalid())?;
     let tag = B64.decode(tag_b64).map_err(|_| invalid())?;
-    // `verify_slice` compares in constant time.
-    mac(key, &payload)
-        .verify_slice(&tag)
-        .map_err(|_| invalid())?;
+    let want = mac(key, &payload).finalize().into_bytes();
+    if !tag_matches(&want, &tag) {
+        return Err(invalid());
+    }
     serde_json::from_slice(&payload).map_err(|_| invalid())
+}
+
+/// The one comparison of a presented tag with the expected one: constant time
+/// (`subtle`), so response timing cannot reveal how many leading bytes were right.
+/// A length mismatch is not secret and fails at once.
+fn tag_matches(want: &[u8], got: &[u8]) -> bool {
+    want.ct_eq(got).into()
 }
 
 /// Encodes inner bytes for [`Sealed::inner`].
@@ -147,5 +155,144 @@ mod tests {
         ] {
             assert_eq!(reason(open(&k, g)), Reason::Invalid, "{g:?}");
         }
+    }
+}
+
+/// Property tests and the replay of `fuzz/corpus/sealed/` (made by `fuzz/gen_corpus.py`):
+/// whatever string a client presents, `open` answers a payload or a refusal with a
+/// [`Reason`] (always `invalid`), never a panic, and never accepts a changed blob.
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// The key the corpus's valid and `macd-*` blobs are sealed under.
+    const CORPUS_KEY: [u8; 32] = [0x42; 32];
+
+    fn config(n: u32) -> ProptestConfig {
+        ProptestConfig {
+            cases: std::env::var("PROPTEST_CASES")
+                .ok()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(n),
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    }
+
+    fn reason(r: &Result<Sealed, DaemonError>) -> Option<Reason> {
+        match r {
+            Err(DaemonError::Refused { reason, .. }) => Some(*reason),
+            _ => None,
+        }
+    }
+
+    fn sealed() -> impl Strategy<Value = Sealed> {
+        (
+            ".{0,20}",
+            any::<i64>(),
+            prop::collection::vec(".{0,16}", 4),
+            ".{0,70}",
+            prop::collection::vec(any::<u8>(), 0..64),
+        )
+            .prop_map(|(nonce, expires_at_ms, f, state_fp, inner)| Sealed {
+                nonce,
+                expires_at_ms,
+                vault: f[0].clone(),
+                tool: f[1].clone(),
+                caller: f[2].clone(),
+                args_hash: f[3].clone(),
+                state_fp,
+                inner: encode_inner(&inner),
+            })
+    }
+
+    proptest! {
+        #![proptest_config(config(256))]
+
+        #[test]
+        fn round_trip(s in sealed(), key in any::<[u8; 32]>()) {
+            let blob = seal(&key, &s);
+            prop_assert!(blob.len() <= MAX_SEALED_LEN);
+            prop_assert_eq!(open(&key, &blob).unwrap(), s);
+        }
+
+        #[test]
+        fn any_change_is_invalid(
+            s in sealed(),
+            edits in prop::collection::vec((any::<prop::sample::Index>(), any::<char>()), 1..4),
+            cut in any::<prop::sample::Index>(),
+        ) {
+            let key = [9u8; 32];
+            let blob = seal(&key, &s);
+            let mut chars: Vec<char> = blob.chars().collect();
+            for (i, c) in edits {
+                let i = i.index(chars.len());
+                chars[i] = c;
+            }
+            chars.truncate(cut.index(chars.len() + 1).max(1));
+            let changed: String = chars.into_iter().collect();
+            if changed != blob {
+                prop_assert_eq!(reason(&open(&key, &changed)), Some(Reason::Invalid), "{}", changed);
+            }
+        }
+
+        #[test]
+        fn any_string_is_a_payload_or_invalid(g in ".{0,200}", dotted in any::<bool>()) {
+            let g = if dotted { format!("{PREFIX}{g}") } else { g };
+            let r = open(&CORPUS_KEY, &g);
+            prop_assert!(r.is_ok() || reason(&r) == Some(Reason::Invalid));
+        }
+
+        /// Authentic tags over arbitrary payloads: serde decides, never a panic.
+        #[test]
+        fn macd_arbitrary_payloads(payload in prop::collection::vec(any::<u8>(), 0..300)) {
+            let tag = mac(&CORPUS_KEY, &payload).finalize().into_bytes();
+            let blob = format!("{PREFIX}{}.{}", B64.encode(&payload), B64.encode(tag));
+            let r = open(&CORPUS_KEY, &blob);
+            prop_assert_eq!(r.is_ok(), serde_json::from_slice::<Sealed>(&payload).is_ok());
+            prop_assert!(r.is_ok() || reason(&r) == Some(Reason::Invalid));
+        }
+    }
+
+    #[test]
+    fn tags_compare_in_constant_time_and_by_length() {
+        let t = [5u8; 32];
+        assert!(tag_matches(&t, &t));
+        let mut u = t;
+        u[31] ^= 1;
+        assert!(!tag_matches(&t, &u));
+        assert!(!tag_matches(&t, &t[..31]));
+        assert!(!tag_matches(&t, &[]));
+    }
+
+    #[test]
+    fn corpus_sealed() {
+        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/sealed");
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+            .map(|e| e.unwrap().path())
+            .collect();
+        files.sort();
+        assert!(files.len() >= 50, "corpus has {} files", files.len());
+        let mut wrong = Vec::new();
+        for p in files {
+            let name = p.file_name().unwrap().to_string_lossy().into_owned();
+            let bytes = std::fs::read(&p).unwrap();
+            // Clients send a protobuf string: always UTF-8 by the time it reaches `open`.
+            let text = String::from_utf8_lossy(&bytes);
+            let outcome = std::panic::catch_unwind(|| match open(&CORPUS_KEY, &text) {
+                Ok(_) => "opened",
+                Err(DaemonError::Refused { reason, .. }) => reason.as_str(),
+                Err(_) => "not a refusal",
+            });
+            let want_ok = name.starts_with("valid-") || name.starts_with("macd-ok-");
+            match outcome {
+                Ok("opened") if want_ok => {}
+                Ok("invalid") if !want_ok => {}
+                other => wrong.push(format!("{name}: {other:?}")),
+            }
+        }
+        assert!(wrong.is_empty(), "{wrong:#?}");
     }
 }

@@ -1,8 +1,10 @@
 //! Newline-delimited JSON-RPC framing: reads one line at a time with a hard size cap
 //! (or, downstream, scans an over-long line without holding it) and writes lines.
 
+use serde_json::Value;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncWrite, AsyncWriteExt};
 
+use crate::results::{INVALID_REQUEST, PARSE_ERROR};
 use crate::scan::{Scanner, Top};
 
 /// Lines longer than this are refused (the rest of the line is discarded).
@@ -66,6 +68,40 @@ pub async fn read_frame<R: AsyncBufRead + Unpin>(r: &mut R, max: usize) -> std::
             continue;
         }
         return Ok(Frame::Line(line));
+    }
+}
+
+/// Why a client line is not a JSON-RPC message; each answers with its JSON-RPC code.
+#[derive(Debug, thiserror::Error)]
+pub enum Rejected {
+    /// Not JSON: bad syntax, invalid UTF-8, or nested deeper than serde_json's limit.
+    #[error("parse error: {0}")]
+    Parse(#[from] serde_json::Error),
+    /// JSON, but not an object (a batch array, a scalar).
+    #[error("expected a JSON-RPC message object")]
+    NotAnObject,
+    /// Over the line cap ([`Frame::TooLong`]); it was skipped, never parsed.
+    #[error("message of {0} bytes exceeds the {max}-byte limit", max = MAX_LINE)]
+    TooLong(usize),
+}
+
+impl Rejected {
+    /// The JSON-RPC error code the client is answered with (id null).
+    pub fn code(&self) -> i64 {
+        match self {
+            Rejected::Parse(_) => PARSE_ERROR,
+            Rejected::NotAnObject | Rejected::TooLong(_) => INVALID_REQUEST,
+        }
+    }
+}
+
+/// Parses one client line (a [`Frame::Line`]) into a message object.
+pub fn parse_message(line: &[u8]) -> Result<Value, Rejected> {
+    let v: Value = serde_json::from_slice(line)?;
+    if v.is_object() {
+        Ok(v)
+    } else {
+        Err(Rejected::NotAnObject)
     }
 }
 

@@ -14,7 +14,27 @@ pub enum GitError {
         source: std::io::Error,
     },
     #[error("malformed git index {path}: {why}")]
-    BadIndex { path: PathBuf, why: &'static str },
+    BadIndex { path: PathBuf, why: IndexError },
+}
+
+/// Why an index file was refused: one variant per check, so a caller (and a fuzz test)
+/// can tell a truncation from a bad version without reading the message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum IndexError {
+    #[error("missing DIRC signature")]
+    Signature,
+    #[error("unsupported index version {0}")]
+    Version(u32),
+    #[error("truncated")]
+    Truncated,
+    #[error("extended flag in a version 2 index")]
+    ExtendedInV2,
+    #[error("bad name-prefix varint")]
+    Varint,
+    #[error("name prefix longer than the previous name")]
+    Prefix,
+    #[error("unterminated name")]
+    UnterminatedName,
 }
 
 /// One staged entry.
@@ -124,20 +144,20 @@ pub fn snapshot(repo: &Path) -> Result<Snapshot, GitError> {
     Ok(Snapshot { head, entries })
 }
 
-fn u32_at(b: &[u8], at: usize) -> Result<u32, &'static str> {
+fn u32_at(b: &[u8], at: usize) -> Result<u32, IndexError> {
     b.get(at..at + 4)
         .map(|s| u32::from_be_bytes([s[0], s[1], s[2], s[3]]))
-        .ok_or("truncated")
+        .ok_or(IndexError::Truncated)
 }
 
 /// Parses index versions 2, 3 and 4 (SHA-1 object ids), returning entries sorted by path.
-pub fn parse_index(b: &[u8]) -> Result<Vec<Entry>, &'static str> {
+pub fn parse_index(b: &[u8]) -> Result<Vec<Entry>, IndexError> {
     if b.get(0..4) != Some(b"DIRC") {
-        return Err("missing DIRC signature");
+        return Err(IndexError::Signature);
     }
     let version = u32_at(b, 4)?;
     if !(2..=4).contains(&version) {
-        return Err("unsupported index version");
+        return Err(IndexError::Version(version));
     }
     let count = u32_at(b, 8)? as usize;
     let mut at = 12usize;
@@ -146,51 +166,51 @@ pub fn parse_index(b: &[u8]) -> Result<Vec<Entry>, &'static str> {
     for _ in 0..count {
         let start = at;
         let mode = u32_at(b, at + 24)?;
-        let oid = b.get(at + 40..at + 60).ok_or("truncated")?;
+        let oid = b.get(at + 40..at + 60).ok_or(IndexError::Truncated)?;
         let flags = b
             .get(at + 60..at + 62)
             .map(|s| u16::from_be_bytes([s[0], s[1]]))
-            .ok_or("truncated")?;
+            .ok_or(IndexError::Truncated)?;
         at += 62;
         if flags & 0x4000 != 0 {
             if version < 3 {
-                return Err("extended flag in a version 2 index");
+                return Err(IndexError::ExtendedInV2);
             }
             at += 2;
         }
         let stage = ((flags >> 12) & 3) as u8;
         let name: Vec<u8> = if version == 4 {
             // Prefix compression: strip N bytes from the previous name, append the suffix.
-            let mut c = *b.get(at).ok_or("truncated")?;
+            let mut c = *b.get(at).ok_or(IndexError::Truncated)?;
             at += 1;
             let mut strip: usize = (c & 0x7f) as usize;
             while c & 0x80 != 0 {
-                c = *b.get(at).ok_or("truncated")?;
+                c = *b.get(at).ok_or(IndexError::Truncated)?;
                 at += 1;
                 strip = strip
                     .checked_add(1)
                     .and_then(|v| v.checked_mul(128))
                     .and_then(|v| v.checked_add((c & 0x7f) as usize))
-                    .ok_or("bad varint")?;
+                    .ok_or(IndexError::Varint)?;
             }
             if strip > prev.len() {
-                return Err("bad name prefix");
+                return Err(IndexError::Prefix);
             }
-            let rest = b.get(at..).ok_or("truncated")?;
+            let rest = b.get(at..).ok_or(IndexError::Truncated)?;
             let nul = rest
                 .iter()
                 .position(|&x| x == 0)
-                .ok_or("unterminated name")?;
+                .ok_or(IndexError::UnterminatedName)?;
             let mut name = prev[..prev.len() - strip].to_vec();
             name.extend_from_slice(&rest[..nul]);
             at += nul + 1;
             name
         } else {
-            let rest = b.get(at..).ok_or("truncated")?;
+            let rest = b.get(at..).ok_or(IndexError::Truncated)?;
             let nul = rest
                 .iter()
                 .position(|&x| x == 0)
-                .ok_or("unterminated name")?;
+                .ok_or(IndexError::UnterminatedName)?;
             let name = rest[..nul].to_vec();
             // Entry padded with 1..=8 NULs to a multiple of 8 bytes.
             let len = at + nul - start;
@@ -198,7 +218,7 @@ pub fn parse_index(b: &[u8]) -> Result<Vec<Entry>, &'static str> {
             name
         };
         if at > b.len() {
-            return Err("truncated");
+            return Err(IndexError::Truncated);
         }
         out.push(Entry {
             path: String::from_utf8_lossy(&name).into_owned(),
@@ -286,10 +306,17 @@ mod tests {
 
     #[test]
     fn garbage_is_an_error_not_a_panic() {
-        assert!(parse_index(b"DIRC\0\0\0\x02\0\0\0\x05").is_err());
-        assert!(parse_index(b"nope").is_err());
+        assert_eq!(
+            parse_index(b"DIRC\0\0\0\x02\0\0\0\x05"),
+            Err(IndexError::Truncated)
+        );
+        assert_eq!(parse_index(b"nope"), Err(IndexError::Signature));
+        assert_eq!(
+            parse_index(b"DIRC\0\0\0\x09\0\0\0\x00"),
+            Err(IndexError::Version(9))
+        );
         let mut t = index(2, &[entry_v2("a", 0o100644, 1, 0)]);
         t.truncate(40);
-        assert!(parse_index(&t).is_err());
+        assert_eq!(parse_index(&t), Err(IndexError::Truncated));
     }
 }

@@ -5,6 +5,8 @@ mod confirm;
 mod daemon_client;
 mod era;
 mod framing;
+#[cfg(test)]
+mod fuzz_checks;
 mod gitindex;
 mod governor;
 mod lean;

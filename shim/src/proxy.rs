@@ -21,7 +21,9 @@ use tokio::sync::{mpsc, oneshot};
 use crate::confirm::{self, Answer, Route};
 use crate::daemon_client::{Daemon, DaemonError};
 use crate::era::{self, Era};
-use crate::framing::{read_down, read_frame, write_line, Down, Frame, MAX_LINE};
+use crate::framing::{
+    parse_message, read_down, read_frame, write_line, Down, Frame, Rejected, MAX_LINE,
+};
 use crate::governor::Governor;
 use crate::lean;
 use crate::policy::{self, Policy, PolicyError};
@@ -1098,26 +1100,14 @@ impl Shim {
 
     /// Handles one line from the client.
     fn on_client_line(self: &Arc<Self>, line: Vec<u8>) {
-        let msg: Value = match serde_json::from_slice(&line) {
+        let msg: Value = match parse_message(&line) {
             Ok(v) => v,
             Err(e) => {
-                tracing::warn!("client sent malformed JSON: {e}");
-                self.send_client(&results::error(
-                    &Value::Null,
-                    results::PARSE_ERROR,
-                    format!("parse error: {e}"),
-                ));
+                tracing::warn!("client sent a line that is not a JSON-RPC message: {e}");
+                self.send_client(&results::error(&Value::Null, e.code(), e.to_string()));
                 return;
             }
         };
-        if !msg.is_object() {
-            self.send_client(&results::error(
-                &Value::Null,
-                results::INVALID_REQUEST,
-                "expected a JSON-RPC message object",
-            ));
-            return;
-        }
         let method = msg.get("method").and_then(Value::as_str);
         let id = msg.get("id").filter(|i| !i.is_null()).cloned();
         let meta = era::request_meta(&msg).cloned();
@@ -1523,14 +1513,9 @@ pub async fn run(
                 match read_frame(&mut r, MAX_LINE).await {
                     Ok(Frame::Line(l)) => shim.on_client_line(l),
                     Ok(Frame::TooLong(n)) => {
-                        tracing::warn!(
-                            "client sent a {n}-byte line, over the {MAX_LINE}-byte limit"
-                        );
-                        shim.send_client(&results::error(
-                            &Value::Null,
-                            results::INVALID_REQUEST,
-                            format!("message of {n} bytes exceeds the {MAX_LINE}-byte limit"),
-                        ));
+                        let e = Rejected::TooLong(n);
+                        tracing::warn!("client sent a line that is not a JSON-RPC message: {e}");
+                        shim.send_client(&results::error(&Value::Null, e.code(), e.to_string()));
                     }
                     Ok(Frame::Eof) | Err(_) => break,
                 }
