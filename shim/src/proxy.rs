@@ -1060,7 +1060,9 @@ impl Shim {
                 // for a fresh one would not help; the same call works once the daemon does.
                 None => {
                     let text = format!(
-                        "Tool `{}` needs a human confirmation, but the tc daemon failed ({}). The call was NOT run                          and no confirmation was used up (an elicit_token you hold stays valid). Ask the human to                          fix the daemon (its log: `journalctl --user -u tcd`), then retry the same call.",
+                        "Tool `{}` needs a human confirmation, but the tc daemon failed ({}). The call was NOT run \
+                         and no confirmation was used up (an elicit_token you hold stays valid). Ask the human to \
+                         fix the daemon (its log: `journalctl --user -u tcd`), then retry the same call.",
                         s.tool,
                         status.message()
                     );
