@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
 use serde_json::{json, Value};
-use tc_tests::bench::{env_usize, release_binary, Peer};
+use tc_tests::bench::{env_usize, proc_field, release_binary, Peer};
 
 const ROLE_ENV: &str = "TC_BENCH_ROLE";
 const MB: u64 = 1_000_000;
@@ -263,7 +263,9 @@ fn cat_pipe(s: &Setup, size: u64) -> anyhow::Result<Duration> {
     // Let cat finish starting up (its own reads of ld.so files count in rchar).
     std::thread::sleep(Duration::from_millis(100));
     let io = Path::new("/proc").join(cat.id().to_string()).join("io");
-    let rchar = || -> anyhow::Result<u64> { status_kb_in(&std::fs::read_to_string(&io)?, "rchar") };
+    let rchar = || -> anyhow::Result<u64> {
+        proc_field(&std::fs::read_to_string(&io)?, "rchar").context("no rchar")
+    };
     let start = rchar()?;
     let line = tc_tests::bench::line_of(&json!({"jsonrpc": "2.0", "id": "big-1",
         "method": "tools/call", "params": {"name": "blob", "arguments": {"bytes": size}}}))?;
@@ -282,17 +284,7 @@ fn cat_pipe(s: &Setup, size: u64) -> anyhow::Result<Duration> {
 
 fn status_kb(pid: u32, key: &str) -> anyhow::Result<u64> {
     let s = std::fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("status"))?;
-    status_kb_in(&s, key).with_context(|| format!("pid {pid}"))
-}
-
-/// The first number of a `key: value [kB]` line.
-fn status_kb_in(text: &str, key: &str) -> anyhow::Result<u64> {
-    text.lines()
-        .find_map(|l| {
-            let rest = l.strip_prefix(key)?.strip_prefix(':')?;
-            rest.split_whitespace().next()?.parse().ok()
-        })
-        .with_context(|| format!("no {key}"))
+    proc_field(&s, key).with_context(|| format!("no {key} for pid {pid}"))
 }
 
 fn median(v: &mut [Duration]) -> Duration {

@@ -39,7 +39,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
 use serde_json::{json, Value};
-use tc_tests::bench::{env_usize, release_binary, us, Peer, Stats};
+use tc_tests::bench::{env_usize, proc_field, release_binary, us, Peer, Stats};
 
 /// Selects what this executable does when re-executed.
 const ROLE_ENV: &str = "TC_BENCH_ROLE";
@@ -531,8 +531,8 @@ impl ProcTotals {
                 .next()
                 .and_then(|v| v.parse::<u64>().ok())
                 .unwrap_or(0);
-            t.ctx_switches += status_field(&status, "voluntary_ctxt_switches").unwrap_or(0)
-                + status_field(&status, "nonvoluntary_ctxt_switches").unwrap_or(0);
+            t.ctx_switches += proc_field(&status, "voluntary_ctxt_switches").unwrap_or(0)
+                + proc_field(&status, "nonvoluntary_ctxt_switches").unwrap_or(0);
             t.threads += 1;
         }
         Ok(t)
@@ -551,7 +551,7 @@ struct Rss {
 impl Rss {
     fn of(pid: u32) -> anyhow::Result<Rss> {
         let s = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
-        let f = |k: &str| status_field(&s, k).with_context(|| format!("no {k} for pid {pid}"));
+        let f = |k: &str| proc_field(&s, k).with_context(|| format!("no {k} for pid {pid}"));
         Ok(Rss {
             rss_kb: f("VmRSS")?,
             hwm_kb: f("VmHWM")?,
@@ -560,14 +560,6 @@ impl Rss {
             threads: f("Threads")?,
         })
     }
-}
-
-/// The first number of a `Key:  value [kB]` line.
-fn status_field(status: &str, key: &str) -> Option<u64> {
-    status.lines().find_map(|l| {
-        let rest = l.strip_prefix(key)?.strip_prefix(':')?;
-        rest.split_whitespace().next()?.parse().ok()
-    })
 }
 
 /// A TOML basic string.

@@ -1,5 +1,6 @@
 //! Helpers shared by the benchmarks (`tests/benches/*.rs`): locating a release binary,
-//! count settings from the environment, nearest-rank percentiles, a JSON-RPC peer.
+//! count settings from the environment, nearest-rank percentiles, a JSON-RPC peer,
+//! fields of `/proc/<pid>/status` and `/proc/<pid>/io`.
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
@@ -155,4 +156,12 @@ pub fn line_of(v: &Value) -> anyhow::Result<Vec<u8>> {
     let mut bytes = serde_json::to_vec(v)?;
     bytes.push(b'\n');
     Ok(bytes)
+}
+
+/// The first number of a `Key:  value [kB]` line of a `/proc/<pid>/{status,io}` text.
+pub fn proc_field(text: &str, key: &str) -> Option<u64> {
+    text.lines().find_map(|l| {
+        let rest = l.strip_prefix(key)?.strip_prefix(':')?;
+        rest.split_whitespace().next()?.parse().ok()
+    })
 }

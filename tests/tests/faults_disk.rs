@@ -132,16 +132,6 @@ fn tcd_refuses(env: &Env) -> String {
     text
 }
 
-fn call(c: &mut RawClient, id: u64, tool: &str, args: Value) -> Value {
-    let r = c.request(
-        json!(id),
-        "tools/call",
-        json!({"name": tool, "arguments": args}),
-    );
-    assert_eq!(r["id"], json!(id), "{r}");
-    r["result"].clone()
-}
-
 fn shreds(root: &Path) -> usize {
     std::fs::read_to_string(root.join("calls.jsonl"))
         .unwrap_or_default()
@@ -152,9 +142,9 @@ fn shreds(root: &Path) -> usize {
 
 /// Ungated works, gated fails closed because no daemon is there.
 fn gated_unavailable(c: &mut RawClient, id: u64, env: &Env) {
-    let r = call(c, id, "peek", json!({"name": "a"}));
+    let r = c.call_tool(id, "peek", json!({"name": "a"}));
     assert_eq!(code(&r), None, "{r}");
-    let r = call(c, id + 1, "shred", json!({"name": "a"}));
+    let r = c.call_tool(id + 1, "shred", json!({"name": "a"}));
     assert_eq!(code(&r).as_deref(), Some("confirmation_unavailable"), "{r}");
     assert_eq!(shreds(&env.root), 0);
 }
@@ -169,16 +159,16 @@ fn faults_disk_full_while_running_refuses_writes_fails_closed_and_recovers() {
     let mut c = RawClient::start(&env.shim_argv("slow"));
     c.initialize();
     let a = json!({"name": "a"});
-    let r = call(&mut c, 1, "shred", a.clone());
+    let r = c.call_tool(1, "shred", a.clone());
     assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
     let token = mint(&env.socket, &r);
 
     fs.fill();
-    let r = call(&mut c, 2, "peek", a.clone());
+    let r = c.call_tool(2, "peek", a.clone());
     assert_eq!(code(&r), None, "ungated calls do not need the disk: {r}");
     // Redeeming must write (the spend): refused, nothing forwarded, the token unspent.
     // The answer says what failed and that the token is still good (no fresh approval).
-    let r = call(&mut c, 3, "shred", with_token(&a, &token));
+    let r = c.call_tool(3, "shred", with_token(&a, &token));
     assert_eq!(code(&r).as_deref(), Some("confirmation_unavailable"), "{r}");
     assert_eq!(sc(&r)["details"]["reason"], "daemon_error", "{r}");
     let text = r["content"][0]["text"].as_str().unwrap();
@@ -190,7 +180,7 @@ fn faults_disk_full_while_running_refuses_writes_fails_closed_and_recovers() {
         "{text}"
     );
     // Raising a new request must write too: refused the same way, not an elicit_required.
-    let r = call(&mut c, 4, "shred", json!({"name": "c"}));
+    let r = c.call_tool(4, "shred", json!({"name": "c"}));
     assert_eq!(code(&r).as_deref(), Some("confirmation_unavailable"), "{r}");
     assert!(
         r["content"][0]["text"]
@@ -208,10 +198,10 @@ fn faults_disk_full_while_running_refuses_writes_fails_closed_and_recovers() {
 
     // Space comes back: the same token authorizes the call, once.
     fs.free();
-    let r = call(&mut c, 5, "shred", with_token(&a, &token));
+    let r = c.call_tool(5, "shred", with_token(&a, &token));
     assert_eq!(code(&r), None, "{r}");
     assert_eq!(r["content"][0]["text"], "shredded a", "{r}");
-    let r = call(&mut c, 6, "shred", with_token(&a, &token));
+    let r = c.call_tool(6, "shred", with_token(&a, &token));
     assert_eq!(sc(&r)["details"]["reason"], "spent", "{r}");
     assert_eq!(shreds(&env.root), 1);
     env.stop_tcd();
@@ -239,7 +229,7 @@ fn faults_disk_full_at_first_start_refuses_clearly_then_starts_once_freed() {
     // Freed: the half-made first start left nothing that blocks the next one.
     fs.free();
     env.spawn_tcd(false, Stdio::inherit());
-    let r = call(&mut c, 3, "shred", json!({"name": "a"}));
+    let r = c.call_tool(3, "shred", json!({"name": "a"}));
     assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
 }
 
@@ -253,7 +243,7 @@ fn faults_read_only_cache_dir_refuses_clearly_and_the_token_survives() {
     let token = {
         let mut c = RawClient::start(&env.shim_argv("slow"));
         c.initialize();
-        let r = call(&mut c, 1, "shred", a.clone());
+        let r = c.call_tool(1, "shred", a.clone());
         assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
         mint(&env.socket, &r)
     };
@@ -270,13 +260,13 @@ fn faults_read_only_cache_dir_refuses_clearly_and_the_token_survives() {
     let mut c = RawClient::start(&env.shim_argv("slow"));
     c.initialize();
     gated_unavailable(&mut c, 2, &env);
-    let r = call(&mut c, 4, "shred", with_token(&a, &token));
+    let r = c.call_tool(4, "shred", with_token(&a, &token));
     assert_eq!(code(&r).as_deref(), Some("confirmation_unavailable"), "{r}");
     assert_eq!(shreds(&env.root), 0);
 
     fs.remount("rw");
     env.spawn_tcd(false, Stdio::inherit());
-    let r = call(&mut c, 5, "shred", with_token(&a, &token));
+    let r = c.call_tool(5, "shred", with_token(&a, &token));
     assert_eq!(code(&r), None, "{r}");
     assert_eq!(shreds(&env.root), 1);
 }

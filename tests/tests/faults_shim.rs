@@ -30,16 +30,6 @@ fn calls_of(root: &Path, tool: &str) -> usize {
         .count()
 }
 
-fn call(c: &mut RawClient, id: u64, tool: &str, args: Value) -> Value {
-    let r = c.request(
-        json!(id),
-        "tools/call",
-        json!({"name": tool, "arguments": args}),
-    );
-    assert_eq!(r["id"], json!(id), "{r}");
-    r["result"].clone()
-}
-
 fn kill9_tcd(env: &mut Env) {
     let mut c = env.tcd.take().expect("tcd running");
     c.kill().unwrap();
@@ -72,18 +62,18 @@ fn faults_shim_daemon_killed_mid_session_fails_closed_then_the_token_survives() 
     let mut c = RawClient::start(&env.shim_argv("slow"));
     c.initialize();
     let args = json!({"name": "a"});
-    let r = call(&mut c, 1, "shred", args.clone());
+    let r = c.call_tool(1, "shred", args.clone());
     assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
     let token = mint(&env.socket, &r);
 
     kill9_tcd(&mut env);
     // Ungated calls keep working without a daemon.
-    let r = call(&mut c, 2, "peek", args.clone());
+    let r = c.call_tool(2, "peek", args.clone());
     assert_eq!(code(&r), None, "{r}");
     assert_eq!(r["content"][0]["text"], "a: precious", "{r}");
     // The gated one fails closed, saying what to do, and nothing reaches the server.
     for id in [3, 4] {
-        let r = call(&mut c, id, "shred", with_token(&args, &token));
+        let r = c.call_tool(id, "shred", with_token(&args, &token));
         assert_eq!(code(&r).as_deref(), Some("confirmation_unavailable"), "{r}");
         let text = r["content"][0]["text"].as_str().unwrap();
         assert!(
@@ -93,7 +83,7 @@ fn faults_shim_daemon_killed_mid_session_fails_closed_then_the_token_survives() 
             "{text}"
         );
     }
-    let r = call(&mut c, 5, "shred", json!({"name": "other"}));
+    let r = c.call_tool(5, "shred", json!({"name": "other"}));
     assert_eq!(code(&r).as_deref(), Some("confirmation_unavailable"), "{r}");
     assert_eq!(calls_of(&env.root, "shred"), 0);
     assert!(env.root.join("items/a").exists());
@@ -101,7 +91,7 @@ fn faults_shim_daemon_killed_mid_session_fails_closed_then_the_token_survives() 
     // The daemon comes back on the same cache dir: the same shim reconnects by itself and
     // the token minted before the crash authorizes the call, once.
     env.start_tcd_keyed();
-    let r = call(&mut c, 6, "shred", with_token(&args, &token));
+    let r = c.call_tool(6, "shred", with_token(&args, &token));
     assert_eq!(code(&r), None, "{r}");
     assert_eq!(r["content"][0]["text"], "shredded a", "{r}");
     assert_eq!(calls_of(&env.root, "shred"), 1);
@@ -113,7 +103,7 @@ fn faults_shim_daemon_killed_mid_session_fails_closed_then_the_token_survives() 
     kill9_tcd(&mut env);
     env.start_tcd_keyed();
     std::fs::write(env.root.join("items/a"), "again").unwrap();
-    let r = call(&mut c, 7, "shred", with_token(&args, &token));
+    let r = c.call_tool(7, "shred", with_token(&args, &token));
     assert_eq!(code(&r).as_deref(), Some("invalid_input"), "{r}");
     assert_eq!(sc(&r)["details"]["reason"], "spent", "{r}");
     assert_eq!(calls_of(&env.root, "shred"), 1);
@@ -131,7 +121,7 @@ fn faults_shim_downstream_crash_mid_gated_call_keeps_the_token_spent() {
     let mut c = RawClient::start(&env.shim_argv("slow"));
     c.initialize();
     let args = json!({"name": "b"});
-    let r = call(&mut c, 1, "shred", args.clone());
+    let r = c.call_tool(1, "shred", args.clone());
     assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
     let token = mint(&env.socket, &r);
 
@@ -174,12 +164,12 @@ fn faults_shim_downstream_crash_mid_gated_call_keeps_the_token_spent() {
     // The editor restarts the shim (and so the server): the token is refused as spent.
     let mut c = RawClient::start(&env.shim_argv("slow"));
     c.initialize();
-    let r = call(&mut c, 3, "shred", with_token(&args, &token));
+    let r = c.call_tool(3, "shred", with_token(&args, &token));
     assert_eq!(code(&r).as_deref(), Some("invalid_input"), "{r}");
     assert_eq!(sc(&r)["details"]["reason"], "spent", "{r}");
     assert_eq!(calls_of(&env.root, "shred"), 1, "not forwarded again");
     assert!(env.root.join("items/b").exists());
     // A fresh confirmation is the way forward.
-    let r = call(&mut c, 4, "shred", args);
+    let r = c.call_tool(4, "shred", args);
     assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
 }

@@ -797,6 +797,17 @@ impl RawClient {
         self.recv()
     }
 
+    /// A `tools/call` answered under its own id; returns the `result` (Null for an error).
+    pub fn call_tool(&mut self, id: u64, tool: &str, args: Value) -> Value {
+        let r = self.request(
+            json!(id),
+            "tools/call",
+            json!({"name": tool, "arguments": args}),
+        );
+        assert_eq!(r["id"], json!(id), "{r}");
+        r["result"].clone()
+    }
+
     /// `initialize` + `notifications/initialized` (legacy era).
     pub fn initialize(&mut self) -> Value {
         let r = self.request(
