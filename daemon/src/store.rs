@@ -143,6 +143,8 @@ impl Store {
         conn.pragma_update(None, "synchronous", "FULL")?;
         conn.pragma_update(None, "foreign_keys", "ON")?;
         conn.busy_timeout(std::time::Duration::from_secs(5))?;
+        // Every statement is `prepare_cached`; the default 16 slots would evict some.
+        conn.set_prepared_statement_cache_capacity(64);
         migrate(&mut conn)?;
         let mut counters = BTreeMap::new();
         {
@@ -247,11 +249,8 @@ impl Store {
     /// Number of events ever committed (ids are AUTOINCREMENT and never deleted).
     pub fn event_count(&self) -> Result<u64, DaemonError> {
         self.read(|c| {
-            Ok(
-                c.query_row("SELECT coalesce(max(id), 0) FROM events", [], |r| {
-                    r.get::<_, i64>(0)
-                })? as u64,
-            )
+            Ok(c.prepare_cached("SELECT coalesce(max(id), 0) FROM events")?
+                .query_row([], |r| r.get::<_, i64>(0))? as u64)
         })
     }
 
