@@ -87,7 +87,7 @@ enum Redemption {
 /// Resolves a redemption id. New ids are `<tokens.id>.<seq>.<random>` and need no index;
 /// ids issued before schema 3 have no '.' and are looked up in `legacy_redemptions`.
 fn find_redemption(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &rusqlite::Connection,
     redemption_id: &str,
 ) -> Result<Option<Redemption>, DaemonError> {
     let mut parts = redemption_id.splitn(3, '.');

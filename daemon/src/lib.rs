@@ -125,7 +125,10 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
                 let (uid, pid) = (other.map(|c| c.uid()), other.and_then(|c| c.pid()));
                 tracing::warn!(?uid, ?pid, "refused a peer with another uid");
                 let l = auth_ledger.clone();
-                tokio::task::spawn_blocking(move || l.auth_denied(uid, pid));
+                tokio::spawn(auth_ledger.store.call(move || {
+                    l.auth_denied(uid, pid);
+                    Ok(())
+                }));
                 Err(tonic::Status::permission_denied(
                     "tcd only serves its own user",
                 ))
@@ -152,7 +155,7 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
         loop {
             tick.tick().await;
             let l = gc_ledger.clone();
-            if let Ok(Err(e)) = tokio::task::spawn_blocking(move || l.gc()).await {
+            if let Err(e) = gc_ledger.store.call(move || l.gc()).await {
                 tracing::warn!(error = %e, "garbage collection failed");
             }
         }
@@ -204,6 +207,9 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
     };
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
     gc.abort();
+    // Every write that was accepted is committed (and answered, if its client is still
+    // there) before the process exits.
+    ledger.store.stop();
     if let Some(path) = bound.cleanup {
         let _ = std::fs::remove_file(path);
     }
