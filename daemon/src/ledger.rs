@@ -731,6 +731,14 @@ mod tests {
             c.execute_batch(crate::store::MIGRATIONS[0]).unwrap();
             c.execute_batch(crate::store::MIGRATIONS[1]).unwrap();
             c.pragma_update(None, "user_version", 2).unwrap();
+            for id in [1, 2, 7] {
+                c.execute(
+                    "INSERT INTO events (id, at_ms, kind, vault, tool, caller, args_hash, state_fp, detail)
+                     VALUES (?1, 0, 'old', '', '', '', '', '', '{}')",
+                    params![id],
+                )
+                .unwrap();
+            }
             // (token, consumed, tokens.redemption_id, [(redemption, released, final)])
             type Fixture<'a> = (&'a str, bool, Option<&'a str>, Vec<(&'a str, bool, bool)>);
             let fixtures: Vec<Fixture> = vec![
@@ -782,6 +790,15 @@ mod tests {
         }
         let store = Store::open(&db).unwrap();
         let l = Ledger::new(store, Secret::load_or_create(dir.path()).unwrap(), 300);
+        // The audit log keeps its ids, and new events continue after them.
+        let old: Vec<i64> = l
+            .store
+            .events_after(0, 10)
+            .unwrap()
+            .iter()
+            .map(|e| e.id)
+            .collect();
+        assert_eq!(old, vec![1, 2, 7]);
         let v: i64 = l
             .store
             .read(|c| Ok(c.pragma_query_value(None, "user_version", |r| r.get(0))?))
@@ -813,6 +830,9 @@ mod tests {
         // Once the handler ran, the redemption is final (no release).
         l.consumed(&b, &fp, "test", &again).unwrap();
         assert_eq!(reason(l.release(&again, "test")), Reason::Spent);
+
+        let next = l.store.events_after(7, 1).unwrap();
+        assert_eq!(next[0].id, 8, "{next:?}");
 
         // Unknown ids stay unknown, new-format or not.
         assert_eq!(reason(l.release("nope", "test")), Reason::Unknown);
