@@ -87,7 +87,7 @@ enum Redemption {
 /// Resolves a redemption id. New ids are `<tokens.id>.<seq>.<random>` and need no index;
 /// ids issued before schema 3 have no '.' and are looked up in `legacy_redemptions`.
 fn find_redemption(
-    tx: &rusqlite::Transaction<'_>,
+    tx: &rusqlite::Connection,
     redemption_id: &str,
 ) -> Result<Option<Redemption>, DaemonError> {
     let mut parts = redemption_id.splitn(3, '.');
@@ -98,11 +98,8 @@ fn find_redemption(
         },
         (Some(_), None, None) => {
             let legacy: Option<i64> = tx
-                .query_row(
-                    "SELECT token_id FROM legacy_redemptions WHERE id = ?1",
-                    params![redemption_id],
-                    |r| r.get(0),
-                )
+                .prepare_cached("SELECT token_id FROM legacy_redemptions WHERE id = ?1")?
+                .query_row(params![redemption_id], |r| r.get(0))
                 .optional()?;
             match legacy {
                 Some(id) => (id, None),
@@ -112,11 +109,8 @@ fn find_redemption(
         _ => return Ok(None),
     };
     let row: Option<(Option<String>, i64)> = tx
-        .query_row(
-            "SELECT redemption_id, redeemed FROM tokens WHERE id = ?1",
-            params![id],
-            |r| Ok((r.get(0)?, r.get(1)?)),
-        )
+        .prepare_cached("SELECT redemption_id, redeemed FROM tokens WHERE id = ?1")?
+        .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))
         .optional()?;
     let Some((latest, redeemed)) = row else {
         return Ok(None); // deleted by a secret rotation
@@ -203,14 +197,14 @@ impl Ledger {
         let now = now_ms();
         let exp = now + self.ttl_ms;
         self.store.write(|tx, evs| {
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO raised (vault, caller, args_hash, tool, state_fp, summary, raised_at, expires_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
                  ON CONFLICT (vault, caller, args_hash) DO UPDATE SET
                    tool = excluded.tool, state_fp = excluded.state_fp, summary = excluded.summary,
                    raised_at = excluded.raised_at, expires_at = excluded.expires_at",
-                params![b.vault, b.caller, b.args_hash, b.tool, state_fp, summary, now, exp],
-            )?;
+            )?
+            .execute(params![b.vault, b.caller, b.args_hash, b.tool, state_fp, summary, now, exp])?;
             evs.push(b.event(events::REQUESTED, state_fp, json!({ "summary": summary })));
             Ok(Ok((now, exp)))
         })
@@ -232,12 +226,10 @@ impl Ledger {
         let now = now_ms();
         let exp = now + self.ttl_ms;
         self.store.write(|tx, evs| {
-            let raised: Option<(String, String, i64)> = tx
-                .query_row(
-                    "SELECT tool, state_fp, expires_at FROM raised WHERE vault = ?1 AND caller = ?2 AND args_hash = ?3",
-                    params![b.vault, b.caller, b.args_hash],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-                )
+            let raised: Option<(String, String, i64)> = tx.prepare_cached(
+                "SELECT tool, state_fp, expires_at FROM raised WHERE vault = ?1 AND caller = ?2 AND args_hash = ?3",
+            )?
+            .query_row(params![b.vault, b.caller, b.args_hash], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
                 .optional()?;
             let Some((tool, fp, raised_exp)) = raised else {
                 return Err(DaemonError::refused(
@@ -270,11 +262,11 @@ impl Ledger {
                     ));
                 }
             }
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO tokens (token_hash, vault, tool, caller, args_hash, state_fp, created_at, expires_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-                params![hash, b.vault, b.tool, b.caller, b.args_hash, fp, now, exp],
-            )?;
+            )?
+            .execute(params![hash, b.vault, b.tool, b.caller, b.args_hash, fp, now, exp])?;
             evs.push(b.event(events::MINTED, &fp, json!({ "expires_at_ms": exp })));
             Ok(Ok((token.clone(), exp, fp)))
         })
@@ -300,13 +292,11 @@ impl Ledger {
         let nonce = random_b64(16);
         self.store.write(|tx, evs| {
             type Row = (i64, String, String, String, String, String, i64, Option<i64>, i64);
-            let row: Option<Row> = tx
-                .query_row(
-                    "SELECT id, vault, tool, caller, args_hash, state_fp, expires_at, consumed_at, redeemed
+            let row: Option<Row> = tx.prepare_cached(
+                "SELECT id, vault, tool, caller, args_hash, state_fp, expires_at, consumed_at, redeemed
                      FROM tokens WHERE token_hash = ?1",
-                    params![hash],
-                    |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?)),
-                )
+            )?
+            .query_row(params![hash], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?)))
                 .optional()?;
             let Some((id, vault, tool, caller, args_hash, fp, exp, consumed, redeemed)) = row else {
                 return Err(DaemonError::refused(
@@ -341,10 +331,10 @@ impl Ledger {
             }
             if fp != current_fp {
                 // Spent without a redemption: the latest one (if any) stays as it was.
-                let spent = tx.execute(
+                let spent = tx.prepare_cached(
                     "UPDATE tokens SET consumed_at = ?2 WHERE id = ?1 AND consumed_at IS NULL",
-                    params![id, now],
-                )?;
+                )?
+                .execute(params![id, now])?;
                 if spent != 1 {
                     return Err(DaemonError::refused(Reason::Spent, "this confirmation token was already used"));
                 }
@@ -357,12 +347,12 @@ impl Ledger {
             let seq = redeemed + 1;
             let redemption = format!("{id}.{seq}.{nonce}");
             // Single use: exactly one row changes only while the token is unspent.
-            let spent = tx.execute(
+            let spent = tx.prepare_cached(
                 "UPDATE tokens SET consumed_at = ?2, redemption_id = ?3, redeemed = ?4,
                    released_at = NULL, final_at = NULL
                  WHERE id = ?1 AND consumed_at IS NULL",
-                params![id, now, redemption, seq],
-            )?;
+            )?
+            .execute(params![id, now, redemption, seq])?;
             if spent != 1 {
                 return Err(DaemonError::refused(Reason::Spent, "this confirmation token was already used"));
             }
@@ -385,11 +375,10 @@ impl Ledger {
                 Some(Redemption::Latest(id)) => id,
             };
             type Row = (Option<i64>, Option<i64>, Binding);
-            let (released, fin, b): Row = tx.query_row(
+            let (released, fin, b): Row = tx.prepare_cached(
                 "SELECT released_at, final_at, vault, tool, caller, args_hash FROM tokens WHERE id = ?1",
-                params![id],
-                |r| Ok((r.get(0)?, r.get(1)?, Binding { vault: r.get(2)?, tool: r.get(3)?, caller: r.get(4)?, args_hash: r.get(5)? })),
-            )?;
+            )?
+            .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?, Binding { vault: r.get(2)?, tool: r.get(3)?, caller: r.get(4)?, args_hash: r.get(5)? })))?;
             if released.is_some() {
                 return Err(DaemonError::refused(Reason::Spent, "this redemption was already released"));
             }
@@ -400,11 +389,11 @@ impl Ledger {
                 ));
             }
             // Expiry and binding are untouched: the token is exactly as minted.
-            tx.execute(
+            tx.prepare_cached(
                 "UPDATE tokens SET consumed_at = NULL, released_at = ?3
                  WHERE id = ?1 AND redemption_id = ?2 AND released_at IS NULL AND final_at IS NULL",
-                params![id, redemption_id, now],
-            )?;
+            )?
+            .execute(params![id, redemption_id, now])?;
             evs.push(b.event(events::RELEASED, "", json!({ "reason": why, "redemption_id": redemption_id })));
             Ok(Ok(()))
         })
@@ -424,12 +413,9 @@ impl Ledger {
             if !redemption_id.is_empty() {
                 // Only a live redemption of a token minted for this very call.
                 let n = match find_redemption(tx, redemption_id)? {
-                    Some(Redemption::Latest(id)) => tx.execute(
-                        "UPDATE tokens SET final_at = ?3
+                    Some(Redemption::Latest(id)) => tx.prepare_cached("UPDATE tokens SET final_at = ?3
                          WHERE id = ?1 AND redemption_id = ?2 AND final_at IS NULL AND released_at IS NULL
-                           AND vault = ?4 AND tool = ?5 AND caller = ?6 AND args_hash = ?7",
-                        params![id, redemption_id, now, b.vault, b.tool, b.caller, b.args_hash],
-                    )?,
+                           AND vault = ?4 AND tool = ?5 AND caller = ?6 AND args_hash = ?7")?.execute(params![id, redemption_id, now, b.vault, b.tool, b.caller, b.args_hash])?,
                     _ => 0,
                 };
                 if n != 1 {
@@ -439,17 +425,17 @@ impl Ledger {
                     ));
                 }
             }
-            tx.execute(
+            tx.prepare_cached(
                 "DELETE FROM raised WHERE vault = ?1 AND caller = ?2 AND args_hash = ?3",
-                params![b.vault, b.caller, b.args_hash],
-            )?;
+            )?
+            .execute(params![b.vault, b.caller, b.args_hash])?;
             // One approval, one run: other tokens minted for the same call (the operator ran
             // `tcctl elicit` twice) are spent with it, so the next run needs a fresh approval.
-            let voided = tx.execute(
+            let voided = tx.prepare_cached(
                 "UPDATE tokens SET consumed_at = ?5
                  WHERE vault = ?1 AND tool = ?2 AND caller = ?3 AND args_hash = ?4 AND consumed_at IS NULL",
-                params![b.vault, b.tool, b.caller, b.args_hash, now],
-            )?;
+            )?
+            .execute(params![b.vault, b.tool, b.caller, b.args_hash, now])?;
             evs.push(b.event(
                 events::CONSUMED,
                 state_fp,
@@ -549,11 +535,11 @@ impl Ledger {
         if consume {
             let now = now_ms();
             self.store.write(|tx, evs| {
-                let n = tx.execute(
+                let n = tx.prepare_cached(
                     "INSERT INTO consumed_states (nonce, consumed_at, expires_at) VALUES (?1, ?2, ?3)
                      ON CONFLICT (nonce) DO NOTHING",
-                    params![s.nonce, now, s.expires_at_ms],
-                )?;
+                )?
+                .execute(params![s.nonce, now, s.expires_at_ms])?;
                 if n == 1 {
                     if !current_fp.is_empty() && current_fp != s.state_fp {
                         evs.push(b.event(events::REPLAY_DRIFT, current_fp, json!({ "approved_state_fp": s.state_fp, "what": "request_state" })));
@@ -602,7 +588,7 @@ impl Ledger {
     pub fn pending(&self, vault: &str) -> Result<Vec<Pending>, DaemonError> {
         let now = now_ms();
         self.store.read(|c| {
-            let mut st = c.prepare(
+            let mut st = c.prepare_cached(
                 "SELECT r.vault, r.tool, r.caller, r.args_hash, r.state_fp, r.summary, r.raised_at, r.expires_at,
                    EXISTS (SELECT 1 FROM tokens t WHERE t.vault = r.vault AND t.caller = r.caller
                            AND t.args_hash = r.args_hash AND t.state_fp = r.state_fp AND t.created_at >= r.raised_at)
@@ -629,7 +615,8 @@ impl Ledger {
         self.store
             .read(|c| {
                 let q = |sql: &str| {
-                    c.query_row(sql, params![now], |r| r.get::<_, i64>(0))
+                    c.prepare_cached(sql)?
+                        .query_row(params![now], |r| r.get::<_, i64>(0))
                         .map(|v| v as u64)
                 };
                 Ok((
@@ -648,7 +635,10 @@ impl Ledger {
             .map_err(|e| DaemonError::Internal(e.to_string()))?;
         drop(secret);
         self.store.write(|tx, evs| {
-            match tx.execute("DELETE FROM tokens WHERE consumed_at IS NULL", []) {
+            match tx
+                .prepare_cached("DELETE FROM tokens WHERE consumed_at IS NULL")?
+                .execute([])
+            {
                 Ok(n) => {
                     evs.push(NewEvent {
                         kind: events::SECRET_ROTATED,
@@ -667,14 +657,10 @@ impl Ledger {
         let now = now_ms();
         self.store.write(|tx, _| {
             let r = (|| {
-                tx.execute(
-                    "DELETE FROM consumed_states WHERE expires_at <= ?1",
-                    params![now],
-                )?;
-                tx.execute(
-                    "DELETE FROM raised WHERE expires_at <= ?1",
-                    params![now - 86_400_000],
-                )?;
+                tx.prepare_cached("DELETE FROM consumed_states WHERE expires_at <= ?1")?
+                    .execute(params![now])?;
+                tx.prepare_cached("DELETE FROM raised WHERE expires_at <= ?1")?
+                    .execute(params![now - 86_400_000])?;
                 Ok::<_, rusqlite::Error>(())
             })();
             r.map(Ok).map_err(DaemonError::from)
@@ -745,6 +731,14 @@ mod tests {
             c.execute_batch(crate::store::MIGRATIONS[0]).unwrap();
             c.execute_batch(crate::store::MIGRATIONS[1]).unwrap();
             c.pragma_update(None, "user_version", 2).unwrap();
+            for id in [1, 2, 7] {
+                c.execute(
+                    "INSERT INTO events (id, at_ms, kind, vault, tool, caller, args_hash, state_fp, detail)
+                     VALUES (?1, 0, 'old', '', '', '', '', '', '{}')",
+                    params![id],
+                )
+                .unwrap();
+            }
             // (token, consumed, tokens.redemption_id, [(redemption, released, final)])
             type Fixture<'a> = (&'a str, bool, Option<&'a str>, Vec<(&'a str, bool, bool)>);
             let fixtures: Vec<Fixture> = vec![
@@ -796,6 +790,15 @@ mod tests {
         }
         let store = Store::open(&db).unwrap();
         let l = Ledger::new(store, Secret::load_or_create(dir.path()).unwrap(), 300);
+        // The audit log keeps its ids, and new events continue after them.
+        let old: Vec<i64> = l
+            .store
+            .events_after(0, 10)
+            .unwrap()
+            .iter()
+            .map(|e| e.id)
+            .collect();
+        assert_eq!(old, vec![1, 2, 7]);
         let v: i64 = l
             .store
             .read(|c| Ok(c.pragma_query_value(None, "user_version", |r| r.get(0))?))
@@ -827,6 +830,9 @@ mod tests {
         // Once the handler ran, the redemption is final (no release).
         l.consumed(&b, &fp, "test", &again).unwrap();
         assert_eq!(reason(l.release(&again, "test")), Reason::Spent);
+
+        let next = l.store.events_after(7, 1).unwrap();
+        assert_eq!(next[0].id, 8, "{next:?}");
 
         // Unknown ids stay unknown, new-format or not.
         assert_eq!(reason(l.release("nope", "test")), Reason::Unknown);

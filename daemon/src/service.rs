@@ -1,4 +1,4 @@
-//! The tc.v1 `Confirm` service: turns RPCs into [`Ledger`] calls on blocking threads
+//! The tc.v1 `Confirm` service: turns RPCs into [`Ledger`] calls on the store thread
 //! and results into replies, with the one error mapping from [`crate::error`].
 
 use std::path::PathBuf;
@@ -42,11 +42,11 @@ impl Service {
     async fn run<T: Send + 'static>(
         &self,
         f: impl FnOnce(&Ledger) -> Result<T, DaemonError> + Send + 'static,
-    ) -> Result<T, Status> {
-        // `block_in_place` runs the (fsync-bound) ledger call on this worker thread and
-        // moves other tasks away, saving the hand-off to a blocking-pool thread per RPC.
+    ) -> Result<T, DaemonError> {
+        // The ledger call runs on the store thread, grouped with whatever else is queued,
+        // and its result comes back only after that group's commit.
         let ledger = self.ledger.clone();
-        tokio::task::block_in_place(move || f(&ledger)).map_err(Status::from)
+        self.ledger.store.call(move || f(&ledger)).await
     }
 }
 
@@ -269,17 +269,16 @@ impl Confirm for Service {
             loop {
                 let batch_limit = left.min(500) as u32;
                 let l = ledger.clone();
-                let batch = match tokio::task::spawn_blocking(move || {
-                    l.store.events_after(after, batch_limit)
-                })
-                .await
+                let batch = match ledger
+                    .store
+                    .call(move || l.store.events_after(after, batch_limit))
+                    .await
                 {
-                    Ok(Ok(b)) => b,
-                    Ok(Err(e)) => {
+                    Ok(b) => b,
+                    Err(e) => {
                         let _ = tx.send(Err(Status::from(e))).await;
                         return;
                     }
-                    Err(_) => return,
                 };
                 let full = batch.len() as u32 == batch_limit;
                 for e in batch {

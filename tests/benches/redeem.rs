@@ -5,7 +5,8 @@
 //! It starts `target/release/tcd` on a temporary directory under `target/` and measures,
 //! in one run, on one filesystem:
 //!
-//! 1. `Redeem` round-trip latency (p50/p99), one client, sequential;
+//! 1. `Redeem` round-trip latency (p50/p99), one client, sequential, from a
+//!    current-thread tokio runtime (as tc-shim and tcctl run) and from a multi-thread one;
 //! 2. `Redeem` throughput with 8 concurrent clients on 8 separate connections;
 //! 3. the baselines the target is judged against: one bare fsync'd SQLite commit
 //!    (WAL, `synchronous=FULL`) of a single-row `INSERT`, and of an
@@ -29,7 +30,9 @@ use rusqlite::{params, Connection, TransactionBehavior};
 use tc_core::codes::events::REDEEMED;
 use tc_core::hash::sha256_hex;
 use tc_proto::v1::confirm_client::ConfirmClient;
-use tc_proto::v1::{Binding, MintRequest, RaiseRequest, RedeemRequest, StatusRequest};
+use tc_proto::v1::{
+    Binding, CountersRequest, MintRequest, RaiseRequest, RedeemRequest, StatusRequest,
+};
 use tc_tests::bench::{env_usize, release_binary, us, Stats};
 use tonic::transport::Channel;
 
@@ -62,41 +65,68 @@ fn main() -> anyhow::Result<()> {
         tmp.path().display()
     );
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
+    // The real clients (tc-shim, tcctl) run a current-thread tokio runtime, so the
+    // sequential phases do too; the same redeem loop is also timed from a multi-thread
+    // runtime (the bench's former client) to show what the client's runtime adds. The
+    // 8-client phase needs parallel clients: multi-thread.
+    let ct = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let mt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
     let mut base = Baselines {
         insert: BareInsert::new(&tmp.path().join("bare-insert.db"))?,
-        update: BareUpdate::new(&tmp.path().join("bare-update.db"), WARMUP + n)?,
-        inproc: InprocRedeem::new(&tmp.path().join("inproc-redeem.db"), WARMUP + n)?,
+        update: BareUpdate::new(&tmp.path().join("bare-update.db"), 2 * (WARMUP + n))?,
+        inproc: InprocRedeem::new(&tmp.path().join("inproc-redeem.db"), 2 * (WARMUP + n))?,
     };
     let daemon = Daemon::start(&tcd, tmp.path())?;
-    let report = rt.block_on(daemon_phases(&daemon, &mut base, n, conc_total))?;
+    let mut baselines: [Vec<Duration>; 3] = Default::default();
+    let fp = sha256_hex(b"tc-bench-state");
+    let seq = ct.block_on(sequential_phases(
+        &daemon,
+        &mut base,
+        &mut baselines,
+        n,
+        &fp,
+    ))?;
+    let redeem_seq_mt = mt.block_on(async {
+        let tokens = prepare(&daemon, WARMUP + n, WARMUP + n, &fp).await?;
+        let mut client = ConfirmClient::new(daemon.connect().await?);
+        timed_redeems(&mut client, &tokens, &fp, &mut base, &mut baselines).await
+    })?;
+    let (redeem_conc, conc_wall) =
+        mt.block_on(concurrent_phase(&daemon, 2 * (WARMUP + n), conc_total, &fp))?;
+    // Close every client connection first so the daemon's shutdown has nothing to wait for.
+    drop(ct);
+    drop(mt);
     drop(daemon);
-    let [bare_insert, bare_update, inproc] = report.baselines.clone();
+    let [bare_insert, bare_update, inproc] = baselines;
 
     println!();
     println!(
-        "{:<52} {:>6} {:>10} {:>10} {:>10}",
+        "{:<58} {:>6} {:>10} {:>10} {:>10}",
         "measurement", "n", "p50 µs", "p99 µs", "mean µs"
     );
     for (name, s) in [
-        (
-            "Status RPC, empty DB (gRPC, no write)",
-            &report.status_empty,
-        ),
+        ("Counters RPC (gRPC only, no store)", &seq.counters),
+        ("Status RPC, empty DB (gRPC, no write)", &seq.status_empty),
         (
             "Status RPC, populated DB (3 count(*) reads)",
-            &report.status_full,
+            &seq.status_full,
         ),
-        ("Redeem RPC, 1 client sequential", &report.redeem_seq),
         (
-            "Redeem RPC, 8 clients concurrent (per call)",
-            &report.redeem_conc,
+            "Redeem RPC, 1 client sequential (current-thread client)",
+            &seq.redeem_seq,
         ),
+        (
+            "Redeem RPC, 1 client sequential (multi-thread client)",
+            &redeem_seq_mt,
+        ),
+        ("Redeem RPC, 8 clients concurrent (per call)", &redeem_conc),
         (
             "Redeem RPC, spent token (refused, no commit)",
-            &report.redeem_spent,
+            &seq.redeem_spent,
         ),
         ("bare SQLite commit: INSERT 1 row", &bare_insert),
         (
@@ -107,7 +137,7 @@ fn main() -> anyhow::Result<()> {
     ] {
         let st = Stats::of(s);
         println!(
-            "{:<52} {:>6} {:>10.1} {:>10.1} {:>10.1}",
+            "{:<58} {:>6} {:>10.1} {:>10.1} {:>10.1}",
             name,
             s.len(),
             us(st.p50),
@@ -118,66 +148,112 @@ fn main() -> anyhow::Result<()> {
     println!();
     println!(
         "throughput, {CLIENTS} clients / {CLIENTS} connections: {} redeems in {:.3} s = {:.0} redeems/s",
-        report.redeem_conc.len(),
-        report.conc_wall.as_secs_f64(),
-        report.redeem_conc.len() as f64 / report.conc_wall.as_secs_f64()
+        redeem_conc.len(),
+        conc_wall.as_secs_f64(),
+        redeem_conc.len() as f64 / conc_wall.as_secs_f64()
     );
-    let redeem = Stats::of(&report.redeem_seq).p50;
-    for (name, base) in [("INSERT", &bare_insert), ("UPDATE", &bare_update)] {
-        let b = Stats::of(base).p50;
-        let ratio = redeem.as_secs_f64() / b.as_secs_f64();
-        println!(
-            "ratio p50(redeem) / p50(bare {name} commit) = {ratio:.2}x  (target <= 2x: {})",
-            if ratio <= 2.0 { "met" } else { "NOT met" }
-        );
+    for (client, redeems) in [
+        ("current-thread", &seq.redeem_seq),
+        ("multi-thread", &redeem_seq_mt),
+    ] {
+        let redeem = Stats::of(redeems).p50;
+        for (name, base) in [("INSERT", &bare_insert), ("UPDATE", &bare_update)] {
+            let b = Stats::of(base).p50;
+            let ratio = redeem.as_secs_f64() / b.as_secs_f64();
+            println!(
+                "ratio p50(redeem, {client} client) / p50(bare {name} commit) = {ratio:.2}x  (target <= 2x: {})",
+                if ratio <= 2.0 { "met" } else { "NOT met" }
+            );
+        }
     }
     Ok(())
 }
 
-/// What the daemon-facing phases measured.
-struct DaemonReport {
-    /// Bare INSERT commit, bare UPDATE commit, in-process redeem transaction.
-    baselines: [Vec<Duration>; 3],
+/// What the sequential phases measured.
+struct SeqReport {
+    counters: Vec<Duration>,
     status_empty: Vec<Duration>,
     status_full: Vec<Duration>,
     redeem_seq: Vec<Duration>,
     redeem_spent: Vec<Duration>,
-    redeem_conc: Vec<Duration>,
-    conc_wall: Duration,
 }
 
 /// Blocks the sequential phase is cut into, alternating redeems with the SQLite
 /// baselines so that drift in the machine's fsync latency hits both alike.
 const ROUNDS: usize = 10;
 
-async fn daemon_phases(
+/// Status, sequential redeems (interleaved with the baselines), spent-token redeems and
+/// Status again, all from one client on one connection. Tokens `0..WARMUP+n`.
+async fn sequential_phases(
     d: &Daemon,
     base: &mut Baselines,
+    baselines: &mut [Vec<Duration>; 3],
     n: usize,
-    conc_total: usize,
-) -> anyhow::Result<DaemonReport> {
+    fp: &str,
+) -> anyhow::Result<SeqReport> {
     let mut client = ConfirmClient::new(d.connect().await?);
-    let fp = sha256_hex(b"tc-bench-state");
 
-    // Status on a fresh DB: transport + spawn_blocking + store mutex, no write.
+    // Counters: answered from memory, never reaches the store: the transport alone.
+    let counters = time_counters(&mut client, n).await?;
+    // Status on a fresh DB: transport + store thread, no write.
     let status_empty = time_status(&mut client, n).await?;
 
-    // Sequential redeem latency, interleaved block by block with the bare commits.
-    let tokens = prepare(d, 0, WARMUP + n, &fp).await?;
-    let (warm, timed) = tokens.split_at(WARMUP);
-    for t in warm {
-        redeem(&mut client, t, &fp).await?;
-    }
+    let tokens = prepare(d, 0, WARMUP + n, fp).await?;
     for _ in 0..WARMUP {
         base.sample_all()?;
     }
-    let mut redeem_seq = Vec::with_capacity(n);
-    let mut baselines: [Vec<Duration>; 3] = Default::default();
-    for block in timed.chunks(n.div_ceil(ROUNDS)) {
+    let redeem_seq = timed_redeems(&mut client, &tokens, fp, base, baselines).await?;
+
+    // The same RPC refused as `spent`: the whole path (transport, store thread,
+    // BEGIN IMMEDIATE, SELECT) except the write and its fsync.
+    // (The raw client call: an anyhow error would capture a backtrace under
+    // RUST_BACKTRACE=1 and time the bench's own error handling.)
+    let mut redeem_spent = Vec::with_capacity(n);
+    for t in &tokens[WARMUP..] {
+        let req = RedeemRequest {
+            token: t.token.clone(),
+            binding: Some(t.binding.clone()),
+            current_state_fp: fp.to_string(),
+        };
+        let start = Instant::now();
+        let refused = client.redeem(req).await;
+        redeem_spent.push(start.elapsed());
+        match refused {
+            Err(s) if tc_proto::reason(&s) == Some(tc_core::Reason::Spent) => {}
+            other => bail!("a spent token was not refused as spent: {other:?}"),
+        }
+    }
+
+    // Status again, now that the tables hold thousands of rows.
+    let status_full = time_status(&mut client, n).await?;
+    Ok(SeqReport {
+        counters,
+        status_empty,
+        status_full,
+        redeem_seq,
+        redeem_spent,
+    })
+}
+
+/// Redeems `tokens` one by one (the first WARMUP untimed), in ROUNDS blocks each
+/// followed by the same number of samples of every baseline.
+async fn timed_redeems(
+    client: &mut Client,
+    tokens: &[Prepared],
+    fp: &str,
+    base: &mut Baselines,
+    baselines: &mut [Vec<Duration>; 3],
+) -> anyhow::Result<Vec<Duration>> {
+    let (warm, timed) = tokens.split_at(WARMUP.min(tokens.len()));
+    for t in warm {
+        redeem(client, t, fp).await?;
+    }
+    let mut out = Vec::with_capacity(timed.len());
+    for block in timed.chunks(timed.len().div_ceil(ROUNDS).max(1)) {
         for t in block {
             let start = Instant::now();
-            redeem(&mut client, t, &fp).await?;
-            redeem_seq.push(start.elapsed());
+            redeem(client, t, fp).await?;
+            out.push(start.elapsed());
         }
         for _ in block {
             baselines[0].push(base.insert.sample()?);
@@ -189,39 +265,29 @@ async fn daemon_phases(
             baselines[2].push(base.inproc.sample()?);
         }
     }
+    Ok(out)
+}
 
-    // The same RPC refused as `spent`: the whole path (transport, blocking pool, mutex,
-    // BEGIN IMMEDIATE, SELECT) except the write and its fsync, which is rolled back.
-    let mut redeem_spent = Vec::with_capacity(n);
-    for t in timed {
-        let start = Instant::now();
-        let refused = redeem(&mut client, t, &fp).await;
-        redeem_spent.push(start.elapsed());
-        match refused {
-            Err(e)
-                if e.downcast_ref::<tonic::Status>().and_then(tc_proto::reason)
-                    == Some(tc_core::Reason::Spent) => {}
-            other => bail!("a spent token was not refused as spent: {other:?}"),
-        }
-    }
-
-    // Status again, now that the tables hold thousands of rows.
-    let status_full = time_status(&mut client, n).await?;
-
-    // Throughput: 8 clients, 8 connections, tokens prepared first.
+/// Throughput: 8 clients, 8 connections, tokens `first..` prepared first.
+async fn concurrent_phase(
+    d: &Daemon,
+    first: usize,
+    conc_total: usize,
+    fp: &str,
+) -> anyhow::Result<(Vec<Duration>, Duration)> {
     let per = conc_total.div_ceil(CLIENTS);
-    let tokens = prepare(d, WARMUP + n, CLIENTS * (per + 1), &fp).await?;
+    let tokens = prepare(d, first, CLIENTS * (per + 1), fp).await?;
     let mut clients = Vec::with_capacity(CLIENTS);
     for chunk in tokens.chunks(per + 1) {
         let mut c = ConfirmClient::new(d.connect().await?);
-        redeem(&mut c, &chunk[0], &fp).await?; // connection warm-up
+        redeem(&mut c, &chunk[0], fp).await?; // connection warm-up
         clients.push((c, chunk[1..].to_vec()));
     }
     let barrier = std::sync::Arc::new(tokio::sync::Barrier::new(CLIENTS + 1));
     let mut tasks = Vec::new();
     for (mut c, toks) in clients {
         let barrier = barrier.clone();
-        let fp = fp.clone();
+        let fp = fp.to_string();
         tasks.push(tokio::spawn(async move {
             barrier.wait().await;
             let mut lat = Vec::with_capacity(toks.len());
@@ -235,20 +301,11 @@ async fn daemon_phases(
     }
     barrier.wait().await;
     let start = Instant::now();
-    let mut redeem_conc = Vec::with_capacity(conc_total);
+    let mut lat = Vec::with_capacity(conc_total);
     for t in tasks {
-        redeem_conc.extend(t.await??);
+        lat.extend(t.await??);
     }
-    let conc_wall = start.elapsed();
-    Ok(DaemonReport {
-        baselines,
-        status_empty,
-        status_full,
-        redeem_seq,
-        redeem_spent,
-        redeem_conc,
-        conc_wall,
-    })
+    Ok((lat, start.elapsed()))
 }
 
 /// A minted, unspent token and the binding it was minted for.
@@ -338,6 +395,19 @@ async fn time_status(c: &mut Client, n: usize) -> anyhow::Result<Vec<Duration>> 
     for _ in 0..n {
         let start = Instant::now();
         c.status(StatusRequest {}).await.context("Status")?;
+        out.push(start.elapsed());
+    }
+    Ok(out)
+}
+
+async fn time_counters(c: &mut Client, n: usize) -> anyhow::Result<Vec<Duration>> {
+    for _ in 0..WARMUP {
+        c.counters(CountersRequest {}).await?;
+    }
+    let mut out = Vec::with_capacity(n);
+    for _ in 0..n {
+        let start = Instant::now();
+        c.counters(CountersRequest {}).await.context("Counters")?;
         out.push(start.elapsed());
     }
     Ok(out)
@@ -466,7 +536,7 @@ impl InprocRedeem {
              CREATE UNIQUE INDEX tokens_hash ON tokens (token_hash);
              CREATE INDEX tokens_live ON tokens (expires_at) WHERE consumed_at IS NULL;
              CREATE TABLE events (
-                id INTEGER PRIMARY KEY AUTOINCREMENT, at_ms INTEGER NOT NULL, kind TEXT NOT NULL,
+                id INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL, kind TEXT NOT NULL,
                 vault TEXT NOT NULL, tool TEXT NOT NULL, caller TEXT NOT NULL,
                 args_hash TEXT NOT NULL, state_fp TEXT NOT NULL, detail TEXT NOT NULL);",
         )?;
