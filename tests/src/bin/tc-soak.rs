@@ -396,7 +396,7 @@ fn drive(o: Opts) -> anyhow::Result<bool> {
                 while Instant::now() < deadline {
                     n += 1;
                     // Alternate, with the phase shifted per worker so both kinds overlap.
-                    if (n + w as u64) % 2 == 0 {
+                    if (n + w as u64).is_multiple_of(2) {
                         let text = format!("s{si}w{w}n{n}");
                         match shim.call("echo", json!({"text": text})) {
                             Ok(r) if r.pointer("/content/0/text") == Some(&json!(text)) => {
