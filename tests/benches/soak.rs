@@ -1,0 +1,186 @@
+//! Load soak benchmark: the `tc-soak` driver for a longer run against release builds,
+//! printing calls/s, confirmations and the RSS of tcd and of each shim over time (see
+//! docs/BENCHMARKS.md, section "Load soak").
+//!
+//! Run with `cargo build --release -p tc-shim -p tcd && cargo bench -p tc-tests --bench soak`.
+//!
+//! It starts the real `target/release/tcd` (keyed from its cache dir, as in production,
+//! so the database grows over the run) on a socket in a temp dir under `target/`, then
+//! `tc-soak drive`: 8 real `target/release/tc-shim` processes in front of the `tc-soak
+//! server` fixture, 8 workers per shim alternating gated calls (CLI route: refused,
+//! `Mint` at the daemon as `tcctl elicit` would, the call again with `elicit_token`; one
+//! token in 16 is tried a second time and must be refused as spent) and ungated `echo`
+//! calls. At the end every confirmed call must have run exactly once at the downstream
+//! and have exactly one requested/minted/redeemed/consumed event in the daemon's log;
+//! any discrepancy fails the run. Timings and memory are printed, never asserted.
+//!
+//! Knobs: `TC_SOAK_SECONDS` (default 60), `TC_SOAK_SHIMS` (8), `TC_SOAK_WORKERS` (8 per
+//! shim), `TC_SOAK_SAMPLES` (RSS samples incl. start and end, default 7), `TC_SHIM_BIN`,
+//! `TCD_BIN`.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context};
+use serde_json::Value;
+use tc_tests::bench::{env_usize, release_binary};
+
+struct Daemon {
+    child: Child,
+    socket: PathBuf,
+}
+
+impl Daemon {
+    fn start(tcd: &Path, dir: &Path) -> anyhow::Result<Daemon> {
+        let socket = dir.join("run").join("tcd.sock");
+        ensure!(
+            socket.as_os_str().len() <= 100,
+            "socket path {} is too long for a Unix socket; use a shorter target dir",
+            socket.display()
+        );
+        let config = dir.join("tcd.toml");
+        std::fs::write(&config, "[daemon]\n")?;
+        let log = dir.join("tcd.log");
+        let mut child = Command::new(tcd)
+            .arg("--config")
+            .arg(&config)
+            .arg("--socket")
+            .arg(&socket)
+            .arg("--cache-dir")
+            .arg(dir.join("cache"))
+            .env_remove("LISTEN_FDS")
+            .env_remove("LISTEN_PID")
+            .env_remove("NOTIFY_SOCKET")
+            .env("TCD_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log)?)
+            .spawn()
+            .with_context(|| format!("starting {}", tcd.display()))?;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::os::unix::net::UnixStream::connect(&socket).is_err() {
+            if let Some(st) = child.try_wait()? {
+                bail!(
+                    "tcd exited during startup ({st}):\n{}",
+                    std::fs::read_to_string(&log).unwrap_or_default()
+                );
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                bail!("tcd did not accept on {} within 20 s", socket.display());
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(Daemon { child, socket })
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
+        let _ = self.child.wait();
+    }
+}
+
+fn mb(kb: &Value) -> String {
+    kb.as_u64()
+        .map_or("?".into(), |k| format!("{:.1}", k as f64 / 1024.0))
+}
+
+fn main() -> anyhow::Result<()> {
+    let seconds = env_usize("TC_SOAK_SECONDS", 60)?;
+    let shims = env_usize("TC_SOAK_SHIMS", 8)?;
+    let workers = env_usize("TC_SOAK_WORKERS", 8)?;
+    let samples = env_usize("TC_SOAK_SAMPLES", 7)?;
+    let shim_bin = release_binary("tc-shim", "tc-shim", "soak", "TC_SHIM_BIN")?;
+    let tcd_bin = release_binary("tcd", "tcd", "soak", "TCD_BIN")?;
+    let target = shim_bin
+        .parent()
+        .and_then(Path::parent)
+        .context("tc-shim binary has no target directory")?
+        .to_path_buf();
+    let tmp = tempfile::Builder::new()
+        .prefix("tc-bench-soak-")
+        .tempdir_in(&target)?;
+    let base = std::fs::canonicalize(tmp.path())?;
+    let daemon = Daemon::start(&tcd_bin, &base)?;
+    let driver = env!("CARGO_BIN_EXE_tc-soak");
+    println!("tc-shim: {}", shim_bin.display());
+    println!(
+        "tcd:     {} (keyed, cache in {})",
+        tcd_bin.display(),
+        base.display()
+    );
+    println!("driver:  {driver}");
+    println!("{shims} shims × {workers} workers, {seconds} s, {samples} RSS samples");
+    let out = Command::new(driver)
+        .arg("drive")
+        .arg("--socket")
+        .arg(&daemon.socket)
+        .arg("--shim")
+        .arg(&shim_bin)
+        .arg("--dir")
+        .arg(base.join("soak"))
+        .args(["--shims", &shims.to_string()])
+        .args(["--workers", &workers.to_string()])
+        .args(["--seconds", &seconds.to_string()])
+        .args(["--samples", &samples.to_string()])
+        .args(["--tcd-pid", &daemon.child.id().to_string()])
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let s: Value = serde_json::from_str(text.trim())
+        .with_context(|| format!("tc-soak printed no summary: {text}"))?;
+    let db_kb = std::fs::metadata(base.join("cache/cache.db")).map_or(0, |m| m.len() / 1024);
+
+    println!();
+    println!("wall                    {} s", s["seconds"]);
+    println!(
+        "calls                   {} gated + {} ungated = {} calls/s ({} gated/s)",
+        s["gated"], s["ungated"], s["calls_per_s"], s["gated_per_s"]
+    );
+    println!(
+        "confirmations           {} minted, {} forwarded writes, lost {}, forwarded twice {}, \
+         daemon-log mismatches {}, reused tokens refused {}",
+        s["events"]["tc.elicit.minted"],
+        s["forwarded_writes"],
+        s["lost"],
+        s["forwarded_twice"],
+        s["log_mismatch"],
+        s["reuse_refused"]
+    );
+    println!("events                  {}", s["events"]);
+    println!("cache.db at the end     {db_kb} KiB");
+    println!();
+    println!(
+        "{:>7} {:>9} {:>11} {:>11} {:>11}",
+        "at s", "tcd MiB", "shim min", "shim max", "shim mean"
+    );
+    for r in s["rss"].as_array().into_iter().flatten() {
+        let kb: Vec<u64> = r["shims_kb"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_u64)
+            .collect();
+        let (min, max) = (kb.iter().min().copied(), kb.iter().max().copied());
+        let mean = (!kb.is_empty()).then(|| kb.iter().sum::<u64>() / kb.len() as u64);
+        println!(
+            "{:>7.1} {:>9} {:>11} {:>11} {:>11}",
+            r["at_s"].as_f64().unwrap_or(f64::NAN),
+            mb(&r["tcd_kb"]),
+            mb(&min.into()),
+            mb(&max.into()),
+            mb(&mean.into())
+        );
+    }
+    let problems = s["problems"].as_array().cloned().unwrap_or_default();
+    ensure!(
+        out.status.success() && problems.is_empty(),
+        "the soak found problems: {problems:?}"
+    );
+    Ok(())
+}
