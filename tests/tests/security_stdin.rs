@@ -6,110 +6,28 @@
 //! Well-formed but odd objects (wrong member types, odd ids, odd `_meta`) are sent too:
 //! nothing is expected of them but that the shim survives and every line it writes is JSON.
 
+#[path = "security_support.rs"]
+mod security_support;
 #[path = "shim_support.rs"]
 mod support;
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::mpsc;
-use std::time::Duration;
-
+use security_support::Shim;
 use serde_json::{json, Value};
 use support::*;
 
-struct Shim {
-    child: Child,
-    stdin: ChildStdin,
-    lines: mpsc::Receiver<Vec<u8>>,
-    probes: u64,
+fn start(env: &Env) -> Shim {
+    let fixture = fixture("echo_server.py");
+    let argv = env.shim_argv_inline("echo", &["python3".into(), fixture.display().to_string()]);
+    Shim::start(&argv, "error", None)
 }
 
-impl Shim {
-    fn start(env: &Env) -> Shim {
-        let fixture = fixture("echo_server.py");
-        let argv = env.shim_argv_inline("echo", &["python3".into(), fixture.display().to_string()]);
-        let mut child = Command::new(&argv[0])
-            .args(&argv[1..])
-            .env("TC_LOG", "error")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
-        let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut r = BufReader::new(stdout);
-            loop {
-                let mut l = Vec::new();
-                match r.read_until(b'\n', &mut l) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {
-                        if tx.send(l).is_err() {
-                            break;
-                        }
-                    }
-                }
-            }
-        });
-        Shim {
-            child,
-            stdin,
-            lines,
-            probes: 0,
-        }
-    }
-
-    fn send(&mut self, line: &[u8]) {
-        self.stdin.write_all(line).unwrap();
-        self.stdin.write_all(b"\n").unwrap();
-    }
-
-    /// Sends a probe request and reads up to its answer: returns the codes of the id-null
-    /// errors seen on the way (in order). Every line written must be one JSON value.
-    fn probe(&mut self, what: &str) -> Vec<i64> {
-        self.probes += 1;
-        let id = format!("probe-{}", self.probes);
-        self.send(
-            json!({"jsonrpc": "2.0", "id": id, "method": "echo"})
-                .to_string()
-                .as_bytes(),
-        );
-        self.stdin.flush().unwrap();
-        let mut codes = Vec::new();
-        loop {
-            let line = match self.lines.recv_timeout(Duration::from_secs(60)) {
-                Ok(l) => l,
-                Err(_) => panic!(
-                    "{what}: tc-shim stopped answering (exit: {:?})",
-                    self.child.try_wait()
-                ),
-            };
-            let v: Value = serde_json::from_slice(&line).unwrap_or_else(|e| {
-                panic!(
-                    "{what}: tc-shim wrote a line that is not JSON ({e}): {}",
-                    String::from_utf8_lossy(&line)
-                )
-            });
-            if v["id"] == json!(id) {
-                assert!(v.get("result").is_some(), "{what}: probe answer {v}");
-                return codes;
-            }
-            if v.get("id") == Some(&Value::Null) {
-                if let Some(c) = v["error"]["code"].as_i64() {
-                    codes.push(c);
-                }
-            }
-        }
-    }
-}
-
-impl Drop for Shim {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// Probes and returns the codes of the id-null errors answered on the way, in order.
+fn rejections(s: &mut Shim, what: &str) -> Vec<i64> {
+    s.probe(what)
+        .into_iter()
+        .filter(|v| v.get("id") == Some(&Value::Null))
+        .filter_map(|v| v["error"]["code"].as_i64())
+        .collect()
 }
 
 fn env() -> Env {
@@ -155,7 +73,7 @@ fn frames(data: &[u8]) -> Vec<&[u8]> {
 #[test]
 fn shim_stdin_corpus_lines_are_answered_by_name_and_the_session_goes_on() {
     let env = env();
-    let mut s = Shim::start(&env);
+    let mut s = start(&env);
     let dir = workspace().join("fuzz/corpus/jsonrpc_line");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .unwrap()
@@ -179,7 +97,11 @@ fn shim_stdin_corpus_lines_are_answered_by_name_and_the_session_goes_on() {
             }
             s.send(line);
         }
-        assert_eq!(s.probe(&name), want, "{name}: the rejections, in order");
+        assert_eq!(
+            rejections(&mut s, &name),
+            want,
+            "{name}: the rejections, in order"
+        );
     }
     assert!(rejected > 100 && forwarded > 10, "{rejected} {forwarded}");
     assert!(s.child.try_wait().unwrap().is_none(), "tc-shim exited");
@@ -333,7 +255,7 @@ fn shim_stdin_generated_garbage_and_odd_messages() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(50);
     let env = env();
-    let mut s = Shim::start(&env);
+    let mut s = start(&env);
     let mut r = Rng(seed | 1);
     let (mut rejected, mut odd) = (0, 0);
     for round in 0..rounds {
@@ -359,22 +281,15 @@ fn shim_stdin_generated_garbage_and_odd_messages() {
             s.send(&line);
         }
         let what = format!("seed {seed} round {round}");
-        assert_eq!(s.probe(&what), want, "{what}: the rejections, in order");
+        assert_eq!(
+            rejections(&mut s, &what),
+            want,
+            "{what}: the rejections, in order"
+        );
     }
     assert!(rejected > rounds * 10 && odd > rounds, "{rejected} {odd}");
     // Still a working proxy: tools/list answers (nuke is gated, so it is shown).
-    s.send(br#"{"jsonrpc":"2.0","id":"last","method":"tools/list"}"#);
-    s.stdin.flush().unwrap();
-    let last = loop {
-        let l = s
-            .lines
-            .recv_timeout(Duration::from_secs(60))
-            .expect("tools/list answer");
-        let v: Value = serde_json::from_slice(&l).unwrap();
-        if v["id"] == "last" {
-            break v;
-        }
-    };
+    let last = s.request(json!("last"), "tools/list", json!({}));
     assert!(last["result"]["tools"].as_array().is_some(), "{last}");
     assert!(s.child.try_wait().unwrap().is_none(), "tc-shim exited");
 }
