@@ -321,7 +321,11 @@ mod tests {
         let gd = d.path().join(".git");
         std::fs::create_dir_all(gd.join("refs/heads")).unwrap();
         std::fs::write(d.path().join("outside"), "not a ref").unwrap();
-        for head in ["ref: ../outside", "ref: /etc/hostname", "ref: refs/../../outside"] {
+        for head in [
+            "ref: ../outside",
+            "ref: /etc/hostname",
+            "ref: refs/../../outside",
+        ] {
             std::fs::write(gd.join("HEAD"), head).unwrap();
             assert!(
                 matches!(super::head(&gd), Err(GitError::BadRef { .. })),
