@@ -316,7 +316,7 @@ tool = "replace"
 targets = { matching = { root = "dir", contains = "needle" } }
 [[vaults.gates]]
 tool = "commit"
-targets = "git"
+targets = { git = "repo_path" }
 [vaults.acl]
 deny = ["*.key", "secret/**"]
 read_only = ["{a,b}/**"]

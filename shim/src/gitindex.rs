@@ -15,6 +15,10 @@ pub enum GitError {
     },
     #[error("malformed git index {path}: {why}")]
     BadIndex { path: PathBuf, why: IndexError },
+    /// A symbolic ref naming a path outside the git dir (absolute, or with `..`),
+    /// which git itself never writes: refused rather than read.
+    #[error("{gd}: ref {name:?} leaves the git directory")]
+    BadRef { gd: PathBuf, name: String },
 }
 
 /// Why an index file was refused: one variant per check, so a caller (and a fuzz test)
@@ -81,6 +85,13 @@ pub fn git_dir(repo: &Path) -> Result<PathBuf, GitError> {
 }
 
 fn resolve_ref(gd: &Path, name: &str, depth: u8) -> Result<String, GitError> {
+    let p = Path::new(name);
+    if p.is_absolute() || p.components().any(|c| c == std::path::Component::ParentDir) {
+        return Err(GitError::BadRef {
+            gd: gd.to_path_buf(),
+            name: name.to_string(),
+        });
+    }
     let loose = gd.join(name);
     if loose.is_file() {
         let text = String::from_utf8_lossy(&read(&loose)?).trim().to_string();
@@ -302,6 +313,31 @@ mod tests {
         let e = parse_index(&b).unwrap();
         assert_eq!(e[0].path, "dir/aa");
         assert_eq!(e[1].path, "dir/bb");
+    }
+
+    #[test]
+    fn refs_outside_the_git_dir_are_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let gd = d.path().join(".git");
+        std::fs::create_dir_all(gd.join("refs/heads")).unwrap();
+        std::fs::write(d.path().join("outside"), "not a ref").unwrap();
+        for head in [
+            "ref: ../outside",
+            "ref: /etc/hostname",
+            "ref: refs/../../outside",
+        ] {
+            std::fs::write(gd.join("HEAD"), head).unwrap();
+            assert!(
+                matches!(super::head(&gd), Err(GitError::BadRef { .. })),
+                "{head}"
+            );
+        }
+        // A loop of symbolic refs ends; an ordinary ref still resolves.
+        std::fs::write(gd.join("HEAD"), "ref: refs/heads/a").unwrap();
+        std::fs::write(gd.join("refs/heads/a"), "ref: refs/heads/a").unwrap();
+        assert_eq!(super::head(&gd).unwrap(), "ref:refs/heads/a");
+        std::fs::write(gd.join("refs/heads/a"), "0123abcd\n").unwrap();
+        assert_eq!(super::head(&gd).unwrap(), "0123abcd");
     }
 
     #[test]

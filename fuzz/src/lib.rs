@@ -1,0 +1,25 @@
+//! The shim's input parsers, compiled from the shim's own sources (tc-shim is a binary
+//! crate), for the cargo-fuzz targets in `fuzz_targets/`.
+#![allow(dead_code)]
+
+#[path = "../../shim/src/framing.rs"]
+pub mod framing;
+#[path = "../../shim/src/gitindex.rs"]
+pub mod gitindex;
+#[path = "../../shim/src/results.rs"]
+pub mod results;
+#[path = "../../shim/src/scan.rs"]
+pub mod scan;
+
+use std::future::Future;
+use std::pin::pin;
+use std::task::{Context, Poll, Waker};
+
+/// Drives a future over an in-memory reader (always ready).
+pub fn block<F: Future>(f: F) -> F::Output {
+    let mut f = pin!(f);
+    match f.as_mut().poll(&mut Context::from_waker(Waker::noop())) {
+        Poll::Ready(v) => v,
+        Poll::Pending => panic!("an in-memory reader never waits"),
+    }
+}

@@ -1,0 +1,295 @@
+//! Stdin fuzz of the real tc-shim (in front of the stdlib echo fixture, with a real tcd):
+//! corpus lines and generated garbage must each be answered as JSON-RPC says — a line
+//! that is not JSON with a parse error (-32700, id null), JSON that is not an object
+//! with an invalid request (-32600, id null) — and the shim must keep answering after.
+//!
+//! Well-formed but odd objects (wrong member types, odd ids, odd `_meta`) are sent too:
+//! nothing is expected of them but that the shim survives and every line it writes is JSON.
+
+#[path = "security_support.rs"]
+mod security_support;
+#[path = "shim_support.rs"]
+mod support;
+
+use security_support::Shim;
+use serde_json::{json, Value};
+use support::*;
+
+fn start(env: &Env) -> Shim {
+    let fixture = fixture("echo_server.py");
+    let argv = env.shim_argv_inline("echo", &["python3".into(), fixture.display().to_string()]);
+    Shim::start(&argv, "error", None)
+}
+
+/// Probes and returns the codes of the id-null errors answered on the way, in order.
+fn rejections(s: &mut Shim, what: &str) -> Vec<i64> {
+    s.probe(what)
+        .into_iter()
+        .filter(|v| v.get("id") == Some(&Value::Null))
+        .filter_map(|v| v["error"]["code"].as_i64())
+        .collect()
+}
+
+fn env() -> Env {
+    let mut env = Env::with(
+        &Vault::bare("echo")
+            .gate_when(
+                "hello",
+                r#"{ equals = { arg = "who", value = "boss" } }"#,
+                r#""none""#,
+            )
+            .gate("nuke", r#"{ paths = ["path"] }"#),
+    );
+    env.start_tcd();
+    env
+}
+
+/// What the shim must answer a client line with: Some(code) for a rejection, None for a
+/// message object (forwarded or handled; nothing to check but survival).
+fn expected(line: &[u8]) -> Option<i64> {
+    match serde_json::from_slice::<Value>(line) {
+        Err(_) => Some(-32700),
+        Ok(v) if !v.is_object() => Some(-32600),
+        Ok(_) => None,
+    }
+}
+
+/// Lines the echo fixture cannot take (it is a stdlib Python loop, not under test):
+/// `exit`/`hang`, and raw `\r` (Python's text stdin splits lines there too).
+fn safe_to_forward(line: &[u8]) -> bool {
+    let v: Value = serde_json::from_slice(line).unwrap();
+    let method = v.get("method").and_then(Value::as_str).unwrap_or("");
+    !line.contains(&b'\r') && !["exit", "hang"].contains(&method)
+}
+
+/// Splits a corpus file into the lines tc-shim's reader will see.
+fn frames(data: &[u8]) -> Vec<&[u8]> {
+    data.split(|b| *b == b'\n')
+        .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
+        .filter(|l| !l.iter().all(u8::is_ascii_whitespace))
+        .collect()
+}
+
+#[test]
+fn shim_stdin_corpus_lines_are_answered_by_name_and_the_session_goes_on() {
+    let env = env();
+    let mut s = start(&env);
+    let dir = workspace().join("fuzz/corpus/jsonrpc_line");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(files.len() >= 50, "corpus {}", dir.display());
+    let (mut rejected, mut forwarded) = (0, 0);
+    for p in files {
+        let name = p.file_name().unwrap().to_string_lossy().into_owned();
+        let data = std::fs::read(&p).unwrap();
+        let mut want = Vec::new();
+        for line in frames(&data) {
+            match expected(line) {
+                Some(code) => {
+                    want.push(code);
+                    rejected += 1;
+                }
+                None if safe_to_forward(line) => forwarded += 1,
+                None => continue,
+            }
+            s.send(line);
+        }
+        assert_eq!(
+            rejections(&mut s, &name),
+            want,
+            "{name}: the rejections, in order"
+        );
+    }
+    assert!(rejected > 100 && forwarded > 10, "{rejected} {forwarded}");
+    assert!(s.child.try_wait().unwrap().is_none(), "tc-shim exited");
+}
+
+/// xorshift64*: a small deterministic generator, so a failing seed replays exactly.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
+        &xs[self.below(xs.len())]
+    }
+}
+
+fn value(r: &mut Rng, depth: u32) -> Value {
+    match r.below(if depth == 0 { 5 } else { 8 }) {
+        0 => Value::Null,
+        1 => json!(r.below(2) == 0),
+        2 => json!(r.next() as i64),
+        3 => json!(
+            [
+                "",
+                "x",
+                "\u{0}",
+                "é\u{2028}",
+                "../../etc/passwd",
+                "/etc",
+                "tc1.a.b"
+            ][r.below(7)]
+        ),
+        4 => json!((r.next() as f64) / 7.0),
+        5 | 6 => {
+            let keys = [
+                "id",
+                "name",
+                "arguments",
+                "path",
+                "elicit_token",
+                "_meta",
+                "requestState",
+                "k",
+            ];
+            let mut m = serde_json::Map::new();
+            for _ in 0..r.below(4) {
+                m.insert(r.pick(&keys).to_string(), value(r, depth - 1));
+            }
+            Value::Object(m)
+        }
+        _ => Value::Array((0..r.below(4)).map(|_| value(r, depth - 1)).collect()),
+    }
+}
+
+/// A message object with plausible members of implausible types.
+fn odd_message(r: &mut Rng) -> Vec<u8> {
+    let methods = [
+        "tools/call",
+        "tools/list",
+        "notifications/cancelled",
+        "initialize",
+        "server/discover",
+        "resources/read",
+        "ping",
+        "echo",
+        "tc/mint",
+    ];
+    let mut m = serde_json::Map::new();
+    m.insert("jsonrpc".into(), json!("2.0"));
+    if r.below(5) != 0 {
+        m.insert("method".into(), json!(r.pick(&methods)));
+    }
+    if r.below(4) != 0 {
+        let id = match r.below(4) {
+            0 => json!(format!("odd-{}", r.next())),
+            1 => json!(r.next() as i64),
+            _ => value(r, 2),
+        };
+        m.insert("id".into(), id);
+    }
+    let mut params = value(r, 3);
+    if r.below(2) == 0 {
+        params = json!({
+            "name": *r.pick(&["hello", "nuke", "list_capabilities", "call_capability", "missing"]),
+            "arguments": value(r, 3),
+        });
+        if r.below(3) == 0 {
+            params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": value(r, 1)});
+        }
+    }
+    m.insert("params".into(), params);
+    serde_json::to_vec(&Value::Object(m)).unwrap()
+}
+
+/// A line that is not a message: bytes, token soup, a cut or corrupted message, nesting.
+fn bad_line(r: &mut Rng) -> Vec<u8> {
+    let mut b = match r.below(5) {
+        0 => (0..r.below(200)).map(|_| r.next() as u8).collect(),
+        1 => {
+            let toks: [&[u8]; 14] = [
+                b"{", b"}", b"[", b"]", b"\"", b":", b",", b"1", b"-", b"e", b"null", b"\\u",
+                b"\xff", b" ",
+            ];
+            (0..r.below(60))
+                .flat_map(|_| r.pick(&toks).to_vec())
+                .collect()
+        }
+        2 => {
+            let mut m = odd_message(r);
+            let cut = r.below(m.len());
+            m.truncate(cut);
+            m
+        }
+        3 => {
+            let mut m = odd_message(r);
+            for _ in 0..1 + r.below(3) {
+                let i = r.below(m.len());
+                m[i] = r.next() as u8;
+            }
+            m
+        }
+        _ => {
+            let d = 100 + r.below(5000);
+            let (o, c): (&[u8], &[u8]) =
+                *r.pick(&[(&b"["[..], &b"]"[..]), (&b"{\"a\":"[..], &b"}"[..])]);
+            let mut v = o.repeat(d);
+            v.extend_from_slice(b"1");
+            v.extend_from_slice(&c.repeat(d));
+            v
+        }
+    };
+    b.retain(|&x| x != b'\n');
+    b
+}
+
+#[test]
+fn shim_stdin_generated_garbage_and_odd_messages() {
+    let seed: u64 = std::env::var("TC_FUZZ_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0x7c5e_ed00_0000_0001);
+    let rounds: usize = std::env::var("TC_FUZZ_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(50);
+    let env = env();
+    let mut s = start(&env);
+    let mut r = Rng(seed | 1);
+    let (mut rejected, mut odd) = (0, 0);
+    for round in 0..rounds {
+        let mut want = Vec::new();
+        for _ in 0..40 {
+            let line = if r.below(3) == 0 {
+                odd_message(&mut r)
+            } else {
+                bad_line(&mut r)
+            };
+            if line.iter().all(u8::is_ascii_whitespace) {
+                continue;
+            }
+            let line = line.strip_suffix(b"\r").unwrap_or(&line).to_vec();
+            match expected(&line) {
+                Some(code) => {
+                    want.push(code);
+                    rejected += 1;
+                }
+                None if safe_to_forward(&line) => odd += 1,
+                None => continue,
+            }
+            s.send(&line);
+        }
+        let what = format!("seed {seed} round {round}");
+        assert_eq!(
+            rejections(&mut s, &what),
+            want,
+            "{what}: the rejections, in order"
+        );
+    }
+    assert!(rejected > rounds * 10 && odd > rounds, "{rejected} {odd}");
+    // Still a working proxy: tools/list answers (nuke is gated, so it is shown).
+    let last = s.request(json!("last"), "tools/list", json!({}));
+    assert!(last["result"]["tools"].as_array().is_some(), "{last}");
+    assert!(s.child.try_wait().unwrap().is_none(), "tc-shim exited");
+}
