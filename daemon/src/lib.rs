@@ -62,6 +62,10 @@ pub struct Options {
 /// Parses the command line, then serves until SIGTERM/SIGINT.
 pub fn run() -> anyhow::Result<()> {
     let args = Args::parse();
+    // Everything tcd creates (cache.db and its -wal/-shm, the socket before its chmod) is
+    // for this uid alone, whatever umask the shell that started it had; the systemd unit
+    // sets the same with UMask=0077.
+    nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         .with_ansi(false)

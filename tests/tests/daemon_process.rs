@@ -27,6 +27,11 @@ async fn socket_secret_and_directory_modes() {
     assert_eq!(st.protocol, tc_proto::PROTOCOL);
     assert!(!st.ephemeral);
     assert_eq!(st.socket, d.socket.display().to_string());
+    // The database holds token hashes, raised requests and the audit log: only this uid
+    // reads it, whatever the umask tcd was started with (the test runner's is usually 022).
+    for f in ["cache.db", "cache.db-wal", "cache.db-shm"] {
+        assert_eq!(mode(&d.cache_dir.join(f)), 0o600, "{f}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread")]
