@@ -171,6 +171,13 @@ impl Daemon {
     }
 
     fn spawn_and_wait(&mut self) {
+        let child = self.spawn_child();
+        self.child = Some(child);
+    }
+
+    /// Starts `tcd` and waits until it has printed its `elicit:` line and accepts on the
+    /// socket; the caller owns the [`Child`] (to wait for its exit with its own deadline).
+    pub fn spawn_child(&mut self) -> Child {
         let n = self.starts;
         self.starts += 1;
         let err = File::create(self.stderr_path(n)).expect("stderr file");
@@ -198,7 +205,7 @@ impl Daemon {
             );
             std::thread::sleep(Duration::from_millis(10));
         }
-        self.child = Some(child);
+        child
     }
 
     /// The pid of the running daemon.

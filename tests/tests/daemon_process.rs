@@ -370,26 +370,6 @@ async fn a_symlinked_socket_directory_is_refused() {
     assert!(err.contains("symlink"), "{err}");
 }
 
-/// Spawns this daemon's `tcd` with a [`Child`](std::process::Child) the test owns, so it
-/// can wait for the exit itself (with a longer deadline than `Daemon::signal`).
-fn spawn_owned(d: &Daemon) -> std::process::Child {
-    let err = std::fs::File::create(d.dir.path().join("tcd.stderr.owned")).unwrap();
-    let mut child = d
-        .command()
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(err)
-        .spawn()
-        .expect("spawn tcd");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::os::unix::net::UnixStream::connect(&d.socket).is_err() {
-        assert!(child.try_wait().unwrap().is_none(), "tcd exited at start");
-        assert!(Instant::now() < deadline, "tcd did not come up");
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    child
-}
-
 /// `tcctl events --follow` against `d`, returned once it has printed its first event
 /// (so its stream is open on the daemon), with its stdout kept open.
 fn following_tcctl(d: &Daemon) -> (std::process::Child, impl Sized) {
@@ -418,8 +398,8 @@ fn following_tcctl(d: &Daemon) -> (std::process::Child, impl Sized) {
 /// remove its socket; before the fix it waited for those connections forever.
 #[tokio::test(flavor = "multi_thread")]
 async fn sigterm_exits_despite_open_and_stopped_clients() {
-    let d = Daemon::prepared(DaemonOpts::default());
-    let mut tcd = spawn_owned(&d);
+    let mut d = Daemon::prepared(DaemonOpts::default());
+    let mut tcd = d.spawn_child();
     let mut c = d.client().await;
     c.raise(v1::RaiseRequest {
         binding: Some(binding("notes", "write_file", "stdio", "shutdown")),
