@@ -8,6 +8,8 @@
 
 pub mod codes;
 pub mod config;
+#[cfg(any(test, feature = "fuzz-corpus"))]
+pub mod fuzz_corpus;
 pub mod hash;
 pub mod paths;
 

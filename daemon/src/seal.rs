@@ -268,17 +268,8 @@ mod fuzz {
 
     #[test]
     fn corpus_sealed() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fuzz/corpus/sealed");
-        let mut files: Vec<_> = std::fs::read_dir(&dir)
-            .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-            .map(|e| e.unwrap().path())
-            .collect();
-        files.sort();
-        assert!(files.len() >= 50, "corpus has {} files", files.len());
         let mut wrong = Vec::new();
-        for p in files {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            let bytes = std::fs::read(&p).unwrap();
+        for (name, bytes) in tc_core::fuzz_corpus::read("sealed") {
             // Clients send a protobuf string: always UTF-8 by the time it reaches `open`.
             let text = String::from_utf8_lossy(&bytes);
             let outcome = std::panic::catch_unwind(|| match open(&CORPUS_KEY, &text) {

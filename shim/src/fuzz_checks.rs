@@ -9,7 +9,6 @@
 
 use std::future::Future;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::path::PathBuf;
 use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
@@ -434,34 +433,10 @@ proptest! {
 // ---------------------------------------------------------------------------------------
 // Corpus replay.
 
-fn corpus(target: &str) -> Vec<(String, Vec<u8>)> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("../fuzz/corpus")
-        .join(target);
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("corpus {}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
-    let out: Vec<_> = files
-        .into_iter()
-        .map(|p| {
-            let name = p.file_name().unwrap().to_string_lossy().into_owned();
-            (name, std::fs::read(&p).unwrap())
-        })
-        .collect();
-    assert!(
-        out.len() >= 50,
-        "corpus {target} has {} files; regenerate with fuzz/gen_corpus.py",
-        out.len()
-    );
-    out
-}
-
 /// Runs `check` on every corpus file; a panic is reported with the file's name.
 fn replay(target: &str, check: impl Fn(&str, &[u8])) {
     let mut failed = Vec::new();
-    for (name, data) in corpus(target) {
+    for (name, data) in tc_core::fuzz_corpus::read(target) {
         if catch_unwind(AssertUnwindSafe(|| check(&name, &data))).is_err() {
             failed.push(name);
         }

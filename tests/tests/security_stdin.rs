@@ -74,17 +74,8 @@ fn frames(data: &[u8]) -> Vec<&[u8]> {
 fn shim_stdin_corpus_lines_are_answered_by_name_and_the_session_goes_on() {
     let env = env();
     let mut s = start(&env);
-    let dir = workspace().join("fuzz/corpus/jsonrpc_line");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
-    assert!(files.len() >= 50, "corpus {}", dir.display());
     let (mut rejected, mut forwarded) = (0, 0);
-    for p in files {
-        let name = p.file_name().unwrap().to_string_lossy().into_owned();
-        let data = std::fs::read(&p).unwrap();
+    for (name, data) in tc_core::fuzz_corpus::read("jsonrpc_line") {
         let mut want = Vec::new();
         for line in frames(&data) {
             match expected(line) {
