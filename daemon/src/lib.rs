@@ -102,6 +102,19 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 /// How long cut connections get to unwind before `serve` returns regardless.
 const CUT_WAIT: Duration = Duration::from_secs(1);
 
+/// Why the database could not be opened, when the cause is the directory: SQLite's own
+/// message ("unable to open database file") does not say that it is read-only.
+fn unwritable(dir: &std::path::Path) -> String {
+    match nix::unistd::access(dir, nix::unistd::AccessFlags::W_OK) {
+        Ok(()) => String::new(),
+        Err(e) => format!(
+            " (the cache directory {} is not writable: {e}; remount it read-write, fix its \
+             permissions or start tcd with another --cache-dir)",
+            dir.display()
+        ),
+    }
+}
+
 /// Opens the store, binds the socket and serves until a shutdown signal.
 pub async fn serve(opts: Options) -> anyhow::Result<()> {
     let cfg = &opts.config;
@@ -116,7 +129,13 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
     };
     eprintln!("{}", secret.source.elicit_line());
     let db = cache_dir.join("cache.db");
-    let store = Store::open(&db).map_err(|e| anyhow::anyhow!("database {}: {e}", db.display()))?;
+    let store = Store::open(&db).map_err(|e| {
+        anyhow::anyhow!(
+            "cannot open {}: {e}{}",
+            db.display(),
+            unwritable(&cache_dir)
+        )
+    })?;
     let runner = tokio::spawn(store.runner()?);
     let ledger = Arc::new(Ledger::new(store, secret, cfg.daemon.elicit_ttl_seconds));
     let bound = listener::bind(&socket)?;

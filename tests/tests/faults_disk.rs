@@ -257,6 +257,10 @@ fn faults_read_only_cache_dir_refuses_clearly_and_the_token_survives() {
         text.contains(&env.cache.join("cache.db").display().to_string()),
         "the error names the database: {text}"
     );
+    assert!(
+        text.contains("is not writable: EROFS"),
+        "the error says why: {text}"
+    );
     let mut c = RawClient::start(&env.shim_argv("slow"));
     c.initialize();
     gated_unavailable(&mut c, 2, &env);
