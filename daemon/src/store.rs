@@ -840,7 +840,15 @@ mod tests {
         blocker.await.unwrap().unwrap();
         // The rolled-back job is refused, the others committed, in queue order.
         first.await.unwrap();
-        assert_eq!(peek.await.unwrap(), Vec::<String>::new(), "not grouped");
+        let peeked = peek.await.unwrap();
+        // The store thread takes the whole queue at once, so the group is certain there;
+        // the runner task may wake between two of the sends above (the test runs on two
+        // workers) and split them into two groups, which is slower but just as correct.
+        if !runner {
+            assert_eq!(peeked, Vec::<String>::new(), "not grouped");
+        } else {
+            assert!(peeked.is_empty() || peeked == ["first"], "{peeked:?}");
+        }
         assert!(matches!(doomed.await, Err(DaemonError::Internal(m)) if m == "refused"));
         last.await.unwrap();
         assert_eq!(committed_kinds(&path), vec!["first", "last"]);
