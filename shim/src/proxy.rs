@@ -16,7 +16,7 @@ use tc_core::ErrorCode;
 use tc_proto::v1::Binding;
 use tokio::io::BufReader;
 use tokio::process::Command;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::confirm::{self, Answer, Route};
 use crate::daemon_client::{Daemon, DaemonError};
@@ -117,6 +117,9 @@ struct State {
 
 /// Everything the pumps and call handlers share.
 pub struct Shim {
+    /// One permit per `tools/call` task still running, so that at exit the shim waits for
+    /// their RecordConsumed (the audit record of a forwarded call) instead of dropping it.
+    calls: Arc<Semaphore>,
     policy: Policy,
     daemon: Daemon,
     to_child: Mutex<Option<mpsc::UnboundedSender<Out>>>,
@@ -512,6 +515,16 @@ impl Shim {
     }
 
     /// Handles one `tools/call` from the client.
+    /// Runs `handle_call` on its own task, holding one of `calls`' permits until it ends.
+    fn spawn_call(self: &Arc<Self>, id: Value, msg: Value, line: Vec<u8>) {
+        let permit = Arc::clone(&self.calls).try_acquire_owned().ok();
+        let shim = Arc::clone(self);
+        tokio::spawn(async move {
+            let _running = permit;
+            shim.handle_call(id, msg, line).await
+        });
+    }
+
     async fn handle_call(self: Arc<Self>, id: Value, msg: Value, line: Vec<u8>) {
         let Some(name) = at(&msg, &["params", "name"])
             .and_then(Value::as_str)
@@ -1191,14 +1204,14 @@ impl Shim {
                 );
                 match facade {
                     None => {
-                        tokio::spawn(Arc::clone(self).handle_call(id, msg, line));
+                        self.spawn_call(id, msg, line);
                     }
                     Some(lean::FacadeCall::List) => {
                         tokio::spawn(Arc::clone(self).list_capabilities(id));
                     }
                     Some(lean::FacadeCall::Call(inner)) => {
                         let line = inner.to_string().into_bytes();
-                        tokio::spawn(Arc::clone(self).handle_call(id, inner, line));
+                        self.spawn_call(id, inner, line);
                     }
                     Some(lean::FacadeCall::Bad(why)) => self.answer(
                         &id,
@@ -1464,6 +1477,7 @@ pub async fn run(
     let (child_tx, mut child_rx) = mpsc::unbounded_channel::<Out>();
     let (client_tx, mut client_rx) = mpsc::unbounded_channel::<Out>();
     let shim = Arc::new(Shim {
+        calls: Arc::new(Semaphore::new(CALL_PERMITS as usize)),
         policy,
         daemon: Daemon::new(socket),
         to_child: Mutex::new(Some(child_tx)),
@@ -1557,6 +1571,13 @@ pub async fn run(
         }
     };
     let _ = tokio::time::timeout(Duration::from_secs(2), child_reader).await;
+    // Calls already forwarded still owe the daemon their RecordConsumed; bounded, since a
+    // daemon that is down makes each of them give up on its own.
+    let _ = tokio::time::timeout(
+        Duration::from_secs(3),
+        shim.calls.acquire_many(CALL_PERMITS),
+    )
+    .await;
     shim.fail_pending();
     shim.flush_events().await;
     let (tx, rx) = oneshot::channel();
@@ -1568,6 +1589,9 @@ pub async fn run(
         .code()
         .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
 }
+
+/// More `tools/call` tasks than can ever run at once (each holds one permit).
+const CALL_PERMITS: u32 = 1 << 20;
 
 /// Our stdin as an async reader. A pipe (what every editor gives us) is polled by the
 /// reactor directly; anything else falls back to tokio's stdin, whose reads run on the
