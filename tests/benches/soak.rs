@@ -20,9 +20,8 @@
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure, Context};
+use anyhow::{ensure, Context};
 use serde_json::Value;
 use tc_tests::bench::{env_usize, release_binary};
 
@@ -58,20 +57,7 @@ impl Daemon {
             .stderr(std::fs::File::create(&log)?)
             .spawn()
             .with_context(|| format!("starting {}", tcd.display()))?;
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while std::os::unix::net::UnixStream::connect(&socket).is_err() {
-            if let Some(st) = child.try_wait()? {
-                bail!(
-                    "tcd exited during startup ({st}):\n{}",
-                    std::fs::read_to_string(&log).unwrap_or_default()
-                );
-            }
-            if Instant::now() > deadline {
-                let _ = child.kill();
-                bail!("tcd did not accept on {} within 20 s", socket.display());
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
+        tc_tests::bench::wait_for_tcd(&mut child, &socket, &log)?;
         Ok(Daemon { child, socket })
     }
 }
