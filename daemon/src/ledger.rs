@@ -126,6 +126,10 @@ fn find_redemption(
     })
 }
 
+/// How long a token row outlives both its expiry and its last redemption (7 days), so a
+/// late replay is still told `spent` and `tcctl events` can be read against it.
+pub const TOKEN_RETENTION_MS: i64 = 7 * 86_400_000;
+
 /// A request waiting for a human, as `tcctl pending` shows it.
 #[derive(Debug, Clone)]
 pub struct Pending {
@@ -652,15 +656,42 @@ impl Ledger {
         })
     }
 
-    /// Deletes rows nothing can use any more (expired states, old raised requests).
+    /// Deletes rows nothing can use any more: expired request-state nonces (the seal's
+    /// own expiry refuses those states), raised requests a day past their expiry, and
+    /// tokens [`TOKEN_RETENTION_MS`] past both their expiry and their last redemption.
+    /// The event log is the audit record and is never deleted.
     pub fn gc(&self) -> Result<(), DaemonError> {
-        let now = now_ms();
+        self.gc_at(now_ms())
+    }
+
+    fn gc_at(&self, now: i64) -> Result<(), DaemonError> {
         self.store.write(|tx, _| {
             let r = (|| {
                 tx.prepare_cached("DELETE FROM consumed_states WHERE expires_at <= ?1")?
                     .execute(params![now])?;
                 tx.prepare_cached("DELETE FROM raised WHERE expires_at <= ?1")?
                     .execute(params![now - 86_400_000])?;
+                // A deleted token is refused as `unknown` instead of `spent`: refused all
+                // the same. Its redemption can no longer be released or recorded, which
+                // only a call running for longer than the retention would notice.
+                let old = now - TOKEN_RETENTION_MS;
+                let tokens = tx
+                    .prepare_cached(
+                        // The newest row stays: ids are max(id)+1, and a reused id would
+                        // make an old redemption id name a new token.
+                        "DELETE FROM tokens WHERE expires_at < ?1
+                           AND (consumed_at IS NULL OR consumed_at < ?1)
+                           AND (released_at IS NULL OR released_at < ?1)
+                           AND id < (SELECT max(id) FROM tokens)",
+                    )?
+                    .execute(params![old])?;
+                if tokens > 0 {
+                    tx.prepare_cached(
+                        "DELETE FROM legacy_redemptions
+                         WHERE token_id NOT IN (SELECT id FROM tokens)",
+                    )?
+                    .execute([])?;
+                }
                 Ok::<_, rusqlite::Error>(())
             })();
             r.map(Ok).map_err(DaemonError::from)
@@ -704,11 +735,11 @@ mod tests {
     }
 
     /// A schema-2 database (tokens + a separate `redemptions` table) with tokens in every
-    /// state migrates to schema 3 with each token's state intact: what was spent stays
+    /// state migrates to schema 3 (and on to the current one) with each token's state intact: what was spent stays
     /// spent, what was released redeems again, a final redemption cannot be released, and
     /// the old redemption ids still release (once) or are refused as before.
     #[test]
-    fn schema_2_tokens_and_redemptions_survive_migration_3() {
+    fn schema_2_tokens_and_redemptions_survive_migrations_3_and_4() {
         let dir = tempfile::tempdir().unwrap();
         let secret = Secret::load_or_create(dir.path()).unwrap();
         let hash = |t: &str| {
@@ -803,7 +834,7 @@ mod tests {
             .store
             .read(|c| Ok(c.pragma_query_value(None, "user_version", |r| r.get(0))?))
             .unwrap();
-        assert_eq!(v, 3);
+        assert_eq!(v as usize, crate::store::SCHEMA_VERSION);
 
         // Spent stays spent; its redemption releases once, then the token redeems again.
         assert_eq!(reason(l.redeem("tct_spent", &b, &fp)), Reason::Spent);
@@ -849,6 +880,128 @@ mod tests {
             })
             .unwrap();
         assert_eq!(exps, vec![exp; 5]);
+    }
+
+    fn call(n: u8) -> Binding {
+        Binding {
+            vault: "v".into(),
+            tool: "t".into(),
+            caller: "c".into(),
+            args_hash: tc_core::hash::sha256_hex(&[n]),
+        }
+    }
+
+    /// Garbage collection deletes tokens only once they are past their expiry and their
+    /// last redemption by the retention, keeps the newest row (ids must not be reused),
+    /// and a deleted token is still refused.
+    #[test]
+    fn gc_deletes_only_tokens_past_the_retention() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = Ledger::new(
+            Store::open(&dir.path().join("db")).unwrap(),
+            Secret::ephemeral(),
+            300,
+        );
+        let fp = tc_core::hash::sha256_hex(b"fp");
+        let mut tokens = Vec::new();
+        for n in 0..3 {
+            l.raise(&call(n), &fp, "s").unwrap();
+            tokens.push(l.mint(&call(n), None).unwrap().0);
+        }
+        l.redeem(&tokens[0], &call(0), &fp).unwrap();
+        let rows = || -> i64 {
+            l.store
+                .read(|c| Ok(c.query_row("SELECT count(*) FROM tokens", [], |r| r.get(0))?))
+                .unwrap()
+        };
+        let now = now_ms();
+        l.gc_at(now).unwrap();
+        l.gc_at(now + 300_000 + TOKEN_RETENTION_MS - 60_000)
+            .unwrap();
+        assert_eq!(rows(), 3, "nothing is old enough yet");
+        assert_eq!(reason(l.redeem(&tokens[0], &call(0), &fp)), Reason::Spent);
+
+        l.gc_at(now + 300_000 + TOKEN_RETENTION_MS + 60_000)
+            .unwrap();
+        assert_eq!(
+            rows(),
+            1,
+            "the spent and the expired token go, the newest row stays"
+        );
+        assert_eq!(reason(l.redeem(&tokens[0], &call(0), &fp)), Reason::Unknown);
+        assert_eq!(reason(l.redeem(&tokens[1], &call(1), &fp)), Reason::Unknown);
+        // The kept row is the newest, so the next token gets a fresh id.
+        let newest: i64 = l
+            .store
+            .read(|c| Ok(c.query_row("SELECT max(id) FROM tokens", [], |r| r.get(0))?))
+            .unwrap();
+        l.raise(&call(9), &fp, "s").unwrap();
+        let t = l.mint(&call(9), None).unwrap().0;
+        let r = l.redeem(&t, &call(9), &fp).unwrap();
+        assert!(r.starts_with(&format!("{}.", newest + 1)), "{r}");
+    }
+
+    /// A redeem changes no indexed column of `tokens` (each index would be one more page
+    /// in its fsync), and the per-call lookups use `tokens_args` instead of a table scan.
+    #[test]
+    fn redeem_rewrites_no_index_and_call_lookups_are_indexed() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = Ledger::new(
+            Store::open(&dir.path().join("db")).unwrap(),
+            Secret::ephemeral(),
+            300,
+        );
+        let (indexed, partial, plans) = l
+            .store
+            .read(|c| {
+                let mut cols = Vec::new();
+                let mut partial = Vec::new();
+                let mut list =
+                    c.prepare("SELECT name, partial FROM pragma_index_list('tokens')")?;
+                let idx: Vec<(String, bool)> = list
+                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
+                    .collect::<Result<_, _>>()?;
+                for (name, p) in idx {
+                    if p {
+                        partial.push(name.clone());
+                    }
+                    let mut info = c.prepare("SELECT name FROM pragma_index_info(?1)")?;
+                    let names: Vec<String> = info
+                        .query_map([&name], |r| r.get(0))?
+                        .collect::<Result<_, _>>()?;
+                    cols.extend(names);
+                }
+                let mut plans = Vec::new();
+                for sql in [
+                    "UPDATE tokens SET consumed_at = 1 WHERE vault = 'v' AND tool = 't'
+                       AND caller = 'c' AND args_hash = 'a' AND consumed_at IS NULL",
+                    "SELECT 1 FROM tokens t WHERE t.vault = 'v' AND t.caller = 'c'
+                       AND t.args_hash = 'a' AND t.state_fp = 'f' AND t.created_at >= 0",
+                ] {
+                    let mut st = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
+                    let detail: Vec<String> =
+                        st.query_map([], |r| r.get(3))?.collect::<Result<_, _>>()?;
+                    plans.push(detail.join("; "));
+                }
+                Ok((cols, partial, plans))
+            })
+            .unwrap();
+        for col in [
+            "consumed_at",
+            "redemption_id",
+            "redeemed",
+            "released_at",
+            "final_at",
+        ] {
+            assert!(
+                !indexed.iter().any(|c| c == col),
+                "{col} is indexed: {indexed:?}"
+            );
+        }
+        assert!(partial.is_empty(), "partial indexes on tokens: {partial:?}");
+        for plan in plans {
+            assert!(plan.contains("USING INDEX tokens_args"), "{plan}");
+        }
     }
 
     /// A release hands back the token with its original expiry, once per redemption; a

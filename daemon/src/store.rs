@@ -106,6 +106,17 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     DROP TABLE events;
     ALTER TABLE events_v3 RENAME TO events;
     "#,
+    // 4: indexes that a redeem never rewrites. `tokens_live` (partial on `consumed_at IS
+    // NULL`) lost an entry on every redeem: one more B-tree page in each redeem's fsync.
+    // `tokens_expiry` covers the same `Status` count (a range scan of the tokens minted
+    // within one TTL) and lets garbage collection find old tokens; `tokens_args` finds a
+    // call's tokens for `RecordConsumed`'s sibling voiding and `pending`'s "minted" flag,
+    // which scanned the whole table before. Neither column changes after minting.
+    r#"
+    DROP INDEX tokens_live;
+    CREATE INDEX tokens_expiry ON tokens (expires_at);
+    CREATE INDEX tokens_args ON tokens (args_hash);
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -512,7 +512,7 @@ impl BareUpdate {
     }
 }
 
-/// The statements `Ledger::redeem` + `Store::write` run for a successful redeem (schema 3:
+/// The statements `Ledger::redeem` + `Store::write` run for a successful redeem (schema 4:
 /// SELECT the token, UPDATE it `WHERE consumed_at IS NULL`, INSERT the event), in one
 /// transaction, with no RPC around it. A mirror of daemon/src/ledger.rs and store.rs; keep
 /// it in step.
@@ -534,7 +534,8 @@ impl InprocRedeem {
                 consumed_at INTEGER, redemption_id TEXT, redeemed INTEGER NOT NULL DEFAULT 0,
                 released_at INTEGER, final_at INTEGER);
              CREATE UNIQUE INDEX tokens_hash ON tokens (token_hash);
-             CREATE INDEX tokens_live ON tokens (expires_at) WHERE consumed_at IS NULL;
+             CREATE INDEX tokens_expiry ON tokens (expires_at);
+             CREATE INDEX tokens_args ON tokens (args_hash);
              CREATE TABLE events (
                 id INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL, kind TEXT NOT NULL,
                 vault TEXT NOT NULL, tool TEXT NOT NULL, caller TEXT NOT NULL,
