@@ -7,7 +7,8 @@ use std::str::FromStr;
 /// Why the daemon refused a token, request state or cursor operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Reason {
-    /// No such token / redemption (never issued, or voided by a secret rotation).
+    /// No such token / redemption (never issued, voided by a secret rotation, or collected
+    /// a week after its expiry).
     Unknown,
     /// Past its expiry.
     Expired,

@@ -305,7 +305,7 @@ impl Ledger {
             let Some((id, vault, tool, caller, args_hash, fp, exp, consumed, redeemed)) = row else {
                 return Err(DaemonError::refused(
                     Reason::Unknown,
-                    "unknown confirmation token (never issued here, or voided by a secret rotation)",
+                    "unknown confirmation token (never issued here, voided by a secret rotation, or collected a week after it expired)",
                 ));
             };
             if consumed.is_some() {
