@@ -39,6 +39,22 @@ pub fn bin(name: &str) -> PathBuf {
     p
 }
 
+/// The workspace root (the parent of this `tests` package).
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+/// Where the pinned MCP peers are installed: `$TC_PEERS`, default `<workspace>/.peers`
+/// (`scripts/install-peers`); not checked, each test asserts the files it needs.
+pub fn peers_dir() -> PathBuf {
+    std::env::var_os("TC_PEERS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join(".peers"))
+}
+
 /// Whether a workspace binary has been built.
 pub fn have_bin(name: &str) -> bool {
     bin_dir().join(name).exists()

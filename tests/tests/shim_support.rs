@@ -12,13 +12,7 @@ use serde_json::{json, Value};
 use tc_proto::v1::confirm_client::ConfirmClient;
 use tc_proto::v1::{self, Binding};
 
-/// The workspace root.
-pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+pub use tc_tests::workspace;
 
 /// A binary built by `cargo build --workspace` (target/debug/NAME).
 pub fn bin(name: &str) -> PathBuf {
@@ -35,9 +29,7 @@ pub fn bin(name: &str) -> PathBuf {
 
 /// The pinned peers (`$TC_PEERS`, default <workspace>/.peers); fails loudly when missing.
 pub fn peers() -> PathBuf {
-    let p = std::env::var_os("TC_PEERS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join(".peers"));
+    let p = tc_tests::peers_dir();
     for need in [
         "npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
         "venv/bin/python",
