@@ -65,6 +65,36 @@ pub fn h(s: &str) -> String {
     tc_core::hash::sha256_hex(s.as_bytes())
 }
 
+/// xorshift64*: a small deterministic PRNG for the randomized tests, so a printed seed
+/// replays a run exactly. The state must be non-zero (zero stays zero).
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next 64 bits (`next_u64`, not `next`: this is no `Iterator`).
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Uniform-ish in `0..n`.
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+
+    /// One element of `xs`.
+    pub fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
+        &xs[self.below(xs.len())]
+    }
+}
+
+/// `$name` parsed as a `T` (a seed or a count a run can be replayed or scaled with);
+/// None when unset or unparsable, so the caller's default applies.
+pub fn env_parse<T: std::str::FromStr>(name: &str) -> Option<T> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
 /// A binding whose args_hash is `h(args)`.
 pub fn binding(vault: &str, tool: &str, caller: &str, args: &str) -> v1::Binding {
     v1::Binding {
