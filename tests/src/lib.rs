@@ -39,6 +39,22 @@ pub fn bin(name: &str) -> PathBuf {
     p
 }
 
+/// The workspace root (the parent of this `tests` package).
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("workspace root")
+        .to_path_buf()
+}
+
+/// Where the pinned MCP peers are installed: `$TC_PEERS`, default `<workspace>/.peers`
+/// (`scripts/install-peers`); not checked, each test asserts the files it needs.
+pub fn peers_dir() -> PathBuf {
+    std::env::var_os("TC_PEERS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace().join(".peers"))
+}
+
 /// Whether a workspace binary has been built.
 pub fn have_bin(name: &str) -> bool {
     bin_dir().join(name).exists()
@@ -47,6 +63,36 @@ pub fn have_bin(name: &str) -> bool {
 /// 64 lowercase hex digits: the SHA-256 of `s`.
 pub fn h(s: &str) -> String {
     tc_core::hash::sha256_hex(s.as_bytes())
+}
+
+/// xorshift64*: a small deterministic PRNG for the randomized tests, so a printed seed
+/// replays a run exactly. The state must be non-zero (zero stays zero).
+pub struct Rng(pub u64);
+
+impl Rng {
+    /// The next 64 bits (`next_u64`, not `next`: this is no `Iterator`).
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// Uniform-ish in `0..n`.
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+
+    /// One element of `xs`.
+    pub fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
+        &xs[self.below(xs.len())]
+    }
+}
+
+/// `$name` parsed as a `T` (a seed or a count a run can be replayed or scaled with);
+/// None when unset or unparsable, so the caller's default applies.
+pub fn env_parse<T: std::str::FromStr>(name: &str) -> Option<T> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
 }
 
 /// A binding whose args_hash is `h(args)`.
@@ -79,6 +125,8 @@ pub fn refused<T: std::fmt::Debug>(r: Result<T, tonic::Status>, want: Reason) ->
 /// How to start a daemon.
 #[derive(Debug, Clone)]
 pub struct DaemonOpts {
+    /// `elicit_ttl_seconds` of the config [`Daemon::prepared`] writes (unused by
+    /// [`Daemon::prepared_over`], whose caller writes the config).
     pub ttl_seconds: u32,
     pub ephemeral: bool,
 }
@@ -92,13 +140,16 @@ impl Default for DaemonOpts {
     }
 }
 
-/// A running `tcd` with its own temp directory; killed on drop.
+/// A `tcd` with its own temp directory (its stderr logs, and by default its socket, cache
+/// dir and config); killed on drop. The one place the tests start `tcd` from.
 pub struct Daemon {
     pub dir: tempfile::TempDir,
     pub socket: PathBuf,
     pub cache_dir: PathBuf,
     pub config: PathBuf,
     pub opts: DaemonOpts,
+    /// Set on every start after the harness's own (see [`Daemon::env`]).
+    envs: Vec<(String, String)>,
     child: Option<Child>,
     starts: u32,
 }
@@ -130,15 +181,36 @@ impl Daemon {
             format!("[daemon]\nelicit_ttl_seconds = {}\n", opts.ttl_seconds),
         )
         .expect("write config");
+        Daemon::prepared_over(dir, socket, cache_dir, config, opts)
+    }
+
+    /// A daemon on a caller's socket, cache dir and config (already written), e.g. the
+    /// shim tests' `Env` or a tmpfs cache dir; not started yet. Its stderr logs go to
+    /// `logs`, which it keeps (and removes) with itself.
+    pub fn prepared_over(
+        logs: tempfile::TempDir,
+        socket: PathBuf,
+        cache_dir: PathBuf,
+        config: PathBuf,
+        opts: DaemonOpts,
+    ) -> Daemon {
         Daemon {
-            dir,
+            dir: logs,
             socket,
             cache_dir,
             config,
             opts,
+            envs: Vec::new(),
             child: None,
             starts: 0,
         }
+    }
+
+    /// Sets `key=value` in the environment of every later start (e.g. `TCD_LOG=trace`);
+    /// overrides the harness's own settings.
+    pub fn env(&mut self, key: &str, value: &str) -> &mut Daemon {
+        self.envs.push((key.into(), value.into()));
+        self
     }
 
     /// The command line that starts this daemon (not spawned).
@@ -157,6 +229,9 @@ impl Daemon {
             .env_remove("LISTEN_PID")
             .env_remove("NOTIFY_SOCKET")
             .env("TCD_LOG", "info");
+        for (k, v) in &self.envs {
+            c.env(k, v);
+        }
         c
     }
 
@@ -165,9 +240,14 @@ impl Daemon {
         self.dir.path().join(format!("tcd.stderr.{n}"))
     }
 
+    /// The stderr log of the current (latest) start.
+    pub fn latest_stderr_path(&self) -> PathBuf {
+        self.stderr_path(self.starts.saturating_sub(1))
+    }
+
     /// Everything the current (latest) daemon wrote on stderr.
     pub fn stderr(&self) -> String {
-        std::fs::read_to_string(self.stderr_path(self.starts.saturating_sub(1))).unwrap_or_default()
+        std::fs::read_to_string(self.latest_stderr_path()).unwrap_or_default()
     }
 
     fn spawn_and_wait(&mut self) {
@@ -178,16 +258,7 @@ impl Daemon {
     /// Starts `tcd` and waits until it has printed its `elicit:` line and accepts on the
     /// socket; the caller owns the [`Child`] (to wait for its exit with its own deadline).
     pub fn spawn_child(&mut self) -> Child {
-        let n = self.starts;
-        self.starts += 1;
-        let err = File::create(self.stderr_path(n)).expect("stderr file");
-        let mut child = self
-            .command()
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(err)
-            .spawn()
-            .expect("spawn tcd");
+        let mut child = self.spawn_logged(self.command());
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
             if let Some(st) = child.try_wait().expect("try_wait") {
@@ -206,6 +277,51 @@ impl Daemon {
             std::thread::sleep(Duration::from_millis(10));
         }
         child
+    }
+
+    /// Spawns `c` (a [`Daemon::command`]) as the next start, stderr to its log.
+    fn spawn_logged(&mut self, mut c: Command) -> Child {
+        let n = self.starts;
+        self.starts += 1;
+        let err = File::create(self.stderr_path(n)).expect("stderr file");
+        c.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(err)
+            .spawn()
+            .expect("spawn tcd")
+    }
+
+    /// Starts `tcd` expecting it to refuse to start: waits (up to 20 s) for it to exit
+    /// and returns its exit status and stderr; panics if it keeps running. Judging the
+    /// status and the text is the caller's.
+    pub fn start_refused(&mut self) -> (ExitStatus, String) {
+        assert!(self.child.is_none(), "still running");
+        let mut c = self.command();
+        // The test reads this stderr: no backtrace in it, whatever the caller's env asks.
+        c.env("RUST_BACKTRACE", "0");
+        let mut child = self.spawn_logged(c);
+        let st = wait_timeout(&mut child, Duration::from_secs(20));
+        if st.is_none() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        let text = std::fs::read_to_string(self.latest_stderr_path()).expect("tcd stderr");
+        let st = st.unwrap_or_else(|| panic!("tcd kept running:\n{text}"));
+        (st, text)
+    }
+
+    /// Whether the daemon was started and has not been stopped.
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
+    }
+
+    /// The exit status, if the started daemon has exited by itself (None: still running).
+    pub fn try_wait(&mut self) -> Option<ExitStatus> {
+        self.child
+            .as_mut()
+            .expect("running")
+            .try_wait()
+            .expect("try_wait")
     }
 
     /// The pid of the running daemon.

@@ -34,21 +34,6 @@ const NEW_TOKENS: usize = 40;
 const NEW_STATES: usize = 12;
 const NEW_EVENTS: usize = 18;
 
-/// A small deterministic PRNG (xorshift64*), so a printed seed replays a run.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-}
-
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Step {
     Raise,
@@ -508,16 +493,13 @@ async fn resolve(model: &mut Model, c: &mut Client, ci: usize) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn faults_kill9_under_mixed_load_never_loses_or_double_spends() {
-    let seed = std::env::var("TC_FAULT_SEED")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .unwrap()
-                .as_nanos() as u64
-                | 1
-        });
+    let seed = env_parse("TC_FAULT_SEED").unwrap_or_else(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos() as u64
+            | 1
+    });
     eprintln!("faults: TC_FAULT_SEED={seed}");
     let mut rng = Rng(seed);
     let mut d = Daemon::start();

@@ -13,8 +13,7 @@ mod support;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
-use std::time::Duration;
+use std::process::Command;
 
 use serde_json::{json, Value};
 use support::*;
@@ -98,34 +97,10 @@ fn slow_env() -> Env {
     env
 }
 
-fn stderr_file(env: &Env, n: u32) -> (Stdio, PathBuf) {
-    let p = env.tmp.path().join(format!("tcd.stderr.{n}"));
-    (Stdio::from(File::create(&p).unwrap()), p)
-}
-
-/// Runs `tcd` expecting it to refuse to start; returns its stderr.
-fn tcd_refuses(env: &Env) -> String {
-    let (err, path) = stderr_file(env, 99);
-    let mut child = Command::new(bin("tcd"))
-        .arg("--config")
-        .arg(&env.config)
-        .arg("--socket")
-        .arg(&env.socket)
-        .arg("--cache-dir")
-        .arg(&env.cache)
-        .env("RUST_BACKTRACE", "0")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(err)
-        .spawn()
-        .unwrap();
-    let st = tc_tests::wait_timeout(&mut child, Duration::from_secs(20));
-    if st.is_none() {
-        let _ = child.kill();
-        let _ = child.wait();
-    }
-    let text = std::fs::read_to_string(path).unwrap();
-    let st = st.unwrap_or_else(|| panic!("tcd kept running:\n{text}"));
+/// Runs `tcd` (keyed) expecting it to refuse to start; returns its stderr.
+fn tcd_refuses(env: &mut Env) -> String {
+    env.tcd.opts.ephemeral = false;
+    let (st, text) = env.tcd.start_refused();
     assert!(!st.success() && st.code().is_some(), "{st}\n{text}");
     assert!(!text.contains("panicked"), "{text}");
     assert!(!env.socket.exists(), "no socket left behind");
@@ -153,8 +128,7 @@ fn gated_unavailable(c: &mut RawClient, id: u64, env: &Env) {
 fn faults_disk_full_while_running_refuses_writes_fails_closed_and_recovers() {
     let mut env = slow_env();
     let fs = tmpfs_or_skip!(&env.cache, 4096);
-    let (err, err_path) = stderr_file(&env, 0);
-    env.spawn_tcd(false, err);
+    env.start_tcd_keyed();
     std::fs::write(env.root.join("items/a"), "precious").unwrap();
     let mut c = RawClient::start(&env.shim_argv("slow"));
     c.initialize();
@@ -192,8 +166,8 @@ fn faults_disk_full_while_running_refuses_writes_fails_closed_and_recovers() {
     assert_eq!(shreds(&env.root), 0);
     assert!(env.root.join("items/a").exists());
     // The daemon is still up and answers what needs no write.
-    assert!(env.tcd.as_mut().unwrap().try_wait().unwrap().is_none());
-    let status = env.tcctl_status();
+    assert!(env.tcd.try_wait().is_none());
+    let status = env.tcd.tcctl(&["status"]);
     assert!(status.status.success(), "{status:?}");
 
     // Space comes back: the same token authorizes the call, once.
@@ -205,7 +179,7 @@ fn faults_disk_full_while_running_refuses_writes_fails_closed_and_recovers() {
     assert_eq!(sc(&r)["details"]["reason"], "spent", "{r}");
     assert_eq!(shreds(&env.root), 1);
     env.stop_tcd();
-    let log = std::fs::read_to_string(err_path).unwrap();
+    let log = std::fs::read_to_string(env.tcd.latest_stderr_path()).unwrap();
     assert!(!log.contains("panicked"), "{log}");
     assert!(log.contains("database cannot be written"), "{log}");
     let db = rusqlite::Connection::open(env.cache.join("cache.db")).unwrap();
@@ -220,7 +194,7 @@ fn faults_disk_full_at_first_start_refuses_clearly_then_starts_once_freed() {
     let mut env = slow_env();
     let fs = tmpfs_or_skip!(&env.cache, 256);
     fs.fill();
-    let text = tcd_refuses(&env);
+    let text = tcd_refuses(&mut env);
     assert!(text.contains("No space left on device"), "{text}");
     let mut c = RawClient::start(&env.shim_argv("slow"));
     c.initialize();
@@ -228,7 +202,7 @@ fn faults_disk_full_at_first_start_refuses_clearly_then_starts_once_freed() {
 
     // Freed: the half-made first start left nothing that blocks the next one.
     fs.free();
-    env.spawn_tcd(false, Stdio::inherit());
+    env.start_tcd_keyed();
     let r = c.call_tool(3, "shred", json!({"name": "a"}));
     assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
 }
@@ -237,7 +211,7 @@ fn faults_disk_full_at_first_start_refuses_clearly_then_starts_once_freed() {
 fn faults_read_only_cache_dir_refuses_clearly_and_the_token_survives() {
     let mut env = slow_env();
     let fs = tmpfs_or_skip!(&env.cache, 4096);
-    env.spawn_tcd(false, Stdio::inherit());
+    env.start_tcd_keyed();
     std::fs::write(env.root.join("items/a"), "precious").unwrap();
     let a = json!({"name": "a"});
     let token = {
@@ -252,7 +226,7 @@ fn faults_read_only_cache_dir_refuses_clearly_and_the_token_survives() {
     // A running tcd keeps its database open for writing, so the kernel refuses to remount
     // under it (EBUSY): read-only is met at start, e.g. after a reboot into a broken mount.
     fs.remount("ro");
-    let text = tcd_refuses(&env);
+    let text = tcd_refuses(&mut env);
     assert!(
         text.contains(&env.cache.join("cache.db").display().to_string()),
         "the error names the database: {text}"
@@ -269,26 +243,8 @@ fn faults_read_only_cache_dir_refuses_clearly_and_the_token_survives() {
     assert_eq!(shreds(&env.root), 0);
 
     fs.remount("rw");
-    env.spawn_tcd(false, Stdio::inherit());
+    env.start_tcd_keyed();
     let r = c.call_tool(5, "shred", with_token(&a, &token));
     assert_eq!(code(&r), None, "{r}");
     assert_eq!(shreds(&env.root), 1);
-}
-
-impl EnvExt for Env {
-    fn tcctl_status(&self) -> std::process::Output {
-        Command::new(bin("tcctl"))
-            .arg("--socket")
-            .arg(&self.socket)
-            .arg("--config")
-            .arg(&self.config)
-            .arg("status")
-            .stdin(Stdio::null())
-            .output()
-            .unwrap()
-    }
-}
-
-trait EnvExt {
-    fn tcctl_status(&self) -> std::process::Output;
 }

@@ -31,9 +31,7 @@ fn calls_of(root: &Path, tool: &str) -> usize {
 }
 
 fn kill9_tcd(env: &mut Env) {
-    let mut c = env.tcd.take().expect("tcd running");
-    c.kill().unwrap();
-    c.wait().unwrap();
+    env.tcd.kill9();
 }
 
 /// The pid of the (only) child process of `parent`.

@@ -2,39 +2,12 @@
 //! mcp-server-git from PyPI): the printed starter policy must be a valid config that
 //! gates the servers' writing tools and skips their read-only ones.
 
-use std::path::PathBuf;
 use std::process::Command;
 
-fn workspace() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("workspace root")
-        .to_path_buf()
-}
-
-fn peers() -> PathBuf {
-    std::env::var_os("TC_PEERS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join(".peers"))
-}
-
-fn tcctl() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let bin = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .expect("target dir")
-        .join("tcctl");
-    assert!(
-        bin.exists(),
-        "{} missing: run `cargo build --workspace --bins` first",
-        bin.display()
-    );
-    bin
-}
+use tc_tests::{bin, peers_dir};
 
 fn init(args: &[&str]) -> tc_core::Config {
-    let out = Command::new(tcctl())
+    let out = Command::new(bin("tcctl"))
         .args(["policy", "init", "--vault", "v", "--"])
         .args(args)
         .output()
@@ -56,7 +29,7 @@ fn gate_tools(c: &tc_core::Config) -> Vec<String> {
 #[test]
 fn filesystem_server_gets_path_gates_for_its_writing_tools() {
     let server =
-        peers().join("npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+        peers_dir().join("npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
     assert!(
         server.exists(),
         "{} missing: run scripts/install-peers",
@@ -95,7 +68,7 @@ fn filesystem_server_gets_path_gates_for_its_writing_tools() {
 
 #[test]
 fn git_server_gets_a_gate_for_commit_and_reset() {
-    let python = peers().join("venv/bin/python");
+    let python = peers_dir().join("venv/bin/python");
     assert!(
         python.exists(),
         "{} missing: run scripts/install-peers",

@@ -11,8 +11,7 @@ mod security_support;
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 use base64::Engine;
@@ -21,6 +20,7 @@ use security_support::Shim;
 use serde_json::{json, Value};
 use sha2::Sha256;
 use support::*;
+use tc_tests::chmod;
 
 const GATES: &str = r#"[[vaults.gates]]
 tool = "hello"
@@ -44,39 +44,11 @@ fn shim(env: &Env, log: &str, stderr: Option<&Path>) -> Shim {
     Shim::start(&argv, log, stderr)
 }
 
-/// Starts a keyed tcd (secret file on disk) with `TCD_LOG=trace`, stderr to `log`.
-fn tcd_logged(env: &mut Env, log: &Path) {
-    let child = Command::new(bin("tcd"))
-        .arg("--config")
-        .arg(&env.config)
-        .arg("--socket")
-        .arg(&env.socket)
-        .arg("--cache-dir")
-        .arg(&env.cache)
-        .env("TCD_LOG", "trace")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(log).unwrap())
-        .spawn()
-        .unwrap();
-    env.tcd = Some(child);
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::os::unix::net::UnixStream::connect(&env.socket).is_err() {
-        assert!(Instant::now() < deadline, "tcd did not start");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-fn tcctl(env: &Env, args: &[&str]) -> Output {
-    Command::new(bin("tcctl"))
-        .arg("--config")
-        .arg(&env.config)
-        .arg("--socket")
-        .arg(&env.socket)
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .unwrap()
+/// Starts a keyed tcd (secret file on disk) with `TCD_LOG=trace`; its stderr is
+/// `env.tcd`'s log.
+fn tcd_logged(env: &mut Env) {
+    env.tcd.env("TCD_LOG", "trace");
+    env.start_tcd_keyed();
 }
 
 fn code_of(r: &Value) -> Option<&str> {
@@ -124,9 +96,9 @@ fn db_bytes(cache: &Path) -> Vec<u8> {
 #[test]
 fn no_token_or_secret_in_logs_events_or_the_database_and_tokens_are_stored_hashed() {
     let mut env = echo_env("");
-    let tcd_log = env.tmp.path().join("tcd.log");
     let shim_log = env.tmp.path().join("shim.log");
-    tcd_logged(&mut env, &tcd_log);
+    tcd_logged(&mut env);
+    let tcd_log = env.tcd.latest_stderr_path();
     let mut s = shim(&env, "trace", Some(&shim_log));
     let mut client_saw: Vec<Value> = Vec::new();
 
@@ -139,7 +111,7 @@ fn no_token_or_secret_in_logs_events_or_the_database_and_tokens_are_stored_hashe
         .as_str()
         .unwrap();
     let words: Vec<&str> = cmd.split_whitespace().skip(1).collect();
-    let elicit = tcctl(&env, &words);
+    let elicit = env.tcd.tcctl(&words);
     assert!(elicit.status.success(), "{elicit:?}");
     let token = String::from_utf8(elicit.stdout.clone()).unwrap();
     let token = token.trim_end().to_string();
@@ -173,7 +145,7 @@ fn no_token_or_secret_in_logs_events_or_the_database_and_tokens_are_stored_hashe
         &["status"],
         &["metrics"],
     ] {
-        let o = tcctl(&env, a);
+        let o = env.tcd.tcctl(a);
         assert!(o.status.success(), "tcctl {a:?}: {o:?}");
         tcctl_out.extend_from_slice(&o.stdout);
         tcctl_out.extend_from_slice(&o.stderr);
@@ -527,11 +499,6 @@ fn as_nobody() -> Option<Command> {
     let mut c = Command::new("setpriv");
     c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"]);
     Some(c)
-}
-
-fn chmod(p: &Path, mode: u32) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode)).unwrap();
 }
 
 #[test]

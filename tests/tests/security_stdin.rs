@@ -14,6 +14,7 @@ mod support;
 use security_support::Shim;
 use serde_json::{json, Value};
 use support::*;
+use tc_tests::{env_parse, Rng};
 
 fn start(env: &Env) -> Shim {
     let fixture = fixture("echo_server.py");
@@ -98,29 +99,11 @@ fn shim_stdin_corpus_lines_are_answered_by_name_and_the_session_goes_on() {
     assert!(s.child.try_wait().unwrap().is_none(), "tc-shim exited");
 }
 
-/// xorshift64*: a small deterministic generator, so a failing seed replays exactly.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-    fn pick<'a, T>(&mut self, xs: &'a [T]) -> &'a T {
-        &xs[self.below(xs.len())]
-    }
-}
-
 fn value(r: &mut Rng, depth: u32) -> Value {
     match r.below(if depth == 0 { 5 } else { 8 }) {
         0 => Value::Null,
         1 => json!(r.below(2) == 0),
-        2 => json!(r.next() as i64),
+        2 => json!(r.next_u64() as i64),
         3 => json!(
             [
                 "",
@@ -132,7 +115,7 @@ fn value(r: &mut Rng, depth: u32) -> Value {
                 "tc1.a.b"
             ][r.below(7)]
         ),
-        4 => json!((r.next() as f64) / 7.0),
+        4 => json!((r.next_u64() as f64) / 7.0),
         5 | 6 => {
             let keys = [
                 "id",
@@ -174,8 +157,8 @@ fn odd_message(r: &mut Rng) -> Vec<u8> {
     }
     if r.below(4) != 0 {
         let id = match r.below(4) {
-            0 => json!(format!("odd-{}", r.next())),
-            1 => json!(r.next() as i64),
+            0 => json!(format!("odd-{}", r.next_u64())),
+            1 => json!(r.next_u64() as i64),
             _ => value(r, 2),
         };
         m.insert("id".into(), id);
@@ -197,7 +180,7 @@ fn odd_message(r: &mut Rng) -> Vec<u8> {
 /// A line that is not a message: bytes, token soup, a cut or corrupted message, nesting.
 fn bad_line(r: &mut Rng) -> Vec<u8> {
     let mut b = match r.below(5) {
-        0 => (0..r.below(200)).map(|_| r.next() as u8).collect(),
+        0 => (0..r.below(200)).map(|_| r.next_u64() as u8).collect(),
         1 => {
             let toks: [&[u8]; 14] = [
                 b"{", b"}", b"[", b"]", b"\"", b":", b",", b"1", b"-", b"e", b"null", b"\\u",
@@ -217,7 +200,7 @@ fn bad_line(r: &mut Rng) -> Vec<u8> {
             let mut m = odd_message(r);
             for _ in 0..1 + r.below(3) {
                 let i = r.below(m.len());
-                m[i] = r.next() as u8;
+                m[i] = r.next_u64() as u8;
             }
             m
         }
@@ -237,14 +220,8 @@ fn bad_line(r: &mut Rng) -> Vec<u8> {
 
 #[test]
 fn shim_stdin_generated_garbage_and_odd_messages() {
-    let seed: u64 = std::env::var("TC_FUZZ_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0x7c5e_ed00_0000_0001);
-    let rounds: usize = std::env::var("TC_FUZZ_ROUNDS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(50);
+    let seed: u64 = env_parse("TC_FUZZ_SEED").unwrap_or(0x7c5e_ed00_0000_0001);
+    let rounds: usize = env_parse("TC_FUZZ_ROUNDS").unwrap_or(50);
     let env = env();
     let mut s = start(&env);
     let mut r = Rng(seed | 1);

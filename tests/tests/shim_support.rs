@@ -12,13 +12,7 @@ use serde_json::{json, Value};
 use tc_proto::v1::confirm_client::ConfirmClient;
 use tc_proto::v1::{self, Binding};
 
-/// The workspace root.
-pub fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+pub use tc_tests::workspace;
 
 /// A binary built by `cargo build --workspace` (target/debug/NAME).
 pub fn bin(name: &str) -> PathBuf {
@@ -35,9 +29,7 @@ pub fn bin(name: &str) -> PathBuf {
 
 /// The pinned peers (`$TC_PEERS`, default <workspace>/.peers); fails loudly when missing.
 pub fn peers() -> PathBuf {
-    let p = std::env::var_os("TC_PEERS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace().join(".peers"));
+    let p = tc_tests::peers_dir();
     for need in [
         "npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
         "venv/bin/python",
@@ -190,12 +182,14 @@ impl Vault {
 
 /// A temp dir holding a vault root, a daemon cache dir, the socket and the config.
 pub struct Env {
+    /// The real `tcd` on this layout (not started until `start_tcd*`). First, so it is
+    /// dropped (killed) before `tmp` is removed under it.
+    pub tcd: tc_tests::Daemon,
     pub tmp: tempfile::TempDir,
     pub root: PathBuf,
     pub socket: PathBuf,
     pub cache: PathBuf,
     pub config: PathBuf,
-    pub tcd: Option<Child>,
 }
 
 impl Env {
@@ -205,13 +199,29 @@ impl Env {
         let base = std::fs::canonicalize(tmp.path()).unwrap();
         let root = base.join("vault");
         std::fs::create_dir_all(&root).unwrap();
+        let (socket, cache, config) = (
+            base.join("run/tcd.sock"),
+            base.join("cache"),
+            base.join("config.toml"),
+        );
+        let logs = tempfile::Builder::new()
+            .prefix("tcd-logs-")
+            .tempdir_in(&base)
+            .unwrap();
+        let tcd = tc_tests::Daemon::prepared_over(
+            logs,
+            socket.clone(),
+            cache.clone(),
+            config.clone(),
+            tc_tests::DaemonOpts::default(),
+        );
         let env = Env {
-            socket: base.join("run/tcd.sock"),
-            cache: base.join("cache"),
-            config: base.join("config.toml"),
+            tcd,
+            socket,
+            cache,
+            config,
             tmp,
             root,
-            tcd: None,
         };
         env.write_config(vault_toml);
         env
@@ -234,64 +244,23 @@ impl Env {
         std::fs::write(&self.config, text).unwrap();
     }
 
-    /// Starts a real `tcd --ephemeral` and waits until its socket accepts connections.
+    /// Starts a real `tcd --ephemeral` and waits until it accepts on its socket.
     pub fn start_tcd(&mut self) {
-        self.spawn_tcd(true, Stdio::inherit());
+        self.tcd.opts.ephemeral = true;
+        self.tcd.start_again();
     }
 
     /// Starts a real `tcd` keyed from `<cache>/server-secrets` (no `--ephemeral`), so its
     /// key, tokens and states outlive a restart and a test can read the key file.
     pub fn start_tcd_keyed(&mut self) {
-        self.spawn_tcd(false, Stdio::inherit());
+        self.tcd.opts.ephemeral = false;
+        self.tcd.start_again();
     }
 
-    /// Starts `tcd` (with `--ephemeral` or keyed from the cache dir), its stderr to
-    /// `stderr`, and waits until its socket accepts connections.
-    pub fn spawn_tcd(&mut self, ephemeral: bool, stderr: Stdio) {
-        let mut cmd = Command::new(bin("tcd"));
-        if ephemeral {
-            cmd.arg("--ephemeral");
-        }
-        let child = cmd
-            .arg("--config")
-            .arg(&self.config)
-            .arg("--socket")
-            .arg(&self.socket)
-            .arg("--cache-dir")
-            .arg(&self.cache)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(stderr)
-            .spawn()
-            .expect("spawn tcd");
-        self.tcd = Some(child);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        loop {
-            if std::os::unix::net::UnixStream::connect(&self.socket).is_ok() {
-                return;
-            }
-            if let Some(c) = self.tcd.as_mut() {
-                if let Ok(Some(st)) = c.try_wait() {
-                    panic!("tcd exited early: {st}");
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "tcd did not open {} in time",
-                self.socket.display()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    /// Stops `tcd` (SIGTERM, then wait).
+    /// Stops `tcd` (SIGTERM, then wait), if it runs.
     pub fn stop_tcd(&mut self) {
-        if let Some(mut c) = self.tcd.take() {
-            let _ = nix::sys::signal::kill(
-                nix::unistd::Pid::from_raw(c.id() as i32),
-                nix::sys::signal::Signal::SIGTERM,
-            );
-            let _ = c.wait();
+        if self.tcd.is_running() {
+            self.tcd.stop();
         }
     }
 
@@ -329,15 +298,6 @@ impl Env {
         argv.push("--".into());
         argv.extend(command.iter().cloned());
         argv
-    }
-}
-
-impl Drop for Env {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.tcd.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
     }
 }
 

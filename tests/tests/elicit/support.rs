@@ -260,15 +260,10 @@ pub fn disk(env: &Env, rel: &str) -> Option<String> {
 }
 
 /// Starts the env's `tcd` WITHOUT `--ephemeral` (keyed from `<cache>/server-secrets`,
-/// so states survive a restart), replacing any running one; returns its stderr log.
+/// so states survive a restart), replacing any running one; returns this start's
+/// stderr log (each start has its own).
 pub fn start_persistent_tcd(env: &mut Env) -> std::path::PathBuf {
     env.stop_tcd();
-    let log = env.tmp.path().join("tcd-persistent.log");
-    let err = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(&log)
-        .unwrap();
-    env.spawn_tcd(false, Stdio::from(err));
-    log
+    env.start_tcd_keyed();
+    env.tcd.latest_stderr_path()
 }
