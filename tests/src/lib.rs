@@ -66,10 +66,20 @@ pub fn h(s: &str) -> String {
 }
 
 /// xorshift64*: a small deterministic PRNG for the randomized tests, so a printed seed
-/// replays a run exactly. The state must be non-zero (zero stays zero).
-pub struct Rng(pub u64);
+/// replays a run exactly.
+pub struct Rng(u64);
 
 impl Rng {
+    /// Seeded; a zero seed (whose xorshift state would stay zero) is replaced by a fixed
+    /// non-zero one.
+    pub fn new(seed: u64) -> Rng {
+        Rng(if seed == 0 {
+            0x9e37_79b9_7f4a_7c15
+        } else {
+            seed
+        })
+    }
+
     /// The next 64 bits (`next_u64`, not `next`: this is no `Iterator`).
     pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
@@ -90,9 +100,14 @@ impl Rng {
 }
 
 /// `$name` parsed as a `T` (a seed or a count a run can be replayed or scaled with);
-/// None when unset or unparsable, so the caller's default applies.
+/// None when unset, so the caller's default applies. An unparsable value panics: a
+/// replay asked for with a typo must not quietly run another seed.
 pub fn env_parse<T: std::str::FromStr>(name: &str) -> Option<T> {
-    std::env::var(name).ok().and_then(|v| v.parse().ok())
+    let v = std::env::var(name).ok()?;
+    match v.parse() {
+        Ok(x) => Some(x),
+        Err(_) => panic!("{name}={v:?} is not a valid {}", std::any::type_name::<T>()),
+    }
 }
 
 /// A binding whose args_hash is `h(args)`.

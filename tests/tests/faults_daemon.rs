@@ -501,7 +501,7 @@ async fn faults_kill9_under_mixed_load_never_loses_or_double_spends() {
             | 1
     });
     eprintln!("faults: TC_FAULT_SEED={seed}");
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     let mut d = Daemon::start();
     let mut model = Model::new();
     model.life = 1;

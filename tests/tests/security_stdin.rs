@@ -224,7 +224,7 @@ fn shim_stdin_generated_garbage_and_odd_messages() {
     let rounds: usize = env_parse("TC_FUZZ_ROUNDS").unwrap_or(50);
     let env = env();
     let mut s = start(&env);
-    let mut r = Rng(seed | 1);
+    let mut r = Rng::new(seed | 1);
     let (mut rejected, mut odd) = (0, 0);
     for round in 0..rounds {
         let mut want = Vec::new();
