@@ -882,6 +882,13 @@ mod tests {
         assert_eq!(exps, vec![exp; 5]);
     }
 
+    /// A ledger on a fresh database with a per-process key and a 300 s TTL.
+    fn ledger() -> (tempfile::TempDir, Ledger) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(&dir.path().join("db")).unwrap();
+        (dir, Ledger::new(store, Secret::ephemeral(), 300))
+    }
+
     fn call(n: u8) -> Binding {
         Binding {
             vault: "v".into(),
@@ -896,12 +903,7 @@ mod tests {
     /// and a deleted token is still refused.
     #[test]
     fn gc_deletes_only_tokens_past_the_retention() {
-        let dir = tempfile::tempdir().unwrap();
-        let l = Ledger::new(
-            Store::open(&dir.path().join("db")).unwrap(),
-            Secret::ephemeral(),
-            300,
-        );
+        let (_dir, l) = ledger();
         let fp = tc_core::hash::sha256_hex(b"fp");
         let mut tokens = Vec::new();
         for n in 0..3 {
@@ -945,12 +947,7 @@ mod tests {
     /// in its fsync), and the per-call lookups use `tokens_args` instead of a table scan.
     #[test]
     fn redeem_rewrites_no_index_and_call_lookups_are_indexed() {
-        let dir = tempfile::tempdir().unwrap();
-        let l = Ledger::new(
-            Store::open(&dir.path().join("db")).unwrap(),
-            Secret::ephemeral(),
-            300,
-        );
+        let (_dir, l) = ledger();
         let (indexed, partial, plans) = l
             .store
             .read(|c| {
@@ -1008,12 +1005,7 @@ mod tests {
     /// forged id naming the token's row with the current sequence number is unknown.
     #[test]
     fn release_once_per_redemption_and_forged_ids_are_unknown() {
-        let dir = tempfile::tempdir().unwrap();
-        let l = Ledger::new(
-            Store::open(&dir.path().join("db")).unwrap(),
-            Secret::ephemeral(),
-            300,
-        );
+        let (_dir, l) = ledger();
         let b = Binding {
             vault: "v".into(),
             tool: "t".into(),
