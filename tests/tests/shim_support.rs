@@ -12,20 +12,7 @@ use serde_json::{json, Value};
 use tc_proto::v1::confirm_client::ConfirmClient;
 use tc_proto::v1::{self, Binding};
 
-pub use tc_tests::workspace;
-
-/// A binary built by `cargo build --workspace` (target/debug/NAME).
-pub fn bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap().parent().unwrap();
-    let p = dir.join(name);
-    assert!(
-        p.is_file(),
-        "{} is missing: run `cargo build --workspace` before the tests",
-        p.display()
-    );
-    p
-}
+pub use tc_tests::{bin, workspace};
 
 /// The pinned peers (`$TC_PEERS`, default <workspace>/.peers); fails loudly when missing.
 pub fn peers() -> PathBuf {
@@ -577,15 +564,7 @@ pub fn tcctl_elicit(env: &Env, elicit_required: &Value) -> String {
         .unwrap_or_else(|| panic!("no recovery.command in {elicit_required}"));
     let words: Vec<&str> = cmd.split_whitespace().collect();
     assert_eq!(words.first(), Some(&"tcctl"), "{cmd}");
-    let out = Command::new(bin("tcctl"))
-        .arg("--config")
-        .arg(&env.config)
-        .arg("--socket")
-        .arg(&env.socket)
-        .args(&words[1..])
-        .stdin(Stdio::null())
-        .output()
-        .expect("run tcctl");
+    let out = env.tcd.tcctl(&words[1..]);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(
         out.status.success(),
@@ -630,15 +609,7 @@ pub fn wait_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
 impl Env {
     /// `tcctl metrics` against this env's daemon (stdout; panics on failure).
     pub fn tcctl_metrics(&self) -> String {
-        let out = Command::new(bin("tcctl"))
-            .arg("--socket")
-            .arg(&self.socket)
-            .arg("--config")
-            .arg(&self.config)
-            .arg("metrics")
-            .stdin(Stdio::null())
-            .output()
-            .expect("run tcctl");
+        let out = self.tcd.tcctl(&["metrics"]);
         assert!(out.status.success(), "tcctl metrics: {out:?}");
         String::from_utf8(out.stdout).unwrap()
     }
