@@ -130,6 +130,9 @@ fn find_redemption(
 /// late replay is still told `spent` and `tcctl events` can be read against it.
 pub const TOKEN_RETENTION_MS: i64 = 7 * 86_400_000;
 
+/// The longest argument summary a raised request keeps, in characters.
+pub const SUMMARY_MAX: usize = 8000;
+
 /// A request waiting for a human, as `tcctl pending` shows it.
 #[derive(Debug, Clone)]
 pub struct Pending {
@@ -197,7 +200,12 @@ impl Ledger {
     ) -> Result<(i64, i64), DaemonError> {
         b.check()?;
         check_hash("state_fp", state_fp)?;
-        let summary: String = summary.chars().take(2000).collect();
+        // The shim keeps summaries far below this; a longer one is cut visibly.
+        let summary: String = if summary.chars().count() > SUMMARY_MAX {
+            summary.chars().take(SUMMARY_MAX - 1).chain(['…']).collect()
+        } else {
+            summary.to_string()
+        };
         let now = now_ms();
         let exp = now + self.ttl_ms;
         self.store.write(|tx, evs| {

@@ -55,7 +55,7 @@ pub fn requested_schema() -> Value {
             APPROVE_FIELD: {
                 "type": "boolean",
                 "title": "Approve this call",
-                "description": "Tick to let the call run exactly as shown, once.",
+                "description": "Tick to let the call run once, with exactly these arguments.",
                 "default": false,
             }
         },
@@ -69,7 +69,8 @@ pub fn message(tool: &str, vault: &str, summary: &str, targets: Option<&Targets>
     format!(
         "An AI agent wants to run `{tool}` on `{vault}`.\n\nCall: {summary}\n\n\
          The approval covers {}. If that changes before the call runs, it is refused.\n\n\
-         Approve it to run it once, exactly as shown.",
+         Approve it to run it once, with exactly these arguments (a long value is shortened \
+         here, with its full length; the approval binds it in full).",
         describe_targets(targets)
     )
 }

@@ -216,6 +216,112 @@ fn shim_transport_a_destructive_tool_added_later_is_still_a_floor() {
     drop(s.stdin.take());
 }
 
+/// The answer to `tools/call tidy`: forwarded (the fixture echoes the call) or the
+/// shim's refusal code.
+fn call_tidy(s: &mut Raw, id: u32) -> Result<(), String> {
+    s.send(
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"tidy","arguments":{{}}}}}}"#)
+            .as_bytes(),
+    );
+    let r = s.json();
+    assert_eq!(r["id"], id, "{r}");
+    match r["result"]["structuredContent"]["code"].as_str() {
+        Some(code) => Err(code.to_string()),
+        None => {
+            assert!(
+                r["result"]["content"][0]["text"]
+                    .as_str()
+                    .unwrap()
+                    .contains("tidy"),
+                "{r}"
+            );
+            Ok(())
+        }
+    }
+}
+
+#[test]
+fn shim_transport_list_changed_makes_the_floor_see_a_tool_turned_destructive() {
+    let env = env();
+    let mut s = Raw::start(&env);
+    s.send(br#"{"jsonrpc":"2.0","id":1,"method":"add_tidy"}"#);
+    assert_eq!(s.json()["id"], 1);
+    s.send(br#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}"#);
+    assert_eq!(s.json()["id"], 2);
+    assert_eq!(call_tidy(&mut s, 3), Ok(()), "a plain tool is forwarded");
+    s.send(br#"{"jsonrpc":"2.0","id":4,"method":"harden_tidy"}"#);
+    let note = s.json();
+    assert_eq!(note["method"], "notifications/tools/list_changed", "{note}");
+    assert_eq!(s.json()["id"], 4);
+    // The client has not re-listed; the shim must not judge `tidy` by its old definition.
+    assert_eq!(call_tidy(&mut s, 5), Err("gate_not_configured".into()));
+}
+
+#[test]
+fn shim_transport_a_tool_listed_twice_is_a_floor_if_either_is_destructive() {
+    let env = env();
+    let mut s = Raw::start(&env);
+    s.send(br#"{"jsonrpc":"2.0","id":1,"method":"dup_tidy"}"#);
+    assert_eq!(s.json()["id"], 1);
+    s.send(br#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}"#);
+    assert_eq!(s.json()["id"], 2);
+    assert_eq!(call_tidy(&mut s, 3), Err("gate_not_configured".into()));
+}
+
+#[test]
+fn shim_transport_a_tools_call_without_an_id_is_never_forwarded() {
+    let env = env();
+    let mut s = Raw::start(&env);
+    // `"id": null` is answered as an invalid request; no id at all (a notification) is
+    // dropped. Neither reaches the server, which would echo it back as a tools/call answer.
+    s.send(br#"{"jsonrpc":"2.0","id":null,"method":"tools/call","params":{"name":"nuke","arguments":{}}}"#);
+    let r = s.json();
+    assert_eq!(r["id"], Value::Null, "{r}");
+    assert_eq!(r["error"]["code"], -32600, "{r}");
+    s.send(br#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"nuke","arguments":{}}}"#);
+    s.send(br#"{"jsonrpc":"2.0","id":"after","method":"echo"}"#);
+    let r = s.json();
+    assert_eq!(
+        r["id"], "after",
+        "the dropped call produced something first: {r}"
+    );
+    assert!(r["result"]["raw"].as_str().unwrap().contains("echo"), "{r}");
+}
+
+#[test]
+fn shim_transport_a_gated_call_cannot_carry_tc_fields_the_hash_leaves_out() {
+    let env = env();
+    let mut s = Raw::start(&env);
+    // `who = "boss"` makes hello gated; `cursor`, `requestState` and `inputResponses` are
+    // not part of the args_hash, so an approval would not cover them.
+    for field in ["cursor", "requestState", "inputResponses"] {
+        let call = json!({"jsonrpc": "2.0", "id": field, "method": "tools/call",
+            "params": {"name": "hello", "arguments": {"who": "boss", field: "EVIL"}}});
+        s.send(call.to_string().as_bytes());
+        let r = s.json();
+        assert_eq!(r["id"], field, "{r}");
+        assert_eq!(r["result"]["isError"], true, "{r}");
+        assert_eq!(
+            r["result"]["structuredContent"]["code"], "invalid_input",
+            "{r}"
+        );
+        assert_eq!(
+            r["result"]["structuredContent"]["details"]["argument"], field,
+            "{r}"
+        );
+    }
+    // Ungated, the same argument is the tool's own business and is forwarded.
+    s.send(br#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"hello","arguments":{"who":"x","cursor":"c1"}}}"#);
+    let r = s.json();
+    assert!(
+        r["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("c1"),
+        "{r}"
+    );
+}
+
 #[test]
 fn shim_transport_a_reused_id_of_a_call_in_flight_is_refused() {
     let env = env();
