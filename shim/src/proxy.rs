@@ -157,6 +157,11 @@ fn present_value<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>
     Value::deserialize(d).map(Some)
 }
 
+/// An id in the shim's own namespace (its requests downstream, its prompts upstream).
+fn reserved_id(id: &Value) -> bool {
+    id.as_str().is_some_and(|s| s.starts_with(OWN_ID_PREFIX))
+}
+
 fn key(id: &Value) -> String {
     id.to_string()
 }
@@ -1164,6 +1169,18 @@ impl Shim {
                 return;
             }
         }
+        if let (Some(_), Some(i)) = (method, &id) {
+            if reserved_id(i) {
+                // Our own requests downstream use these ids: a client request with one
+                // could take the answer meant for the shim (a probe's, say).
+                self.send_client(&results::error(
+                    i,
+                    results::INVALID_REQUEST,
+                    format!("request ids starting with {OWN_ID_PREFIX} are reserved by tc-shim"),
+                ));
+                return;
+            }
+        }
         // Governor: note capped requests; a resources/read over the cap is answered here.
         if self.govern_request(method, id.as_ref(), &msg) {
             return;
@@ -1307,6 +1324,18 @@ impl Shim {
                 return;
             }
         };
+        if let (Some(_), Some(id)) = (msg.get("method"), msg.get("id").filter(|i| reserved_id(i))) {
+            // The client's answer to it would be taken as the answer to the shim's own
+            // prompt of that id: a server could approve its own gated call. Refused.
+            tracing::warn!("refusing a downstream request with a reserved id {id}");
+            let e = results::error(
+                id,
+                results::INVALID_REQUEST,
+                format!("request ids starting with {OWN_ID_PREFIX} are reserved by tc-shim"),
+            );
+            self.send_child(e.to_string().into_bytes(), None);
+            return;
+        }
         let is_response = msg.get("method").is_none()
             && (msg.get("result").is_some() || msg.get("error").is_some());
         if is_response {
@@ -1368,6 +1397,9 @@ impl Shim {
             return false;
         };
         if let Some(m) = env.method {
+            if env.id.as_ref().is_some_and(reserved_id) {
+                return false;
+            }
             if m == "notifications/tools/list_changed" {
                 // Definitions may have changed (a tool may have become destructive): the
                 // next call re-lists instead of judging the floor from the old list.

@@ -323,6 +323,33 @@ fn shim_transport_a_gated_call_cannot_carry_tc_fields_the_hash_leaves_out() {
 }
 
 #[test]
+fn shim_transport_ids_in_the_shims_namespace_are_refused_both_ways() {
+    let env = env();
+    let mut s = Raw::start(&env);
+    s.send(br#"{"jsonrpc":"2.0","id":"tc-shim-1","method":"echo"}"#);
+    let r = s.json();
+    assert_eq!(r["id"], "tc-shim-1", "{r}");
+    assert_eq!(r["error"]["code"], -32600, "{r}");
+    // A server request in the shim's prompt namespace never reaches the client; the
+    // server gets an error (the fixture reports it back as a `got` notification).
+    s.send(br#"{"jsonrpc":"2.0","id":7,"method":"trigger_reserved"}"#);
+    let (a, b) = (s.json(), s.json());
+    let (got, answer) = if a.get("method").is_some() {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    assert_eq!(answer["id"], 7, "{answer}");
+    assert_eq!(
+        got["method"], "got",
+        "the request reached the client: {got}"
+    );
+    let raw: Value = serde_json::from_str(got["params"]["raw"].as_str().unwrap()).unwrap();
+    assert_eq!(raw["id"], "tc-shim-elicit-1", "{raw}");
+    assert_eq!(raw["error"]["code"], -32600, "{raw}");
+}
+
+#[test]
 fn shim_transport_a_reused_id_of_a_call_in_flight_is_refused() {
     let env = env();
     let mut s = Raw::start(&env);
