@@ -664,8 +664,8 @@ impl Ledger {
         })
     }
 
-    /// Deletes rows nothing can use any more: expired request-state nonces (the seal's
-    /// own expiry refuses those states), raised requests a day past their expiry, and
+    /// Deletes rows nothing can use any more: request-state nonces and raised requests a
+    /// day past their expiry (the seal's own expiry already refuses those states), and
     /// tokens [`TOKEN_RETENTION_MS`] past both their expiry and their last redemption.
     /// The event log is the audit record and is never deleted.
     pub fn gc(&self) -> Result<(), DaemonError> {
@@ -675,8 +675,10 @@ impl Ledger {
     fn gc_at(&self, now: i64) -> Result<(), DaemonError> {
         self.store.write(|tx, _| {
             let r = (|| {
+                // A day past expiry, not at it: if the wall clock steps back after a
+                // collection, an already used state would otherwise open again.
                 tx.prepare_cached("DELETE FROM consumed_states WHERE expires_at <= ?1")?
-                    .execute(params![now])?;
+                    .execute(params![now - 86_400_000])?;
                 tx.prepare_cached("DELETE FROM raised WHERE expires_at <= ?1")?
                     .execute(params![now - 86_400_000])?;
                 // A deleted token is refused as `unknown` instead of `spent`: refused all
@@ -949,6 +951,31 @@ mod tests {
         let t = l.mint(&call(9), None).unwrap().0;
         let r = l.redeem(&t, &call(9), &fp).unwrap();
         assert!(r.starts_with(&format!("{}.", newest + 1)), "{r}");
+    }
+
+    /// A used request state stays recorded for a day past its expiry, so a wall clock
+    /// stepped back after a collection cannot make it open again.
+    #[test]
+    fn gc_keeps_used_states_a_day_past_their_expiry() {
+        let (_dir, l) = ledger();
+        let fp = tc_core::hash::sha256_hex(b"fp");
+        let (blob, exp) = l.seal_state(&call(1), &fp, b"inner").unwrap();
+        l.open_state(&blob, &call(1), true, &fp).unwrap();
+        let rows = || -> i64 {
+            l.store
+                .read(
+                    |c| Ok(c.query_row("SELECT count(*) FROM consumed_states", [], |r| r.get(0))?),
+                )
+                .unwrap()
+        };
+        l.gc_at(exp + 3_600_000).unwrap();
+        assert_eq!(rows(), 1);
+        assert_eq!(
+            reason(l.open_state(&blob, &call(1), true, &fp)),
+            Reason::Spent
+        );
+        l.gc_at(exp + 86_400_000 + 1).unwrap();
+        assert_eq!(rows(), 0);
     }
 
     /// A redeem changes no indexed column of `tokens` (each index would be one more page
