@@ -622,6 +622,7 @@ impl Shim {
         // was already offered: it is judged by its answer even if the gate's condition
         // stopped applying meanwhile (a decline must never turn into a plain forward).
         let resuming = meta.is_some() && confirm::request_state(params).is_some();
+        let has_gate = gate.is_some();
         let Some(gate) = gate.filter(|_| applies || resuming) else {
             // Governor: a paged tool is served page by page (its items ACL-checked one by one).
             if self.page_call(&id, &msg, &name, &args, read_only).await {
@@ -630,7 +631,10 @@ impl Shim {
             if let Err(e) = self.policy.check_acl(&paths, read_only) {
                 return self.answer(&id, policy_result(&e));
             }
-            let line = if args.get("elicit_token").is_some() {
+            // A tool with a gate entry whose `when` did not hold goes out as the shim read
+            // it (re-serialized: duplicate keys collapsed), so a server whose JSON parser
+            // keeps another duplicate cannot act on a value the condition never judged.
+            let line = if has_gate || args.get("elicit_token").is_some() {
                 stripped(&msg)
             } else {
                 line

@@ -350,6 +350,20 @@ fn shim_transport_ids_in_the_shims_namespace_are_refused_both_ways() {
 }
 
 #[test]
+fn shim_transport_an_ungated_call_of_a_gated_tool_reaches_the_server_as_judged() {
+    let env = env();
+    let mut s = Raw::start(&env);
+    // Duplicate keys: the shim reads the last (`who = "x"`: the gate's condition does not
+    // hold). The server must not see the first, `"boss"`, which a parser keeping the
+    // first duplicate would act on unconfirmed.
+    s.send(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"hello","arguments":{"who":"boss","who":"x"}}}"#);
+    let r = s.json();
+    let raw = r["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(raw.contains(r#""who":"x""#), "{raw}");
+    assert!(!raw.contains("boss"), "the server saw the duplicate: {raw}");
+}
+
+#[test]
 fn shim_transport_a_reused_id_of_a_call_in_flight_is_refused() {
     let env = env();
     let mut s = Raw::start(&env);
