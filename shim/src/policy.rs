@@ -171,8 +171,10 @@ impl Policy {
         let p = Path::new(raw);
         // server-filesystem expands a leading `~`; judging `<root>/~/x` instead would
         // gate, ACL-check and fingerprint a path the server never touches.
-        if matches!(p.components().next(), Some(Component::Normal(c)) if c.as_encoded_bytes().starts_with(b"~"))
-        {
+        let home = p.components().next().is_some_and(
+            |c| matches!(c, Component::Normal(n) if n.as_encoded_bytes().starts_with(b"~")),
+        );
+        if home {
             return Err(bad(format!(
                 "{raw:?} starts with `~`: tc does not expand home directories; give the path \
                  relative to the vault root (or absolute under it)"
