@@ -2,11 +2,13 @@
 //! floors from `destructiveHint`, path arguments resolved under the root, and the ACL.
 
 use crate::value::at;
+use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde_json::Value;
 use tc_core::config::{Gate, Targets, VaultConfig};
+use unicode_normalization::UnicodeNormalization;
 
 /// Why a call was refused by policy.
 #[derive(Debug, thiserror::Error)]
@@ -51,12 +53,50 @@ const PATHLIKE: &[&str] = &[
     "root",
 ];
 
+/// Compiles ACL globs; the second half maps each compiled glob back to the one written.
+/// `dir/**` also covers `dir` itself: denying a folder's contents while listing it
+/// would show what it holds.
 fn compile(globs: &[String]) -> Result<(GlobSet, Vec<String>), PolicyError> {
     let mut b = GlobSetBuilder::new();
+    let mut written = Vec::new();
     for g in globs {
         b.add(Glob::new(g)?);
+        written.push(g.clone());
+        if let Some(dir) = g.strip_suffix("/**").filter(|d| !d.is_empty()) {
+            b.add(Glob::new(dir)?);
+            written.push(g.clone());
+        }
     }
-    Ok((b.build()?, globs.to_vec()))
+    Ok((b.build()?, written))
+}
+
+/// JSON equality for `when.equals`, except that numbers compare by value (`1.0` is `1`):
+/// a client choosing another spelling of the same number must not escape a gate.
+fn json_eq(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Number(x), Value::Number(y)) => {
+            if let (Some(x), Some(y)) = (x.as_i64(), y.as_i64()) {
+                x == y
+            } else if let (Some(x), Some(y)) = (x.as_u64(), y.as_u64()) {
+                x == y
+            } else {
+                x.as_f64() == y.as_f64()
+            }
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(x, y)| json_eq(x, y))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| json_eq(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
+fn nfc(s: &OsStr) -> Option<String> {
+    s.to_str().map(|s| s.nfc().collect())
 }
 
 /// Strings of an argument that may be a string or an array of strings.
@@ -129,6 +169,17 @@ impl Policy {
             return Err(bad("contains a NUL byte".into()));
         }
         let p = Path::new(raw);
+        // server-filesystem expands a leading `~`; judging `<root>/~/x` instead would
+        // gate, ACL-check and fingerprint a path the server never touches.
+        let home = p.components().next().is_some_and(
+            |c| matches!(c, Component::Normal(n) if n.as_encoded_bytes().starts_with(b"~")),
+        );
+        if home {
+            return Err(bad(format!(
+                "{raw:?} starts with `~`: tc does not expand home directories; give the path \
+                 relative to the vault root (or absolute under it)"
+            )));
+        }
         if p.components().any(|c| c == Component::ParentDir) {
             return Err(bad(format!(
                 "{raw:?} contains `..`; paths must stay under the vault root"
@@ -150,23 +201,69 @@ impl Policy {
                 self.root.display()
             )));
         }
+        let norm = self.real_names(norm).map_err(bad)?;
         // Symlinks: the longest existing ancestor must canonicalize under the root.
-        let mut probe = norm.as_path();
-        loop {
-            if let Ok(c) = std::fs::canonicalize(probe) {
-                if !c.starts_with(&self.canon_root) {
-                    return Err(bad(format!(
-                        "{raw:?} leaves the vault root through a symlink"
-                    )));
-                }
-                break;
-            }
-            match probe.parent() {
-                Some(parent) => probe = parent,
-                None => break,
+        if let Some(real) = real_path(&norm) {
+            if !real.starts_with(&self.canon_root) {
+                return Err(bad(format!(
+                    "{raw:?} leaves the vault root through a symlink"
+                )));
             }
         }
         Ok(norm)
+    }
+
+    /// Replaces each name that does not exist byte-for-byte by the one existing entry of
+    /// its folder equal to it under Unicode NFC, as server-filesystem does: otherwise
+    /// the NFD spelling of an existing file would be judged new. Several → ambiguous.
+    fn real_names(&self, norm: PathBuf) -> Result<PathBuf, String> {
+        let base = if norm.starts_with(&self.root) {
+            &self.root
+        } else {
+            &self.canon_root
+        };
+        let Ok(rest) = norm.strip_prefix(base) else {
+            return Ok(norm);
+        };
+        let mut out = base.clone();
+        let mut comps = rest.components();
+        for c in comps.by_ref() {
+            let name = c.as_os_str();
+            let direct = out.join(name);
+            if std::fs::symlink_metadata(&direct).is_ok() {
+                out = direct;
+                continue;
+            }
+            let Some(want) = nfc(name) else {
+                out = direct;
+                break;
+            };
+            let found: Vec<_> = match std::fs::read_dir(&out) {
+                Ok(entries) => entries
+                    .filter_map(|e| e.ok().map(|e| e.file_name()))
+                    .filter(|n| nfc(n).as_deref() == Some(want.as_str()))
+                    .collect(),
+                Err(_) => Vec::new(),
+            };
+            match found.as_slice() {
+                [one] => out.push(one),
+                [] => {
+                    out = direct;
+                    break;
+                }
+                many => {
+                    let names: Vec<_> = many.iter().map(|n| n.to_string_lossy()).collect();
+                    return Err(format!(
+                        "{name:?} is ambiguous in {}: several entries are the same name \
+                         under Unicode normalization ({}); use the exact name",
+                        self.relative(&out).display(),
+                        names.join(", ")
+                    ));
+                }
+            }
+        }
+        out.extend(comps);
+        Ok(out)
     }
 
     /// The path relative to the root (for ACL globs and fingerprints).
@@ -192,56 +289,90 @@ impl Policy {
     }
 
     /// Whether the gate applies to these arguments (`when`, all given conditions must hold).
+    /// Array arguments count every element, not just the first.
     pub fn applies(&self, gate: &Gate, args: &Value) -> Result<bool, PolicyError> {
         let Some(w) = &gate.when else { return Ok(true) };
         if let Some([a, b]) = &w.cross_folder {
-            let pa = self.first_path(args, a)?;
-            let pb = self.first_path(args, b)?;
-            let folder =
-                |p: &Option<PathBuf>| p.as_ref().and_then(|p| p.parent().map(Path::to_path_buf));
-            if folder(&pa) == folder(&pb) {
+            let folders = |name: &str| -> Result<Vec<PathBuf>, PolicyError> {
+                Ok(self
+                    .paths(args, name)?
+                    .iter()
+                    .map(|p| self.relative(p).parent().map(Path::to_path_buf))
+                    .map(Option::unwrap_or_default)
+                    .collect())
+            };
+            let (fa, fb) = (folders(a)?, folders(b)?);
+            // One side given and not the other counts as a difference (as before).
+            let differ = fa.is_empty() != fb.is_empty() || {
+                let all: Vec<_> = fa.iter().chain(&fb).collect();
+                all.iter().any(|f| *f != all[0])
+            };
+            if !differ {
                 return Ok(false);
             }
         }
         if let Some(e) = &w.exists {
-            match self.first_path(args, e)? {
-                Some(p) if std::fs::symlink_metadata(&p).is_ok() => {}
-                _ => return Ok(false),
+            let paths = self.paths(args, e)?;
+            if !paths.iter().any(|p| std::fs::symlink_metadata(p).is_ok()) {
+                return Ok(false);
             }
         }
         if let Some(eq) = &w.equals {
-            if args.get(&eq.arg) != Some(&eq.value) {
+            if !args.get(&eq.arg).is_some_and(|v| json_eq(v, &eq.value)) {
                 return Ok(false);
             }
         }
         Ok(true)
     }
 
-    fn first_path(&self, args: &Value, name: &str) -> Result<Option<PathBuf>, PolicyError> {
-        match arg_strings(args, name).first() {
-            Some(raw) => self.resolve(name, raw).map(Some),
-            None => Ok(None),
-        }
+    /// Every element of a path argument, resolved (an escape anywhere is refused).
+    fn paths(&self, args: &Value, name: &str) -> Result<Vec<PathBuf>, PolicyError> {
+        arg_strings(args, name)
+            .iter()
+            .map(|raw| self.resolve(name, raw))
+            .collect()
     }
 
-    /// The ACL: `deny` always, `read_only` unless the tool is read-only.
+    /// The ACL: `deny` always, `read_only` unless the tool is read-only. Each path is
+    /// judged as written and where it really leads: a symlink inside the root must not
+    /// be a way around `deny = ["private/**"]`.
     pub fn check_acl(&self, paths: &[PathBuf], tool_read_only: bool) -> Result<(), PolicyError> {
         for p in paths {
-            let rel = self.relative(p);
-            for (list, (set, globs)) in [("deny", &self.deny), ("read_only", &self.read_only)] {
-                if list == "read_only" && tool_read_only {
-                    continue;
-                }
-                if let Some(i) = set.matches(rel).first() {
-                    return Err(PolicyError::Acl {
-                        path: rel.display().to_string(),
-                        list,
-                        glob: globs[*i].clone(),
-                    });
+            let real = real_path(p);
+            let real_rel = real
+                .as_deref()
+                .and_then(|r| r.strip_prefix(&self.canon_root).ok());
+            for rel in std::iter::once(self.relative(p)).chain(real_rel) {
+                for (list, (set, globs)) in [("deny", &self.deny), ("read_only", &self.read_only)] {
+                    if list == "read_only" && tool_read_only {
+                        continue;
+                    }
+                    if let Some(i) = set.matches(rel).first() {
+                        return Err(PolicyError::Acl {
+                            path: rel.display().to_string(),
+                            list,
+                            glob: globs[*i].clone(),
+                        });
+                    }
                 }
             }
         }
         Ok(())
+    }
+}
+
+/// Where a path really leads: its longest existing ancestor canonicalized, plus the
+/// rest as written (None: nothing of it exists, not even `/`).
+fn real_path(p: &Path) -> Option<PathBuf> {
+    let mut probe = p;
+    loop {
+        if let Ok(c) = std::fs::canonicalize(probe) {
+            return Some(match p.strip_prefix(probe) {
+                Ok(rest) if !rest.as_os_str().is_empty() => c.join(rest),
+                _ => c,
+            });
+        }
+        probe = probe.parent()?;
     }
 }
 
@@ -339,6 +470,165 @@ mod tests {
             Err(PolicyError::Acl { list: "deny", .. })
         ));
         let paths = p.resolve_all(&json!({"path": "ro/k"}), None).unwrap();
+        assert!(p.check_acl(&paths, true).is_ok());
+        assert!(p.check_acl(&paths, false).is_err());
+    }
+
+    #[test]
+    fn refuses_home_paths() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let p = policy(&root, "");
+        for raw in ["~", "~/x", "~/vault/x.md", "~user/x"] {
+            match p.resolve("path", raw) {
+                Err(PolicyError::InvalidInput { why, .. }) => {
+                    assert!(why.contains("does not expand home directories"), "{why}")
+                }
+                other => panic!("{raw}: {other:?}"),
+            }
+        }
+        // Only a leading `~` is special (server-filesystem expands only that).
+        assert_eq!(p.resolve("path", "a/~b").unwrap(), root.join("a/~b"));
+    }
+
+    #[test]
+    fn unicode_equivalent_names_resolve_to_the_real_entry() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let nfc = "caf\u{e9}";
+        let nfd = "cafe\u{301}";
+        std::fs::create_dir(root.join(nfc)).unwrap();
+        std::fs::write(root.join(nfc).join(format!("{nfc}.md")), "x").unwrap();
+        let p = policy(
+            &root,
+            "[[vaults.gates]]\ntool = \"write_file\"\nwhen = { exists = \"path\" }\ntargets = { paths = [\"path\"] }\n",
+        );
+        let real = root.join(nfc).join(format!("{nfc}.md"));
+        assert_eq!(p.resolve("path", &format!("{nfd}/{nfd}.md")).unwrap(), real);
+        // A new file under an equivalent folder keeps its own name, under the real folder.
+        assert_eq!(
+            p.resolve("path", &format!("{nfd}/new.md")).unwrap(),
+            root.join(nfc).join("new.md")
+        );
+        let wf = p.gate_entry("write_file").unwrap();
+        assert!(p
+            .applies(wf, &json!({"path": format!("{nfc}/{nfd}.md")}))
+            .unwrap());
+        // Two existing spellings equivalent to a third: ambiguous, refused.
+        std::fs::write(root.join("\u{1ec7}"), "a").unwrap();
+        std::fs::write(root.join("e\u{323}\u{302}"), "b").unwrap();
+        assert!(matches!(
+            p.resolve("path", "\u{ea}\u{323}"),
+            Err(PolicyError::InvalidInput { .. })
+        ));
+    }
+
+    #[test]
+    fn equals_compares_numbers_by_value() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let p = policy(
+            &root,
+            "[[vaults.gates]]\ntool = \"t\"\nwhen = { equals = { arg = \"depth\", value = 1 } }\ntargets = \"none\"\n\
+             [[vaults.gates]]\ntool = \"b\"\nwhen = { equals = { arg = \"force\", value = true } }\ntargets = \"none\"\n",
+        );
+        let t = p.gate_entry("t").unwrap();
+        assert!(p.applies(t, &json!({"depth": 1})).unwrap());
+        assert!(p.applies(t, &json!({"depth": 1.0})).unwrap());
+        assert!(!p.applies(t, &json!({"depth": 1.5})).unwrap());
+        assert!(!p.applies(t, &json!({"depth": "1"})).unwrap());
+        let b = p.gate_entry("b").unwrap();
+        assert!(p.applies(b, &json!({"force": true})).unwrap());
+        assert!(!p.applies(b, &json!({"force": "true"})).unwrap());
+    }
+
+    #[test]
+    fn array_arguments_count_every_element() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        std::fs::write(root.join("keep.md"), "x").unwrap();
+        let p = policy(
+            &root,
+            "[[vaults.gates]]\ntool = \"del\"\nwhen = { exists = \"paths\" }\ntargets = { paths = [\"paths\"] }\n\
+             [[vaults.gates]]\ntool = \"mv\"\nwhen = { cross_folder = [\"source\", \"destination\"] }\ntargets = { paths = [\"source\", \"destination\"] }\n",
+        );
+        let del = p.gate_entry("del").unwrap();
+        assert!(p
+            .applies(del, &json!({"paths": ["nope.md", "keep.md"]}))
+            .unwrap());
+        assert!(!p
+            .applies(del, &json!({"paths": ["nope.md", "gone.md"]}))
+            .unwrap());
+        assert!(matches!(
+            p.applies(del, &json!({"paths": ["keep.md", "../x"]})),
+            Err(PolicyError::InvalidInput { .. })
+        ));
+        let mv = p.gate_entry("mv").unwrap();
+        assert!(p
+            .applies(mv, &json!({"source": ["a/x", "b/y"], "destination": "a/z"}))
+            .unwrap());
+        assert!(!p
+            .applies(mv, &json!({"source": ["a/x", "a/y"], "destination": "a/z"}))
+            .unwrap());
+        assert!(p
+            .applies(mv, &json!({"source": "a/x", "destination": ["a/y", "c/y"]}))
+            .unwrap());
+        assert!(matches!(
+            p.applies(
+                mv,
+                &json!({"source": ["a/x", "/etc/x"], "destination": "a/z"})
+            ),
+            Err(PolicyError::InvalidInput { .. })
+        ));
+    }
+
+    #[test]
+    fn acl_follows_symlinks_inside_the_root() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        std::fs::create_dir(root.join("private")).unwrap();
+        std::fs::write(root.join("private/secret.md"), "s").unwrap();
+        std::os::unix::fs::symlink("private", root.join("link")).unwrap();
+        let p = policy(&root, "[vaults.acl]\ndeny = [\"private/**\"]\n");
+        for raw in ["link/secret.md", "link/new.md"] {
+            let paths = p.resolve_all(&json!({"path": raw}), None).unwrap();
+            assert!(
+                matches!(
+                    p.check_acl(&paths, true),
+                    Err(PolicyError::Acl { list: "deny", .. })
+                ),
+                "{raw}"
+            );
+        }
+        std::fs::write(root.join("open.md"), "o").unwrap();
+        std::os::unix::fs::symlink("open.md", root.join("alias.md")).unwrap();
+        let paths = p.resolve_all(&json!({"path": "alias.md"}), None).unwrap();
+        assert!(p.check_acl(&paths, true).is_ok());
+    }
+
+    #[test]
+    fn folder_globs_cover_the_folder_itself() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        std::fs::create_dir(root.join("private")).unwrap();
+        let p = policy(
+            &root,
+            "[vaults.acl]\ndeny = [\"private/**\"]\nread_only = [\"**/ro/**\"]\n",
+        );
+        for raw in ["private", "private/", "./private"] {
+            let paths = p.resolve_all(&json!({"path": raw}), None).unwrap();
+            match p.check_acl(&paths, true) {
+                Err(PolicyError::Acl { list, glob, .. }) => {
+                    assert_eq!((list, glob.as_str()), ("deny", "private/**"))
+                }
+                other => panic!("{raw}: {other:?}"),
+            }
+        }
+        let paths = p
+            .resolve_all(&json!({"path": "privateer/x"}), None)
+            .unwrap();
+        assert!(p.check_acl(&paths, true).is_ok());
+        let paths = p.resolve_all(&json!({"path": "a/ro"}), None).unwrap();
         assert!(p.check_acl(&paths, true).is_ok());
         assert!(p.check_acl(&paths, false).is_err());
     }

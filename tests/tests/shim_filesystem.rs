@@ -250,3 +250,41 @@ fn shim_filesystem_daemon_down_fails_closed_then_reconnects() {
         "a"
     );
 }
+
+/// `~/…` is refused (server-filesystem would expand it to $HOME, tc cannot judge it),
+/// and the NFD spelling of an existing file is gated like its real (NFC) name, which
+/// server-filesystem would overwrite.
+#[test]
+fn shim_filesystem_home_and_unicode_spellings_are_judged_as_the_server_sees_them() {
+    let mut env = Env::with(&Vault::filesystem("fs").gate_when(
+        "write_file",
+        r#"{ exists = "path" }"#,
+        r#"{ paths = ["path"] }"#,
+    ));
+    env.start_tcd();
+    let real = env.root.join("caf\u{e9}.md");
+    std::fs::write(&real, "v0").unwrap();
+    let mut c = PyClient::start(&env.shim_argv("fs"));
+
+    let r = c.call("write_file", json!({"path": "~/x.md", "content": "x"}));
+    assert_eq!(code(&r).as_deref(), Some("invalid_input"), "{r}");
+    assert!(r["content"][0]["text"]
+        .as_str()
+        .unwrap()
+        .contains("does not expand home directories"));
+
+    // A new file: the gate's condition does not hold, the write flows.
+    let r = c.call("write_file", json!({"path": "new.md", "content": "n"}));
+    assert_eq!(code(&r), None, "{r}");
+
+    for spelling in ["caf\u{e9}.md", "cafe\u{301}.md"] {
+        let r = c.call("write_file", json!({"path": spelling, "content": "v1"}));
+        assert_eq!(
+            code(&r).as_deref(),
+            Some("elicit_required"),
+            "{spelling:?}: {r}"
+        );
+    }
+    assert_eq!(std::fs::read_to_string(&real).unwrap(), "v0");
+    assert!(!env.root.join("cafe\u{301}.md").exists());
+}
