@@ -203,12 +203,14 @@ impl Policy {
         }
         let norm = self.real_names(norm).map_err(bad)?;
         // Symlinks: the longest existing ancestor must canonicalize under the root.
-        if let Some(real) = real_path(&norm) {
-            if !real.starts_with(&self.canon_root) {
+        match real_path(&norm) {
+            Some(real) if !real.starts_with(&self.canon_root) => {
                 return Err(bad(format!(
                     "{raw:?} leaves the vault root through a symlink"
-                )));
+                )))
             }
+            Some(_) => {}
+            None => return Err(bad(format!("{raw:?} goes through a symlink loop"))),
         }
         Ok(norm)
     }
@@ -362,8 +364,16 @@ impl Policy {
 }
 
 /// Where a path really leads: its longest existing ancestor canonicalized, plus the
-/// rest as written (None: nothing of it exists, not even `/`).
+/// rest as written. A dangling symlink on the way is followed too (a write through it
+/// creates its target). None: nothing of it exists, not even `/`, or symlinks loop.
 fn real_path(p: &Path) -> Option<PathBuf> {
+    real_path_hops(p, 0)
+}
+
+fn real_path_hops(p: &Path, hops: u32) -> Option<PathBuf> {
+    if hops > 40 {
+        return None;
+    }
     let mut probe = p;
     loop {
         if let Ok(c) = std::fs::canonicalize(probe) {
@@ -372,8 +382,35 @@ fn real_path(p: &Path) -> Option<PathBuf> {
                 _ => c,
             });
         }
+        // canonicalize fails on a symlink whose target does not exist yet.
+        if let Ok(target) = std::fs::read_link(probe) {
+            let base = probe.parent().unwrap_or(Path::new("/"));
+            let mut next = lexical(&base.join(target));
+            if let Ok(rest) = p.strip_prefix(probe) {
+                if !rest.as_os_str().is_empty() {
+                    next = lexical(&next.join(rest));
+                }
+            }
+            return real_path_hops(&next, hops + 1);
+        }
         probe = probe.parent()?;
     }
+}
+
+/// `p` with `.` dropped and `..` applied to the part before it, as a server's
+/// `path.resolve` reads a path that does not exist yet.
+fn lexical(p: &Path) -> PathBuf {
+    let mut out = PathBuf::new();
+    for c in p.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// True when a tool definition explicitly says `destructiveHint: true` (the floor).
@@ -604,6 +641,39 @@ mod tests {
         std::os::unix::fs::symlink("open.md", root.join("alias.md")).unwrap();
         let paths = p.resolve_all(&json!({"path": "alias.md"}), None).unwrap();
         assert!(p.check_acl(&paths, true).is_ok());
+    }
+
+    /// A symlink whose target does not exist yet leads where a write through it would
+    /// create the file: out of the root is an escape, into a denied folder is denied.
+    #[test]
+    fn dangling_symlinks_are_judged_by_their_target() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap().join("vault");
+        std::fs::create_dir_all(root.join("private")).unwrap();
+        std::os::unix::fs::symlink("../outside/new.md", root.join("out")).unwrap();
+        std::os::unix::fs::symlink("nowhere/../../x.md", root.join("sneaky")).unwrap();
+        std::os::unix::fs::symlink("private/new.md", root.join("in")).unwrap();
+        std::os::unix::fs::symlink("loop_b", root.join("loop_a")).unwrap();
+        std::os::unix::fs::symlink("loop_a", root.join("loop_b")).unwrap();
+        let p = policy(&root, "[vaults.acl]\ndeny = [\"private/**\"]\n");
+        for raw in ["out", "sneaky", "loop_a"] {
+            assert!(
+                matches!(
+                    p.resolve("path", raw),
+                    Err(PolicyError::InvalidInput { .. })
+                ),
+                "{raw}: {:?}",
+                p.resolve("path", raw)
+            );
+        }
+        let paths = p.resolve_all(&json!({"path": "in"}), None).unwrap();
+        assert!(
+            matches!(
+                p.check_acl(&paths, true),
+                Err(PolicyError::Acl { list: "deny", .. })
+            ),
+            "{paths:?}"
+        );
     }
 
     #[test]
