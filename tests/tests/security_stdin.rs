@@ -47,10 +47,18 @@ fn env() -> Env {
 
 /// What the shim must answer a client line with: Some(code) for a rejection, None for a
 /// message object (forwarded or handled; nothing to check but survival).
+/// (Only rejections with `id: null` are collected; a `tools/call` with `"id": null` is one:
+/// it can be neither answered nor gated.)
 fn expected(line: &[u8]) -> Option<i64> {
     match serde_json::from_slice::<Value>(line) {
         Err(_) => Some(-32700),
         Ok(v) if !v.is_object() => Some(-32600),
+        Ok(v)
+            if v.get("method") == Some(&json!("tools/call"))
+                && v.get("id") == Some(&Value::Null) =>
+        {
+            Some(-32600)
+        }
         Ok(_) => None,
     }
 }
