@@ -53,6 +53,18 @@ impl Raw {
         s.flush().unwrap();
     }
 
+    /// Sends `method` (no params) as request `id` and returns its answer.
+    fn ask(&mut self, id: u32, method: &str) -> Value {
+        self.send(
+            json!({"jsonrpc": "2.0", "id": id, "method": method, "params": {}})
+                .to_string()
+                .as_bytes(),
+        );
+        let r = self.json();
+        assert_eq!(r["id"], id, "{r}");
+        r
+    }
+
     fn line(&mut self) -> String {
         self.lines
             .recv_timeout(Duration::from_secs(20))
@@ -244,10 +256,8 @@ fn call_tidy(s: &mut Raw, id: u32) -> Result<(), String> {
 fn shim_transport_list_changed_makes_the_floor_see_a_tool_turned_destructive() {
     let env = env();
     let mut s = Raw::start(&env);
-    s.send(br#"{"jsonrpc":"2.0","id":1,"method":"add_tidy"}"#);
-    assert_eq!(s.json()["id"], 1);
-    s.send(br#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}"#);
-    assert_eq!(s.json()["id"], 2);
+    s.ask(1, "add_tidy");
+    s.ask(2, "tools/list");
     assert_eq!(call_tidy(&mut s, 3), Ok(()), "a plain tool is forwarded");
     s.send(br#"{"jsonrpc":"2.0","id":4,"method":"harden_tidy"}"#);
     let note = s.json();
@@ -261,10 +271,8 @@ fn shim_transport_list_changed_makes_the_floor_see_a_tool_turned_destructive() {
 fn shim_transport_a_tool_listed_twice_is_a_floor_if_either_is_destructive() {
     let env = env();
     let mut s = Raw::start(&env);
-    s.send(br#"{"jsonrpc":"2.0","id":1,"method":"dup_tidy"}"#);
-    assert_eq!(s.json()["id"], 1);
-    s.send(br#"{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{}}"#);
-    assert_eq!(s.json()["id"], 2);
+    s.ask(1, "dup_tidy");
+    s.ask(2, "tools/list");
     assert_eq!(call_tidy(&mut s, 3), Err("gate_not_configured".into()));
 }
 
