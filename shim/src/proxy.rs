@@ -511,6 +511,8 @@ impl Shim {
 
     /// Answers a held call with a tool result.
     fn answer(&self, id: &Value, mut result: Value) {
+        // Answered here: no downstream answer will come to cap.
+        self.gov.untrack(&key(id));
         match self.unhold(id) {
             Some(Held {
                 cancelled: true, ..
@@ -1185,6 +1187,23 @@ impl Shim {
                 return;
             }
         }
+        if let (Some(_), Some(i)) = (method, &id) {
+            let in_use = {
+                let st = self.lock();
+                st.held.contains_key(&key(i)) || st.pending.contains_key(&key(i))
+            };
+            if in_use {
+                // Reusing a live id would overwrite the call's state and its governor
+                // entry (a cancelled call could come back to life, an answer escape
+                // the cap): refuse the newcomer.
+                self.send_client(&results::error(
+                    i,
+                    results::INVALID_REQUEST,
+                    "request id already in use by a request in flight",
+                ));
+                return;
+            }
+        }
         // Governor: note capped requests; a resources/read over the cap is answered here.
         if self.govern_request(method, id.as_ref(), &msg) {
             return;
@@ -1224,20 +1243,6 @@ impl Shim {
                 tokio::spawn(Arc::clone(self).handle_discover(id, meta, line));
             }
             (Some("tools/call"), Some(id)) => {
-                let in_use = {
-                    let st = self.lock();
-                    st.held.contains_key(&key(&id)) || st.pending.contains_key(&key(&id))
-                };
-                if in_use {
-                    // Reusing a live id would overwrite the held call's state (a
-                    // cancelled call could come back to life): refuse the newcomer.
-                    self.send_client(&results::error(
-                        &id,
-                        results::INVALID_REQUEST,
-                        "request id already in use by a call in flight",
-                    ));
-                    return;
-                }
                 let facade = self.policy.lean.then(|| lean::facade_call(&msg)).flatten();
                 self.lock().held.insert(
                     key(&id),

@@ -160,3 +160,80 @@ fn shim_governor_oversize_lines_are_matched_by_id_and_answered() {
         env.tcctl_metrics()
     );
 }
+
+/// A small cap, and `small` gated with `targets = "none"`: every call to it is answered
+/// by the shim itself (elicit_required: this client has no elicitation), never by the
+/// server.
+fn start_gated(cap: u64) -> (Env, RawClient) {
+    let mut env = Env::new(&format!(
+        "[governor]\nmax_response_bytes = {cap}\n\n[[vaults]]\nid = \"big\"\nroot = \"$ROOT\"\n\n\
+         [[vaults.gates]]\ntool = \"small\"\ntargets = \"none\"\n"
+    ));
+    env.start_tcd();
+    let mut argv = env.shim_argv("big");
+    argv.extend([
+        "--".into(),
+        "python3".into(),
+        workspace()
+            .join("tests/fixtures/big_server.py")
+            .display()
+            .to_string(),
+    ]);
+    let mut c = RawClient::start(&argv);
+    assert_eq!(c.initialize()["id"], "init");
+    c.request(json!(1), "tools/list", json!({}));
+    (env, c)
+}
+
+#[test]
+fn shim_governor_the_cap_holds_after_many_calls_the_shim_answered_itself() {
+    let (_env, mut c) = start_gated(4096);
+    // The governor's bookkeeping is pruned once it holds 64 more entries than requests
+    // in flight; each answer the shim gives itself must not leave one behind, and the
+    // prune must never drop the request that is arriving.
+    let mut id = 100u64;
+    for round in 0..2 {
+        // 64 answers the shim gives itself, then a capped call: the 65th entry.
+        for n in 0..64 {
+            id += 1;
+            let r = c.call_tool(id, "small", json!({"n": n}));
+            assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
+        }
+        let r = c.request(
+            json!(format!("blob{round}")),
+            "tools/call",
+            json!({"name": "blob", "arguments": {"bytes": 20000, "id_at": "first", "decoy": false}}),
+        );
+        assert_eq!(
+            r["result"]["structuredContent"]["code"], "overflow",
+            "round {round}: {r}"
+        );
+    }
+}
+
+#[test]
+fn shim_governor_a_reused_id_cannot_take_a_capped_calls_entry() {
+    let (_env, mut c) = start_gated(4096);
+    // While `blob` id 7 is in flight, another request with id 7 is refused before it
+    // can replace or remove the call's cap entry.
+    c.send(&json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+        "params": {"name": "blob", "arguments": {"bytes": 20000, "id_at": "first", "decoy": false}}}));
+    c.send(&json!({"jsonrpc": "2.0", "id": 7, "method": "prompts/list", "params": {}}));
+    let (a, b) = (c.recv(), c.recv());
+    let (err, call) = if a.get("error").is_some() {
+        (a, b)
+    } else {
+        (b, a)
+    };
+    assert_eq!(err["id"], 7, "{err}");
+    assert_eq!(err["error"]["code"], -32600, "{err}");
+    assert_eq!(call["id"], 7, "{call}");
+    assert_eq!(
+        call["result"]["structuredContent"]["code"], "overflow",
+        "{call}"
+    );
+    assert_eq!(
+        call["result"]["structuredContent"]["details"]["tool"], "blob",
+        "{call}"
+    );
+}

@@ -62,7 +62,7 @@ impl Shim {
                 let empty = json!({});
                 let args = at(msg, &["params", "arguments"]).unwrap_or(&empty);
                 let args = args.clone();
-                self.gov.track(k, Track::Call { tool, args });
+                self.gov.track(k.clone(), Track::Call { tool, args });
             }
             "resources/read" => {
                 let uri = at(msg, &["params", "uri"])
@@ -76,15 +76,16 @@ impl Shim {
                     self.send_client(&governor::resource_refusal(id, &uri, size, cap, true));
                     return true;
                 }
-                self.gov.track(k, Track::Resource { uri });
+                self.gov.track(k.clone(), Track::Resource { uri });
             }
             _ => {
                 self.gov.untrack(&k);
             }
         }
+        // The request just noted is not in `pending`/`held` yet: keep it by name.
         let st = self.lock();
-        self.gov.prune(st.pending.len() + st.held.len(), |k| {
-            st.pending.contains_key(k) || st.held.contains_key(k)
+        self.gov.prune(st.pending.len() + st.held.len() + 1, |t| {
+            t == k || st.pending.contains_key(t) || st.held.contains_key(t)
         });
         false
     }
