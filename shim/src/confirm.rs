@@ -133,9 +133,9 @@ pub fn input_required(request_state: &str, message: &str) -> Value {
 pub enum Answer {
     /// `accept` with `approve: true`: the only approval.
     Approved,
-    /// `decline`, or `accept` without `approve: true`: a hard stop.
+    /// `decline`, or `accept` with `approve: false`: a hard stop.
     Declined,
-    /// `cancel`: dismissed, nobody said no.
+    /// `cancel`, or `accept` without a boolean `approve`: dismissed, nobody said no.
     Cancelled,
 }
 
@@ -143,11 +143,12 @@ pub enum Answer {
 pub fn read_answer(result: &Value) -> Answer {
     match result.get("action").and_then(Value::as_str) {
         Some("accept") => {
-            let approve = result.pointer(&format!("/content/{APPROVE_FIELD}"));
-            if approve == Some(&Value::Bool(true)) {
-                Answer::Approved
-            } else {
-                Answer::Declined
+            // Only an explicit `false` is a "no"; a form that came back without a boolean
+            // (not rendered, or stringly typed) approves nothing but refused nothing either.
+            match result.pointer(&format!("/content/{APPROVE_FIELD}")) {
+                Some(Value::Bool(true)) => Answer::Approved,
+                Some(Value::Bool(false)) => Answer::Declined,
+                _ => Answer::Cancelled,
             }
         }
         Some("decline") => Answer::Declined,
@@ -208,9 +209,9 @@ mod tests {
         );
         assert_eq!(
             a(json!({"action": "accept", "content": {"approve": "true"}})),
-            Answer::Declined
+            Answer::Cancelled
         );
-        assert_eq!(a(json!({"action": "accept"})), Answer::Declined);
+        assert_eq!(a(json!({"action": "accept"})), Answer::Cancelled);
         assert_eq!(a(json!({"action": "decline"})), Answer::Declined);
         assert_eq!(a(json!({"action": "cancel"})), Answer::Cancelled);
         assert_eq!(a(json!({"action": "maybe"})), Answer::Cancelled);
