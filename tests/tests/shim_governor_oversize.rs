@@ -14,9 +14,17 @@ const CAP: u64 = 1024 * 1024;
 const MAX_LINE: u64 = 16 * 1024 * 1024;
 
 fn start() -> (Env, RawClient) {
-    let mut env = Env::new(&format!(
+    let (env, mut c) = start_with(&format!(
         "[governor]\nmax_response_bytes = {CAP}\n\n[[vaults]]\nid = \"big\"\nroot = \"$ROOT\"\n"
     ));
+    let list = c.request(json!(1), "tools/list", json!({}));
+    assert!(tool(&list["result"], "blob").is_some(), "{list}");
+    (env, c)
+}
+
+/// tc-shim for vault `big` (in `config`) in front of big_server.py, initialized.
+fn start_with(config: &str) -> (Env, RawClient) {
+    let mut env = Env::new(config);
     env.start_tcd();
     let mut argv = env.shim_argv("big");
     argv.extend([
@@ -30,8 +38,6 @@ fn start() -> (Env, RawClient) {
     let mut c = RawClient::start(&argv);
     let init = c.initialize();
     assert_eq!(init["id"], "init", "{init}");
-    let list = c.request(json!(1), "tools/list", json!({}));
-    assert!(tool(&list["result"], "blob").is_some(), "{list}");
     (env, c)
 }
 
@@ -165,22 +171,10 @@ fn shim_governor_oversize_lines_are_matched_by_id_and_answered() {
 /// by the shim itself (elicit_required: this client has no elicitation), never by the
 /// server.
 fn start_gated(cap: u64) -> (Env, RawClient) {
-    let mut env = Env::new(&format!(
+    let (env, mut c) = start_with(&format!(
         "[governor]\nmax_response_bytes = {cap}\n\n[[vaults]]\nid = \"big\"\nroot = \"$ROOT\"\n\n\
          [[vaults.gates]]\ntool = \"small\"\ntargets = \"none\"\n"
     ));
-    env.start_tcd();
-    let mut argv = env.shim_argv("big");
-    argv.extend([
-        "--".into(),
-        "python3".into(),
-        workspace()
-            .join("tests/fixtures/big_server.py")
-            .display()
-            .to_string(),
-    ]);
-    let mut c = RawClient::start(&argv);
-    assert_eq!(c.initialize()["id"], "init");
     c.request(json!(1), "tools/list", json!({}));
     (env, c)
 }
