@@ -208,11 +208,14 @@ fn shim_governor_the_cap_holds_after_many_calls_the_shim_answered_itself() {
 #[test]
 fn shim_governor_a_reused_id_cannot_take_a_capped_calls_entry() {
     let (_env, mut c) = start_gated(4096);
-    // While `blob` id 7 is in flight, another request with id 7 is refused before it
-    // can replace or remove the call's cap entry.
-    c.send(&json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
-        "params": {"name": "blob", "arguments": {"bytes": 20000, "id_at": "first", "decoy": false}}}));
-    c.send(&json!({"jsonrpc": "2.0", "id": 7, "method": "prompts/list", "params": {}}));
+    // While `blob` id 7 is in flight (both lines in one write: the shim handles the
+    // second before the first can be answered), another request with id 7 is refused
+    // before it can replace or remove the call's cap entry.
+    c.send_together(&[
+        json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "blob", "arguments": {"bytes": 20000, "id_at": "first", "decoy": false}}}),
+        json!({"jsonrpc": "2.0", "id": 7, "method": "prompts/list", "params": {}}),
+    ]);
     let (a, b) = (c.recv(), c.recv());
     let (err, call) = if a.get("error").is_some() {
         (a, b)

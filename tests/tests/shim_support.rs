@@ -713,6 +713,14 @@ impl RawClient {
         self.stdin.flush().unwrap();
     }
 
+    /// Writes several messages in one write, so the shim reads them together (the first
+    /// is still in flight when it handles the second).
+    pub fn send_together(&mut self, msgs: &[Value]) {
+        let all: String = msgs.iter().map(|m| format!("{m}\n")).collect();
+        self.stdin.write_all(all.as_bytes()).unwrap();
+        self.stdin.flush().unwrap();
+    }
+
     /// The next line from the shim, parsed (within 60 s).
     pub fn recv(&mut self) -> Value {
         let l = self
