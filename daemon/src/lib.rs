@@ -117,6 +117,11 @@ fn unwritable(dir: &std::path::Path) -> String {
 
 /// Opens the store, binds the socket and serves until a shutdown signal.
 pub async fn serve(opts: Options) -> anyhow::Result<()> {
+    // First: a SIGTERM that arrives while starting (the socket accepts as soon as it is
+    // bound, before serving) must still mean a clean stop that removes the socket, not
+    // the default death that leaves it behind.
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
     let cfg = &opts.config;
     let cache_dir = cfg.cache_dir()?;
     let socket = cfg.socket()?;
@@ -189,8 +194,6 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
         }
     });
 
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
     let shutdown = {
         let draining = draining.clone();
         async move {
