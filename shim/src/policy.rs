@@ -283,9 +283,7 @@ impl Policy {
     ) -> Result<Vec<PathBuf>, PolicyError> {
         let mut out = Vec::new();
         for name in self.path_args(gate) {
-            for raw in arg_strings(args, &name) {
-                out.push(self.resolve(&name, &raw)?);
-            }
+            out.extend(self.paths(args, &name)?);
         }
         Ok(out)
     }

@@ -162,6 +162,15 @@ fn reserved_id(id: &Value) -> bool {
     id.as_str().is_some_and(|s| s.starts_with(OWN_ID_PREFIX))
 }
 
+/// The answer to a request (from either side) that uses a reserved id.
+fn reserved_id_error(id: &Value) -> Value {
+    results::error(
+        id,
+        results::INVALID_REQUEST,
+        format!("request ids starting with {OWN_ID_PREFIX} are reserved by tc-shim"),
+    )
+}
+
 fn key(id: &Value) -> String {
     id.to_string()
 }
@@ -401,7 +410,7 @@ impl Shim {
         let mut st = self.lock();
         let map = st.tools.get_or_insert_with(HashMap::new);
         for (k, v) in learned {
-            learn_tool(map, k, v);
+            learn_tool(map, k, Arc::new(v));
         }
     }
 
@@ -438,7 +447,7 @@ impl Shim {
                 .flatten()
             {
                 if let Some(n) = t.get("name").and_then(Value::as_str) {
-                    learn_tool(&mut all, n.to_string(), t.clone());
+                    learn_tool(&mut all, n.to_string(), Arc::new(t.clone()));
                 }
             }
             match r.get("nextCursor") {
@@ -451,7 +460,7 @@ impl Shim {
         let mut st = self.lock();
         let map = st.tools.get_or_insert_with(HashMap::new);
         for (k, v) in all {
-            learn_tool(map, k, (*v).clone());
+            learn_tool(map, k, v);
         }
         Ok(list)
     }
@@ -1179,15 +1188,9 @@ impl Shim {
             if reserved_id(i) {
                 // Our own requests downstream use these ids: a client request with one
                 // could take the answer meant for the shim (a probe's, say).
-                self.send_client(&results::error(
-                    i,
-                    results::INVALID_REQUEST,
-                    format!("request ids starting with {OWN_ID_PREFIX} are reserved by tc-shim"),
-                ));
+                self.send_client(&reserved_id_error(i));
                 return;
             }
-        }
-        if let (Some(_), Some(i)) = (method, &id) {
             let in_use = {
                 let st = self.lock();
                 st.held.contains_key(&key(i)) || st.pending.contains_key(&key(i))
@@ -1337,12 +1340,7 @@ impl Shim {
             // The client's answer to it would be taken as the answer to the shim's own
             // prompt of that id: a server could approve its own gated call. Refused.
             tracing::warn!("refusing a downstream request with a reserved id {id}");
-            let e = results::error(
-                id,
-                results::INVALID_REQUEST,
-                format!("request ids starting with {OWN_ID_PREFIX} are reserved by tc-shim"),
-            );
-            self.send_child(e.to_string().into_bytes(), None);
+            self.send_child(reserved_id_error(id).to_string().into_bytes(), None);
             return;
         }
         let is_response = msg.get("method").is_none()
@@ -1472,14 +1470,14 @@ impl Shim {
 /// Caches a tool definition. A destructive one is never replaced by a non-destructive
 /// one (a list naming a tool twice, or pages that disagree): the floor holds until the
 /// server says `list_changed`, which empties the cache.
-fn learn_tool(map: &mut HashMap<String, Arc<Value>>, name: String, def: Value) {
+fn learn_tool(map: &mut HashMap<String, Arc<Value>>, name: String, def: Arc<Value>) {
     if map
         .get(&name)
         .is_some_and(|old| policy::is_floor(Some(old)) && !policy::is_floor(Some(&def)))
     {
         return;
     }
-    map.insert(name, Arc::new(def));
+    map.insert(name, def);
 }
 
 fn add_elicit_token(tool: &mut Value) {
@@ -1815,8 +1813,8 @@ mod tests {
     #[test]
     fn a_destructive_definition_is_not_replaced_by_a_plain_one() {
         let mut m = HashMap::new();
-        let hard = json!({"name": "t", "annotations": {"destructiveHint": true}});
-        let plain = json!({"name": "t"});
+        let hard = Arc::new(json!({"name": "t", "annotations": {"destructiveHint": true}}));
+        let plain = Arc::new(json!({"name": "t"}));
         learn_tool(&mut m, "t".into(), hard.clone());
         learn_tool(&mut m, "t".into(), plain.clone());
         assert!(policy::is_floor(m.get("t").map(|v| &**v)));
