@@ -6,6 +6,10 @@
 pub mod framing;
 #[path = "../../shim/src/gitindex.rs"]
 pub mod gitindex;
+#[path = "../../shim/src/names.rs"]
+pub mod names;
+#[path = "../../shim/src/regular.rs"]
+pub mod regular;
 #[path = "../../shim/src/results.rs"]
 pub mod results;
 #[path = "../../shim/src/scan.rs"]

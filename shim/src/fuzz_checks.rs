@@ -373,7 +373,7 @@ fn expected(entries: &[IdxEntry]) -> Vec<Entry> {
     let mut out: Vec<Entry> = entries
         .iter()
         .map(|e| Entry {
-            path: String::from_utf8_lossy(&e.name).into_owned(),
+            path: crate::targets::lossless(&e.name),
             mode: e.mode,
             oid: hex::encode(e.oid),
             stage: e.stage,

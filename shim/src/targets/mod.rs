@@ -31,6 +31,8 @@ pub enum TargetError {
     TooMany(usize),
 }
 
+pub use crate::names::lossless;
+
 /// The fingerprint of `targets = "none"`: SHA-256 of the empty string.
 pub fn none_fp() -> String {
     sha256_hex(b"")
@@ -71,7 +73,9 @@ pub fn local_fp(policy: &Policy, targets: &Targets, args: &Value) -> Result<Stri
                 .literal_separator(false)
                 .build()?
                 .compile_matcher();
-            let files = fs::walk(&dir, &|rel, _| set.is_match(rel), &|rel| set.is_match(rel))?;
+            let files = fs::walk(&dir, &|rel| set.is_match(rel), None, &|rel| {
+                set.is_match(rel)
+            })?;
             Ok(fp_of("tree", json!({ "glob": glob, "files": files })))
         }
         Targets::Matching { root, contains } => {
@@ -84,15 +88,7 @@ pub fn local_fp(policy: &Policy, targets: &Targets, args: &Value) -> Result<Stri
             }
             // Whether a link's target contains the value cannot be known without
             // following it, so every link under the root is part of the state.
-            let files = fs::walk(
-                &dir,
-                &|_, content: &[u8]| {
-                    content
-                        .windows(needle.len())
-                        .any(|w| w == needle.as_bytes())
-                },
-                &|_| true,
-            )?;
+            let files = fs::walk(&dir, &|_| true, Some(needle.as_bytes()), &|_| true)?;
             Ok(fp_of(
                 "matching",
                 json!({ "contains": needle, "files": files }),
@@ -242,6 +238,167 @@ mod tests {
             local_fp(&p, &m, &empty),
             Err(TargetError::EmptyArg(a)) if a == "needle"
         ));
+    }
+
+    /// The process's peak resident memory (`VmHWM`), in bytes.
+    fn peak_rss() -> u64 {
+        let s = std::fs::read_to_string("/proc/self/status").unwrap();
+        let kb = s
+            .lines()
+            .find_map(|l| l.strip_prefix("VmHWM:"))
+            .and_then(|v| v.trim().strip_suffix("kB"))
+            .unwrap();
+        kb.trim().parse::<u64>().unwrap() * 1024
+    }
+
+    #[test]
+    fn a_huge_file_is_hashed_in_bounded_memory() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let p = policy(&root);
+        // Sparse: costs no disk, but reading it whole would cost 256 MiB of memory.
+        let size = 256u64 << 20;
+        std::fs::File::create(root.join("big.bin"))
+            .unwrap()
+            .set_len(size)
+            .unwrap();
+        let before = peak_rss();
+        let st = fs::path_state(&root.join("big.bin")).unwrap();
+        let m = Targets::Matching {
+            root: "dir".into(),
+            contains: "needle".into(),
+        };
+        let fp = local_fp(&p, &m, &json!({"dir": ".", "needle": "x"})).unwrap();
+        let grew = peak_rss().saturating_sub(before);
+        assert_eq!(st["len"], size);
+        assert!(tc_core::hash::is_sha256_hex(&fp));
+        assert!(grew < 64 << 20, "peak memory grew by {grew} bytes");
+    }
+
+    #[test]
+    fn a_match_across_read_chunks_is_found() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let p = policy(&root);
+        let m = Targets::Matching {
+            root: "dir".into(),
+            contains: "needle".into(),
+        };
+        let args = json!({"dir": ".", "needle": "[[link]]"});
+        let none = local_fp(&p, &m, &args).unwrap();
+        // The value straddles the 64 KiB read boundary.
+        let mut content = vec![b'.'; (64 << 10) - 3];
+        content.extend_from_slice(b"[[link]]");
+        content.extend_from_slice(&[b'.'; 100]);
+        std::fs::write(root.join("a.md"), &content).unwrap();
+        assert_ne!(none, local_fp(&p, &m, &args).unwrap(), "straddling match");
+        content[(64 << 10) - 3] = b'(';
+        std::fs::write(root.join("a.md"), &content).unwrap();
+        assert_eq!(none, local_fp(&p, &m, &args).unwrap(), "no match any more");
+    }
+
+    #[test]
+    fn same_size_and_mtime_but_new_content_is_drift() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let p = policy(&root);
+        let t = Targets::Paths(vec!["path".into()]);
+        let a = json!({"path": "f.txt"});
+        let f = root.join("f.txt");
+        std::fs::write(&f, "aaaa").unwrap();
+        let mtime = std::fs::metadata(&f).unwrap().modified().unwrap();
+        let one = local_fp(&p, &t, &a).unwrap();
+        std::fs::write(&f, "bbbb").unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&f)
+            .unwrap()
+            .set_modified(mtime)
+            .unwrap();
+        let m = std::fs::metadata(&f).unwrap();
+        assert_eq!((m.len(), m.modified().unwrap()), (4, mtime));
+        assert_ne!(one, local_fp(&p, &t, &a).unwrap());
+    }
+
+    #[test]
+    fn fifos_sockets_and_devices_are_never_opened_and_are_told_apart() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        nix::unistd::mkfifo(&root.join("fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let _sock = std::os::unix::net::UnixListener::bind(root.join("sock")).unwrap();
+        std::fs::create_dir(root.join("sub")).unwrap();
+        nix::unistd::mkfifo(&root.join("sub/a.md"), nix::sys::stat::Mode::S_IRWXU).unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let r = root.clone();
+        std::thread::spawn(move || {
+            let p = policy(&r);
+            let kinds: Vec<Value> = ["fifo", "sock", "/dev/zero"]
+                .iter()
+                .map(|n| fs::path_state(&r.join(n)).unwrap()["kind"].clone())
+                .collect();
+            let tree = Targets::Tree {
+                root: "dir".into(),
+                glob: "*".into(),
+            };
+            let fp = local_fp(&p, &tree, &json!({"dir": "sub"})).map(|_| ());
+            tx.send((kinds, fp.is_ok())).unwrap();
+        });
+        let (kinds, tree_ok) = rx
+            .recv_timeout(std::time::Duration::from_secs(20))
+            .expect("fingerprinting special files must not block");
+        assert_eq!(
+            kinds,
+            [json!("fifo"), json!("socket"), json!("char-device")]
+        );
+        assert!(tree_ok, "a FIFO in a walked tree is skipped, not opened");
+    }
+
+    #[test]
+    fn a_walk_counts_folders_against_the_cap() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let p = policy(&root);
+        for i in 0..=fs::MAX_FILES {
+            std::fs::create_dir(root.join(format!("d{i}"))).unwrap();
+        }
+        let tree = Targets::Tree {
+            root: "dir".into(),
+            glob: "*.md".into(),
+        };
+        assert!(matches!(
+            local_fp(&p, &tree, &json!({"dir": "."})),
+            Err(TargetError::TooMany(fs::MAX_FILES))
+        ));
+    }
+
+    /// Names are bytes: two names that are not UTF-8 must not read as the same text,
+    /// or renaming one to the other is not drift.
+    #[test]
+    fn names_that_are_not_utf8_are_told_apart() {
+        use std::os::unix::ffi::OsStrExt;
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let p = policy(&root);
+        std::fs::create_dir(root.join("sub")).unwrap();
+        let name = |b: &[u8]| root.join("sub").join(std::ffi::OsStr::from_bytes(b));
+        std::fs::write(name(b"\xff.md"), "same").unwrap();
+        let tree = Targets::Tree {
+            root: "dir".into(),
+            glob: "*.md".into(),
+        };
+        let listing = Targets::Paths(vec!["dir".into()]);
+        let args = json!({"dir": "sub"});
+        let t1 = local_fp(&p, &tree, &args).unwrap();
+        let l1 = local_fp(&p, &listing, &args).unwrap();
+        std::fs::rename(name(b"\xff.md"), name(b"\xfe.md")).unwrap();
+        assert_ne!(t1, local_fp(&p, &tree, &args).unwrap(), "tree: renamed");
+        assert_ne!(
+            l1,
+            local_fp(&p, &listing, &args).unwrap(),
+            "listing: renamed"
+        );
+        // Valid UTF-8 names are bound as they are.
+        assert_eq!(lossless(b"caf\xc3\xa9.md"), "café.md");
     }
 
     #[test]
