@@ -26,7 +26,7 @@ pub fn not_running(socket: &Path) -> String {
 pub async fn connect(socket: &Path) -> Result<Daemon, CliError> {
     let channel = tc_proto::connect(socket)
         .await
-        .map_err(|_| CliError::new(exit::UNAVAILABLE, not_running(socket)))?;
+        .map_err(|e| connect_error(socket, &e))?;
     let mut client = ConfirmClient::new(channel);
     let status = client
         .status(tc_proto::v1::StatusRequest {})
@@ -51,18 +51,80 @@ pub async fn connect(socket: &Path) -> Result<Daemon, CliError> {
     })
 }
 
-/// Classifies a failed RPC.
+/// The I/O error under a transport failure, if the failure is one.
+fn io_cause<'a>(e: &'a (dyn std::error::Error + 'static)) -> Option<&'a std::io::Error> {
+    let mut cur = Some(e);
+    while let Some(e) = cur {
+        if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            return Some(io);
+        }
+        cur = e.source();
+    }
+    None
+}
+
+/// Nothing listening, or a connection that broke: what "tcd is not running" means.
+fn connection_failed(io: &std::io::Error) -> bool {
+    use std::io::ErrorKind::*;
+    matches!(
+        io.kind(),
+        NotFound
+            | ConnectionRefused
+            | ConnectionReset
+            | ConnectionAborted
+            | BrokenPipe
+            | UnexpectedEof
+            | NotConnected
+    )
+}
+
+/// What an I/O failure talking to the socket means: no socket or nobody accepting on
+/// it is "not running"; a connection that broke says so too; permission denied names the
+/// other user's socket (starting a tcd would not help); anything else says what it is.
+fn io_failure(socket: &Path, io: &std::io::Error) -> CliError {
+    use std::io::ErrorKind::*;
+    let message = match io.kind() {
+        NotFound | ConnectionRefused => not_running(socket),
+        _ if connection_failed(io) => {
+            format!("the connection failed ({io}): {}", not_running(socket))
+        }
+        PermissionDenied => format!(
+            "cannot connect to tcd at {}: permission denied (the socket or its directory \
+             belongs to another user; tcd serves only the user it runs as, so check \
+             --socket / daemon.socket)",
+            socket.display()
+        ),
+        _ => format!("cannot connect to tcd at {}: {io}", socket.display()),
+    };
+    CliError::new(exit::UNAVAILABLE, message)
+}
+
+/// Why connecting failed (see [`io_failure`]).
+fn connect_error(socket: &Path, e: &tonic::transport::Error) -> CliError {
+    match io_cause(e) {
+        Some(io) => io_failure(socket, io),
+        None => CliError::new(
+            exit::UNAVAILABLE,
+            format!("cannot connect to tcd at {}: {e}", socket.display()),
+        ),
+    }
+}
+
+/// Classifies a failed RPC. Only a connection that failed under the call is reported as
+/// tcd not running; a status that was *answered* (whatever its code) is shown as such.
 pub fn status_error(socket: &Path, s: &tonic::Status) -> CliError {
+    use std::error::Error;
     if let Some(reason) = tc_proto::reason(s) {
         return CliError::new(
             exit::REFUSED,
             format!("refused ({reason}): {}", s.message()),
         );
     }
+    // Transport failures carry their cause as the status's source; answers do not.
+    if let Some(io) = s.source().and_then(io_cause) {
+        return io_failure(socket, io);
+    }
     match s.code() {
-        tonic::Code::Unavailable | tonic::Code::Unknown => {
-            CliError::new(exit::UNAVAILABLE, not_running(socket))
-        }
         tonic::Code::PermissionDenied => CliError::new(
             exit::REFUSED,
             format!(
@@ -71,6 +133,96 @@ pub fn status_error(socket: &Path, s: &tonic::Status) -> CliError {
                 s.message()
             ),
         ),
-        _ => CliError::new(exit::FAILURE, format!("tcd: {}", s.message())),
+        // A transport failure without an I/O cause: h2/hyper saw the connection close
+        // before an answer (tcd killed mid-call, or a listener that is not tcd).
+        code if s.source().is_some() => CliError::new(
+            exit::UNAVAILABLE,
+            format!(
+                "the connection closed before an answer ({code:?}: {}): {}",
+                s.message(),
+                not_running(socket)
+            ),
+        ),
+        tonic::Code::Unavailable => CliError::new(
+            exit::UNAVAILABLE,
+            format!(
+                "tcd at {} is unavailable: {}",
+                socket.display(),
+                s.message()
+            ),
+        ),
+        code => CliError::new(
+            exit::FAILURE,
+            format!(
+                "tcd at {} answered {code:?}: {}",
+                socket.display(),
+                s.message()
+            ),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SOCK: &str = "/run/user/1000/tc/tcd.sock";
+
+    fn classify(s: tonic::Status) -> CliError {
+        status_error(Path::new(SOCK), &s)
+    }
+
+    /// A status tcd (or whatever answered) sent itself, with no transport failure behind
+    /// it, is reported as that answer: it proves something is running on the socket.
+    #[test]
+    fn an_answered_unknown_is_not_tcd_is_not_running() {
+        let e = classify(tonic::Status::unknown("handler exploded"));
+        assert!(!e.message.contains("not running"), "{}", e.message);
+        assert!(e.message.contains("handler exploded"), "{}", e.message);
+        assert!(e.message.contains(SOCK), "{}", e.message);
+        assert_eq!(e.code, exit::FAILURE);
+    }
+
+    /// tcd's own `unavailable` (a follow stream ended by a shutdown) says what tcd said.
+    #[test]
+    fn an_answered_unavailable_keeps_the_daemons_message() {
+        let e = classify(tonic::Status::unavailable("tcd is shutting down"));
+        assert!(!e.message.contains("not running"), "{}", e.message);
+        assert!(e.message.contains("tcd is shutting down"), "{}", e.message);
+        assert_eq!(e.code, exit::UNAVAILABLE);
+    }
+
+    /// A connection that broke under the call (tcd crashed or was killed mid-RPC) is a
+    /// real connection failure: socket and how to start tcd, exit 3.
+    #[test]
+    fn a_broken_connection_says_how_to_start_tcd() {
+        for kind in [
+            std::io::ErrorKind::ConnectionReset,
+            std::io::ErrorKind::BrokenPipe,
+            std::io::ErrorKind::UnexpectedEof,
+        ] {
+            let e = classify(tonic::Status::from_error(Box::new(std::io::Error::from(
+                kind,
+            ))));
+            assert_eq!(e.code, exit::UNAVAILABLE, "{kind:?}: {}", e.message);
+            assert!(e.message.contains(SOCK), "{}", e.message);
+            assert!(
+                e.message.contains("systemctl --user start tcd"),
+                "{}",
+                e.message
+            );
+        }
+    }
+
+    /// Refusals keep their reason and exit 4, whatever their gRPC code.
+    #[test]
+    fn refusals_are_refusals() {
+        let e = classify(tc_proto::refusal(
+            tonic::Code::NotFound,
+            tc_core::Reason::NoRaisedRequest,
+            "run it again",
+        ));
+        assert_eq!(e.code, exit::REFUSED);
+        assert!(e.message.contains("no_raised_request"), "{}", e.message);
     }
 }

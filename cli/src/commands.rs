@@ -1,6 +1,7 @@
 //! One function per `tcctl` subcommand. Output meant for scripts (the token, `--json`)
 //! goes to stdout alone; everything for people goes to stderr or formatted stdout.
 
+use std::fmt::Write as _;
 use std::io::Write;
 use std::path::PathBuf;
 
@@ -17,15 +18,15 @@ use crate::{exit, CliError};
 pub async fn run(args: Cli) -> Result<(), CliError> {
     match &args.command {
         Command::Completions { shell } => {
-            clap_complete::generate(*shell, &mut Cli::command(), "tcctl", &mut std::io::stdout());
-            return Ok(());
+            let mut script = Vec::new();
+            clap_complete::generate(*shell, &mut Cli::command(), "tcctl", &mut script);
+            return emit(&String::from_utf8_lossy(&script));
         }
         // Needs no config and no daemon.
         Command::Policy {
             command: PolicyCommand::Init { vault, command },
         } => {
-            print!("{}", crate::policy_init::run(vault, command).await?);
-            return Ok(());
+            return emit(&crate::policy_init::run(vault, command).await?);
         }
         _ => {}
     }
@@ -58,6 +59,19 @@ pub async fn run(args: Cli) -> Result<(), CliError> {
         } => {
             unreachable!("handled above")
         }
+    }
+}
+
+/// Writes a command's output to stdout. A reader that went away (`tcctl … | head`)
+/// ends the command quietly: the rest was not wanted. Other write errors fail.
+fn emit(text: &str) -> Result<(), CliError> {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(CliError::new(
+            exit::FAILURE,
+            format!("cannot write to stdout: {e}"),
+        )),
+        _ => Ok(()),
     }
 }
 
@@ -114,8 +128,19 @@ async fn elicit(config: &Config, socket: PathBuf, a: ElicitArgs) -> Result<(), C
         .await
         .map_err(|s| status_error(&socket, &s))?
         .into_inner();
-    println!("{}", reply.token);
-    Ok(())
+    // Unlike the other output, the token is the point: losing it is a failure.
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{}", reply.token)
+        .and_then(|()| out.flush())
+        .map_err(|e| {
+            CliError::new(
+                exit::FAILURE,
+                format!(
+                    "the token was minted but could not be written to stdout ({e}); nobody has it, \
+                     so run the same tcctl elicit again"
+                ),
+            )
+        })
 }
 
 async fn pending(socket: PathBuf, vault: Option<String>, json: bool) -> Result<(), CliError> {
@@ -129,7 +154,7 @@ async fn pending(socket: PathBuf, vault: Option<String>, json: bool) -> Result<(
         .map_err(|s| status_error(&socket, &s))?
         .into_inner()
         .requests;
-    let mut out = std::io::stdout().lock();
+    let mut out = String::new();
     if !json && reqs.is_empty() {
         let _ = writeln!(out, "nothing is waiting for confirmation");
     }
@@ -161,7 +186,7 @@ async fn pending(socket: PathBuf, vault: Option<String>, json: bool) -> Result<(
             p.state_fp
         );
     }
-    Ok(())
+    emit(&out)
 }
 
 async fn events(
@@ -237,8 +262,7 @@ async fn metrics(socket: PathBuf) -> Result<(), CliError> {
         .await
         .map_err(|s| status_error(&socket, &s))?
         .into_inner();
-    print!("{}", prometheus(&counters, &st));
-    Ok(())
+    emit(&prometheus(&counters, &st))
 }
 
 /// Renders counters and status gauges in the Prometheus text exposition format.
@@ -280,10 +304,12 @@ async fn status(socket: PathBuf) -> Result<(), CliError> {
         .await
         .map_err(|s| status_error(&socket, &s))?
         .into_inner();
-    println!("tcd {} (protocol {}) running", s.version, s.protocol);
-    println!("socket:     {}", s.socket);
-    println!("cache dir:  {}", s.cache_dir);
-    println!(
+    let mut o = String::new();
+    let _ = writeln!(o, "tcd {} (protocol {}) running", s.version, s.protocol);
+    let _ = writeln!(o, "socket:     {}", s.socket);
+    let _ = writeln!(o, "cache dir:  {}", s.cache_dir);
+    let _ = writeln!(
+        o,
         "key:        {}{}",
         s.key_source,
         if s.ephemeral {
@@ -292,13 +318,14 @@ async fn status(socket: PathBuf) -> Result<(), CliError> {
             ""
         }
     );
-    println!("ttl:        {} s", s.elicit_ttl_seconds);
-    println!("uptime:     {} s", s.uptime_seconds);
-    println!(
+    let _ = writeln!(o, "ttl:        {} s", s.elicit_ttl_seconds);
+    let _ = writeln!(o, "uptime:     {} s", s.uptime_seconds);
+    let _ = writeln!(
+        o,
         "pending:    {} requests, {} live tokens, {} events",
         s.pending_requests, s.live_tokens, s.events
     );
-    Ok(())
+    emit(&o)
 }
 
 async fn rotate(socket: PathBuf) -> Result<(), CliError> {
@@ -309,12 +336,11 @@ async fn rotate(socket: PathBuf) -> Result<(), CliError> {
         .await
         .map_err(|s| status_error(&socket, &s))?
         .into_inner();
-    println!(
+    emit(&format!(
         "secret rotated: {} unspent token(s) voided; pending request states and cursors no longer verify \
-         (clients are offered a fresh confirmation)",
+         (clients are offered a fresh confirmation)\n",
         r.voided_tokens
-    );
-    Ok(())
+    ))
 }
 
 fn describe(t: &Option<Targets>) -> String {
@@ -337,17 +363,20 @@ fn policy_check(config: &Config) -> Result<(), CliError> {
         .as_ref()
         .map(|p| p.display().to_string())
         .unwrap_or_else(|| "(defaults: no file)".into());
-    println!("config {src}: valid");
+    let mut o = String::new();
+    let _ = writeln!(o, "config {src}: valid");
     for v in &config.vaults {
-        println!("vault {} (root {})", v.id, v.root.display());
+        let _ = writeln!(o, "vault {} (root {})", v.id, v.root.display());
         if !v.root.is_dir() {
-            println!(
+            let _ = writeln!(
+                o,
                 "  warning: root {} is not a directory here",
                 v.root.display()
             );
         }
         if v.command.is_empty() {
-            println!(
+            let _ = writeln!(
+                o,
                 "  note: no command; give it inline: tc-shim serve {} -- <server command>",
                 v.id
             );
@@ -358,14 +387,14 @@ fn policy_check(config: &Config) -> Result<(), CliError> {
             } else {
                 ""
             };
-            println!("  gate {}{when}: {}", g.tool, describe(&g.targets));
+            let _ = writeln!(o, "  gate {}{when}: {}", g.tool, describe(&g.targets));
         }
         for p in &v.paged {
-            println!("  paged {} over {}", p.tool, p.items);
+            let _ = writeln!(o, "  paged {} over {}", p.tool, p.items);
         }
-        println!("  floors: tools the server marks destructiveHint: true are gated even if not listed here");
+        let _ = writeln!(o, "  floors: tools the server marks destructiveHint: true are gated even if not listed here");
     }
-    Ok(())
+    emit(&o)
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ` from Unix milliseconds (UTC, no time-zone database needed).

@@ -269,3 +269,113 @@ async fn daemon_not_running_is_explained() {
     assert_refused(&o);
     assert_eq!(o.status.code(), Some(3));
 }
+
+/// A socket this user may not open is not "tcd is not running": tcd is running (here,
+/// as another user, in its 0700 directory), and starting another one would not help.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_socket_this_user_cannot_open_is_not_called_not_running() {
+    let Some(mut cmd) = as_nobody() else {
+        eprintln!("skipped: needs root to run tcctl as nobody");
+        return;
+    };
+    let d = Daemon::start();
+    // Only the socket's own directory (0700, tcd's) stops nobody.
+    chmod(d.dir.path(), 0o711);
+    let o = cmd
+        .arg(bin("tcctl"))
+        .arg("--socket")
+        .arg(&d.socket)
+        .arg("--config")
+        .arg("/dev/null")
+        .arg("status")
+        .output()
+        .unwrap();
+    let err = assert_refused(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(!err.contains("not running"), "{err}");
+    assert!(err.contains("ermission denied"), "{err}");
+    assert!(err.contains(&d.socket.display().to_string()), "{err}");
+}
+
+/// Something that accepts and hangs up is a connection failure: the socket and how to
+/// start tcd, exit 3 (the same help as when nothing listens at all).
+#[tokio::test(flavor = "multi_thread")]
+async fn a_socket_that_hangs_up_is_a_connection_failure() {
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("tcd.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&sock).unwrap();
+    std::thread::spawn(move || {
+        for c in listener.incoming() {
+            drop(c);
+        }
+    });
+    let o = Command::new(bin("tcctl"))
+        .arg("--socket")
+        .arg(&sock)
+        .arg("--config")
+        .arg("/dev/null")
+        .arg("status")
+        .output()
+        .unwrap();
+    let err = assert_refused(&o);
+    assert_eq!(o.status.code(), Some(3), "{err}");
+    assert!(err.contains(&sock.display().to_string()), "{err}");
+    assert!(err.contains("systemctl --user start tcd"), "{err}");
+}
+
+/// Runs tcctl against `d` with stdout a pipe whose reader is already gone (`| head`
+/// that has exited): what tcctl does on EPIPE.
+fn tcctl_into_closed_pipe(d: &Daemon, args: &[&str]) -> Output {
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    Command::new(bin("tcctl"))
+        .arg("--socket")
+        .arg(&d.socket)
+        .arg("--config")
+        .arg(&d.config)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(writer)
+        .stderr(Stdio::piped())
+        .output()
+        .unwrap()
+}
+
+/// A reader that went away ends a listing quietly (exit 0, no panic on stderr); it was
+/// a panic with a backtrace ("failed printing to stdout").
+#[tokio::test(flavor = "multi_thread")]
+async fn listings_into_a_closed_pipe_end_quietly() {
+    let d = Daemon::start();
+    for args in [
+        &["status"][..],
+        &["metrics"],
+        &["pending"],
+        &["events"],
+        &["policy", "check"],
+        &["completions", "bash"],
+    ] {
+        let o = tcctl_into_closed_pipe(&d, args);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert!(o.status.success(), "{args:?}: {o:?}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
+/// The token is the one output that must arrive: a minted token that could not be
+/// written is a failure that says to mint again, not a silent exit 0.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_token_that_cannot_be_written_is_a_failure() {
+    let d = Daemon::start();
+    let mut c = d.client().await;
+    let b = binding(V, T, "stdio", "closed pipe");
+    raise(&mut c, &b, &h("fp"), "write notes/a.md").await;
+    let o = tcctl_into_closed_pipe(
+        &d,
+        &["elicit", "--hash", &b.args_hash, "--tool", T, "--vault", V],
+    );
+    let stderr = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(stderr.contains("could not be written"), "{stderr}");
+    assert!(stderr.contains("tcctl elicit again"), "{stderr}");
+}
