@@ -38,8 +38,8 @@
 use std::collections::HashMap;
 use std::future::Future;
 use std::io::{BufRead, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, ensure, Context};
@@ -51,8 +51,8 @@ use tc_proto::v1::{
     Binding, CountersRequest, MintRequest, OpenStateRequest, RaiseRequest, RecordConsumedRequest,
     RedeemRequest, SealStateRequest, StatusRequest,
 };
-use tc_tests::bench::{env_usize, line_of, release_binary, us, Peer, Stats};
-use tonic::transport::Channel;
+use tc_tests::bench::{env_usize, line_of, release_binary, target_tempdir, us, Peer, Stats};
+use tc_tests::{Client, Daemon, DaemonOpts};
 
 /// Selects what this executable does when re-executed.
 const ROLE_ENV: &str = "TC_BENCH_ROLE";
@@ -71,8 +71,6 @@ const MODERN: &str = "2026-07-28";
 const LEGACY: &str = "2025-11-25";
 const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CAPS: &str = "io.modelcontextprotocol/clientCapabilities";
-
-type Client = ConfirmClient<Channel>;
 
 fn main() -> anyhow::Result<()> {
     match std::env::var(ROLE_ENV).as_deref() {
@@ -190,15 +188,7 @@ fn bench() -> anyhow::Result<()> {
     ensure!(n >= BLOCKS, "TC_BENCH_N must be ≥ {BLOCKS}");
     let shim_bin = release_binary("tc-shim", "tc-shim", "approve", "TC_SHIM_BIN")?;
     let tcd_bin = release_binary("tcd", "tcd", "approve", "TCD_BIN")?;
-    let target = shim_bin
-        .parent()
-        .and_then(Path::parent)
-        .context("tc-shim binary has no target directory")?
-        .to_path_buf();
-    let tmp = tempfile::Builder::new()
-        .prefix("tc-bench-approve-")
-        .tempdir_in(&target)
-        .with_context(|| format!("creating a temp dir under {}", target.display()))?;
+    let tmp = target_tempdir(&shim_bin, "approve")?;
     let base = std::fs::canonicalize(tmp.path())?;
     let root = base.join("root");
     std::fs::create_dir_all(&root)?;
@@ -218,7 +208,16 @@ fn bench() -> anyhow::Result<()> {
             Tool::Send.name(),
         ),
     )?;
-    let daemon = Daemon::start(&tcd_bin, &base, &config)?;
+    let mut daemon = Daemon::prepared_in(
+        &base,
+        config.clone(),
+        DaemonOpts {
+            ephemeral: true,
+            ..Default::default()
+        },
+    );
+    daemon.program(tcd_bin.clone());
+    daemon.start_again();
     let setup = Setup {
         me: std::env::current_exe()?,
         shim: shim_bin.clone(),
@@ -275,7 +274,7 @@ fn bench() -> anyhow::Result<()> {
     };
     // CPU time of tcd while each route ran (its trailing RecordConsumed included), and
     // of each route's own tc-shim over the timed phase: where the time is spent vs waited.
-    let tcd_pid = daemon.child.id();
+    let tcd_pid = daemon.pid();
     let mut tcd_ns = [0u64; SLOTS];
     let mut iteration = |timed: bool, count: usize| -> anyhow::Result<()> {
         macro_rules! each {
@@ -533,7 +532,7 @@ fn bench() -> anyhow::Result<()> {
     // Our connection first: an open connection that nobody polls (our runtime runs only
     // inside `block_on`) never acknowledges tcd's graceful-shutdown GOAWAY.
     drop(rpc);
-    drop(daemon);
+    daemon.stop();
     Ok(())
 }
 
@@ -1146,60 +1145,6 @@ fn cpu_ns(pid: u32) -> anyhow::Result<u64> {
             .unwrap_or(0);
     }
     Ok(total)
-}
-
-/// A running `tcd --ephemeral`, stopped with SIGTERM on drop.
-struct Daemon {
-    child: Child,
-    socket: PathBuf,
-}
-
-impl Daemon {
-    fn start(tcd: &Path, dir: &Path, config: &Path) -> anyhow::Result<Daemon> {
-        let socket = dir.join("run").join("tcd.sock");
-        ensure!(
-            socket.as_os_str().len() <= 100,
-            "socket path {} is too long for a Unix socket; use a shorter target dir",
-            socket.display()
-        );
-        let log = dir.join("tcd.log");
-        let mut child = Command::new(tcd)
-            .arg("--ephemeral")
-            .arg("--config")
-            .arg(config)
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--cache-dir")
-            .arg(dir.join("cache"))
-            .env_remove("LISTEN_FDS")
-            .env_remove("LISTEN_PID")
-            .env_remove("NOTIFY_SOCKET")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log)?)
-            .spawn()
-            .with_context(|| format!("starting {}", tcd.display()))?;
-        tc_tests::bench::wait_for_tcd(&mut child, &socket, &log)?;
-        Ok(Daemon { child, socket })
-    }
-}
-
-impl Drop for Daemon {
-    /// SIGTERM, then SIGKILL if it has not exited within 10 s.
-    fn drop(&mut self) {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while matches!(self.child.try_wait(), Ok(None)) {
-            if Instant::now() > deadline {
-                eprintln!("tcd did not exit 10 s after SIGTERM; killing it");
-                let _ = self.child.kill();
-                break;
-            }
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        let _ = self.child.wait();
-    }
 }
 
 /// Binaries and files every spawned peer needs.

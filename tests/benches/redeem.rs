@@ -21,27 +21,23 @@
 //! across the 8 clients, default 4000), `TCD_BIN` (daemon binary, default
 //! `target/release/tcd`).
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
 use rusqlite::{params, Connection, TransactionBehavior};
 use tc_core::codes::events::REDEEMED;
 use tc_core::hash::sha256_hex;
-use tc_proto::v1::confirm_client::ConfirmClient;
 use tc_proto::v1::{
     Binding, CountersRequest, MintRequest, RaiseRequest, RedeemRequest, StatusRequest,
 };
-use tc_tests::bench::{env_usize, release_binary, us, Stats};
-use tonic::transport::Channel;
+use tc_tests::bench::{env_usize, release_binary, target_tempdir, us, Stats};
+use tc_tests::{Client, Daemon, DaemonOpts};
 
 /// Concurrent clients in the throughput phase.
 const CLIENTS: usize = 8;
 /// Untimed calls before each timed phase.
 const WARMUP: usize = 50;
-
-type Client = ConfirmClient<Channel>;
 
 fn main() -> anyhow::Result<()> {
     let n = env_usize("TC_BENCH_N", 2000)?;
@@ -50,15 +46,7 @@ fn main() -> anyhow::Result<()> {
         bail!("TC_BENCH_N and TC_BENCH_CONC_TOTAL must be at least 1");
     }
     let tcd = release_binary("tcd", "tcd", "redeem", "TCD_BIN")?;
-    let target = tcd
-        .parent()
-        .and_then(Path::parent)
-        .context("tcd binary has no target directory")?
-        .to_path_buf();
-    let tmp = tempfile::Builder::new()
-        .prefix("tc-bench-redeem-")
-        .tempdir_in(&target)
-        .with_context(|| format!("creating a temp dir under {}", target.display()))?;
+    let tmp = target_tempdir(&tcd, "redeem")?;
     println!("tcd:     {}", tcd.display());
     println!(
         "tempdir: {} (daemon DB and baseline DBs)",
@@ -80,7 +68,11 @@ fn main() -> anyhow::Result<()> {
         update: BareUpdate::new(&tmp.path().join("bare-update.db"), 2 * (WARMUP + n))?,
         inproc: InprocRedeem::new(&tmp.path().join("inproc-redeem.db"), 2 * (WARMUP + n))?,
     };
-    let daemon = Daemon::start(&tcd, tmp.path())?;
+    let config = tmp.path().join("config.toml");
+    std::fs::write(&config, "")?;
+    let mut daemon = Daemon::prepared_in(tmp.path(), config, DaemonOpts::default());
+    daemon.program(tcd);
+    daemon.start_again();
     let mut baselines: [Vec<Duration>; 3] = Default::default();
     let fp = sha256_hex(b"tc-bench-state");
     let seq = ct.block_on(sequential_phases(
@@ -92,7 +84,7 @@ fn main() -> anyhow::Result<()> {
     ))?;
     let redeem_seq_mt = mt.block_on(async {
         let tokens = prepare(&daemon, WARMUP + n, WARMUP + n, &fp).await?;
-        let mut client = ConfirmClient::new(daemon.connect().await?);
+        let mut client = daemon.client().await;
         timed_redeems(&mut client, &tokens, &fp, &mut base, &mut baselines).await
     })?;
     let (redeem_conc, conc_wall) =
@@ -100,7 +92,7 @@ fn main() -> anyhow::Result<()> {
     // Close every client connection first so the daemon's shutdown has nothing to wait for.
     drop(ct);
     drop(mt);
-    drop(daemon);
+    daemon.stop();
     let [bare_insert, bare_update, inproc] = baselines;
 
     println!();
@@ -191,7 +183,7 @@ async fn sequential_phases(
     n: usize,
     fp: &str,
 ) -> anyhow::Result<SeqReport> {
-    let mut client = ConfirmClient::new(d.connect().await?);
+    let mut client = d.client().await;
 
     // Counters: answered from memory, never reaches the store: the transport alone.
     let counters = time_counters(&mut client, n).await?;
@@ -279,7 +271,7 @@ async fn concurrent_phase(
     let tokens = prepare(d, first, CLIENTS * (per + 1), fp).await?;
     let mut clients = Vec::with_capacity(CLIENTS);
     for chunk in tokens.chunks(per + 1) {
-        let mut c = ConfirmClient::new(d.connect().await?);
+        let mut c = d.client().await;
         redeem(&mut c, &chunk[0], fp).await?; // connection warm-up
         clients.push((c, chunk[1..].to_vec()));
     }
@@ -328,7 +320,7 @@ async fn prepare(
     for w in 0..CLIENTS {
         let lo = first + w * per;
         let hi = (lo + per).min(first + count);
-        let mut c = ConfirmClient::new(d.connect().await?);
+        let mut c = d.client().await;
         let fp = fp.to_string();
         tasks.push(tokio::spawn(async move {
             let mut out = Vec::with_capacity(hi.saturating_sub(lo));
@@ -597,66 +589,5 @@ impl InprocRedeem {
         .execute(params![now, REDEEMED, a, self.fp, detail])?;
         tx.commit()?;
         Ok(start.elapsed())
-    }
-}
-
-/// A running `tcd`, stopped with SIGTERM on drop.
-struct Daemon {
-    child: Child,
-    socket: PathBuf,
-    log: PathBuf,
-}
-
-impl Daemon {
-    fn start(tcd: &Path, dir: &Path) -> anyhow::Result<Daemon> {
-        let socket = dir.join("run").join("tcd.sock");
-        if socket.as_os_str().len() > 100 {
-            bail!(
-                "socket path {} is too long for a Unix socket; use a shorter target dir",
-                socket.display()
-            );
-        }
-        let config = dir.join("config.toml");
-        std::fs::write(&config, "")?;
-        let log = dir.join("tcd.log");
-        let child = Command::new(tcd)
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--cache-dir")
-            .arg(dir.join("cache"))
-            .arg("--config")
-            .arg(&config)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log)?)
-            .spawn()
-            .with_context(|| format!("starting {}", tcd.display()))?;
-        Ok(Daemon { child, socket, log })
-    }
-
-    /// A new connection; waits (up to 20 s) for the socket to accept the first time.
-    async fn connect(&self) -> anyhow::Result<Channel> {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        loop {
-            match tc_proto::connect(&self.socket).await {
-                Ok(ch) => return Ok(ch),
-                Err(e) if Instant::now() > deadline => {
-                    return Err(e).context(format!(
-                        "tcd did not accept on {} within 20 s (see {})",
-                        self.socket.display(),
-                        self.log.display()
-                    ))
-                }
-                Err(_) => tokio::time::sleep(Duration::from_millis(20)).await,
-            }
-        }
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let _ = self.child.wait();
     }
 }

@@ -33,13 +33,13 @@
 //! per side, default 30), `TC_SHIM_BIN` (default `target/release/tc-shim`).
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
 use serde_json::{json, Value};
-use tc_tests::bench::{env_usize, proc_field, release_binary, us, Peer, Stats};
+use tc_tests::bench::{env_usize, proc_field, release_binary, target_tempdir, us, Peer, Stats};
 
 /// Selects what this executable does when re-executed.
 const ROLE_ENV: &str = "TC_BENCH_ROLE";
@@ -178,15 +178,7 @@ fn bench() -> anyhow::Result<()> {
     );
     let shim_bin = release_binary("tc-shim", "tc-shim", "shim", "TC_SHIM_BIN")?;
     let me = std::env::current_exe()?;
-    let target = shim_bin
-        .parent()
-        .and_then(Path::parent)
-        .context("tc-shim binary has no target directory")?
-        .to_path_buf();
-    let tmp = tempfile::Builder::new()
-        .prefix("tc-bench-shim-")
-        .tempdir_in(&target)
-        .with_context(|| format!("creating a temp dir under {}", target.display()))?;
+    let tmp = target_tempdir(&shim_bin, "shim")?;
     let root = tmp.path().join("root");
     std::fs::create_dir_all(&root)?;
     let config = tmp.path().join("config.toml");

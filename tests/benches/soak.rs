@@ -18,57 +18,12 @@
 //! shim), `TC_SOAK_SAMPLES` (RSS samples incl. start and end, default 7), `TC_SHIM_BIN`,
 //! `TCD_BIN`.
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 
 use anyhow::{ensure, Context};
 use serde_json::Value;
-use tc_tests::bench::{env_usize, release_binary};
-
-struct Daemon {
-    child: Child,
-    socket: PathBuf,
-}
-
-impl Daemon {
-    fn start(tcd: &Path, dir: &Path) -> anyhow::Result<Daemon> {
-        let socket = dir.join("run").join("tcd.sock");
-        ensure!(
-            socket.as_os_str().len() <= 100,
-            "socket path {} is too long for a Unix socket; use a shorter target dir",
-            socket.display()
-        );
-        let config = dir.join("tcd.toml");
-        std::fs::write(&config, "[daemon]\n")?;
-        let log = dir.join("tcd.log");
-        let mut child = Command::new(tcd)
-            .arg("--config")
-            .arg(&config)
-            .arg("--socket")
-            .arg(&socket)
-            .arg("--cache-dir")
-            .arg(dir.join("cache"))
-            .env_remove("LISTEN_FDS")
-            .env_remove("LISTEN_PID")
-            .env_remove("NOTIFY_SOCKET")
-            .env("TCD_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log)?)
-            .spawn()
-            .with_context(|| format!("starting {}", tcd.display()))?;
-        tc_tests::bench::wait_for_tcd(&mut child, &socket, &log)?;
-        Ok(Daemon { child, socket })
-    }
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
-        let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM);
-        let _ = self.child.wait();
-    }
-}
+use tc_tests::bench::{env_usize, release_binary, target_tempdir};
+use tc_tests::{Daemon, DaemonOpts};
 
 fn mb(kb: &Value) -> String {
     kb.as_u64()
@@ -82,16 +37,13 @@ fn main() -> anyhow::Result<()> {
     let samples = env_usize("TC_SOAK_SAMPLES", 7)?;
     let shim_bin = release_binary("tc-shim", "tc-shim", "soak", "TC_SHIM_BIN")?;
     let tcd_bin = release_binary("tcd", "tcd", "soak", "TCD_BIN")?;
-    let target = shim_bin
-        .parent()
-        .and_then(Path::parent)
-        .context("tc-shim binary has no target directory")?
-        .to_path_buf();
-    let tmp = tempfile::Builder::new()
-        .prefix("tc-bench-soak-")
-        .tempdir_in(&target)?;
+    let tmp = target_tempdir(&shim_bin, "soak")?;
     let base = std::fs::canonicalize(tmp.path())?;
-    let daemon = Daemon::start(&tcd_bin, &base)?;
+    let config = base.join("tcd.toml");
+    std::fs::write(&config, "[daemon]\n")?;
+    let mut daemon = Daemon::prepared_in(&base, config, DaemonOpts::default());
+    daemon.program(tcd_bin.clone()).env("TCD_LOG", "warn");
+    daemon.start_again();
     let driver = env!("CARGO_BIN_EXE_tc-soak");
     println!("tc-shim: {}", shim_bin.display());
     println!(
@@ -113,7 +65,7 @@ fn main() -> anyhow::Result<()> {
         .args(["--workers", &workers.to_string()])
         .args(["--seconds", &seconds.to_string()])
         .args(["--samples", &samples.to_string()])
-        .args(["--tcd-pid", &daemon.child.id().to_string()])
+        .args(["--tcd-pid", &daemon.pid().to_string()])
         .stdin(Stdio::null())
         .stderr(Stdio::inherit())
         .output()?;
@@ -163,6 +115,7 @@ fn main() -> anyhow::Result<()> {
             mb(&mean.into())
         );
     }
+    daemon.stop();
     let problems = s["problems"].as_array().cloned().unwrap_or_default();
     ensure!(
         out.status.success() && problems.is_empty(),

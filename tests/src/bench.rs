@@ -1,11 +1,12 @@
 //! Helpers shared by the benchmarks (`tests/benches/*.rs`): locating a release binary,
 //! count settings from the environment, nearest-rank percentiles, a JSON-RPC peer,
-//! fields of `/proc/<pid>/status` and `/proc/<pid>/io`, waiting for a started `tcd`.
+//! fields of `/proc/<pid>/status` and `/proc/<pid>/io`. A benchmark's `tcd` is a
+//! [`crate::Daemon`] run from [`release_binary`] (see [`crate::Daemon::program`]).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::{bail, ensure, Context};
 use serde_json::Value;
@@ -35,6 +36,19 @@ pub fn release_binary(
         );
     }
     Ok(bin)
+}
+
+/// A fresh temp dir `tc-bench-<bench>-*` in the target dir of the release binary `bin`
+/// (target/release/<name> -> target/): on the filesystem the build is on, not /tmp's.
+pub fn target_tempdir(bin: &Path, bench: &str) -> anyhow::Result<tempfile::TempDir> {
+    let target = bin
+        .parent()
+        .and_then(Path::parent)
+        .with_context(|| format!("{} has no target directory", bin.display()))?;
+    tempfile::Builder::new()
+        .prefix(&format!("tc-bench-{bench}-"))
+        .tempdir_in(target)
+        .with_context(|| format!("creating a temp dir under {}", target.display()))
 }
 
 /// A count from the environment, or `default` when unset.
@@ -164,28 +178,4 @@ pub fn proc_field(text: &str, key: &str) -> Option<u64> {
         let rest = l.strip_prefix(key)?.strip_prefix(':')?;
         rest.split_whitespace().next()?.parse().ok()
     })
-}
-
-/// Waits until the `tcd` just spawned as `child` accepts on `socket` (20 s at most);
-/// an early exit or the deadline is an error quoting or naming its stderr `log`.
-pub fn wait_for_tcd(child: &mut Child, socket: &Path, log: &Path) -> anyhow::Result<()> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while std::os::unix::net::UnixStream::connect(socket).is_err() {
-        if let Some(st) = child.try_wait()? {
-            bail!(
-                "tcd exited during startup ({st}):\n{}",
-                std::fs::read_to_string(log).unwrap_or_default()
-            );
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            bail!(
-                "tcd did not accept on {} within 20 s (see {})",
-                socket.display(),
-                log.display()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    Ok(())
 }

@@ -1,8 +1,10 @@
-//! Harness for the cross-binary tests: a real `tcd` on a temp socket, gRPC clients,
-//! the binaries of `target/debug`, and small helpers for bindings and refusals.
+//! Harness for the cross-binary tests (and the benchmarks' `tcd`): a real `tcd` on a temp
+//! socket, gRPC clients, the binaries of `target/debug`, and small helpers for bindings
+//! and refusals.
 
 pub mod bench;
 
+use std::ffi::OsString;
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -156,7 +158,8 @@ impl Default for DaemonOpts {
 }
 
 /// A `tcd` with its own temp directory (its stderr logs, and by default its socket, cache
-/// dir and config); killed on drop. The one place the tests start `tcd` from.
+/// dir and config); killed on drop. The one place the tests and the benchmarks start
+/// `tcd` from.
 pub struct Daemon {
     pub dir: tempfile::TempDir,
     pub socket: PathBuf,
@@ -165,6 +168,8 @@ pub struct Daemon {
     pub opts: DaemonOpts,
     /// Set on every start after the harness's own (see [`Daemon::env`]).
     envs: Vec<(String, String)>,
+    /// The `tcd` binary to run (see [`Daemon::program`]); None: `bin("tcd")`.
+    program: Option<PathBuf>,
     child: Option<Child>,
     starts: u32,
 }
@@ -199,9 +204,27 @@ impl Daemon {
         Daemon::prepared_over(dir, socket, cache_dir, config, opts)
     }
 
-    /// A daemon on a caller's socket, cache dir and config (already written), e.g. the
-    /// shim tests' `Env` or a tmpfs cache dir; not started yet. Its stderr logs go to
-    /// `logs`, which it keeps (and removes) with itself.
+    /// A daemon laid out in a caller's directory `base` (e.g. the shim tests' `Env`, a
+    /// benchmark's temp dir): socket `base/run/tcd.sock`, cache dir `base/cache`, the
+    /// caller's `config` (written by the caller before the start), stderr logs in a
+    /// `tcd-logs-*` temp dir under `base`; not started yet.
+    pub fn prepared_in(base: &Path, config: PathBuf, opts: DaemonOpts) -> Daemon {
+        let logs = tempfile::Builder::new()
+            .prefix("tcd-logs-")
+            .tempdir_in(base)
+            .expect("tcd log dir");
+        Daemon::prepared_over(
+            logs,
+            base.join("run").join("tcd.sock"),
+            base.join("cache"),
+            config,
+            opts,
+        )
+    }
+
+    /// A daemon on a caller's socket, cache dir and config (already written), e.g. a
+    /// tmpfs cache dir; not started yet. Its stderr logs go to `logs`, which it keeps (and
+    /// removes) with itself.
     pub fn prepared_over(
         logs: tempfile::TempDir,
         socket: PathBuf,
@@ -216,6 +239,7 @@ impl Daemon {
             config,
             opts,
             envs: Vec::new(),
+            program: None,
             child: None,
             starts: 0,
         }
@@ -228,18 +252,44 @@ impl Daemon {
         self
     }
 
-    /// The command line that starts this daemon (not spawned).
-    pub fn command(&self) -> Command {
-        let mut c = Command::new(bin("tcd"));
-        c.arg("--socket")
-            .arg(&self.socket)
-            .arg("--cache-dir")
-            .arg(&self.cache_dir)
-            .arg("--config")
-            .arg(&self.config);
+    /// Runs `tcd` from `path` (a benchmark's release build, `$TCD_BIN`) instead of the
+    /// one next to the test binary, on every later start.
+    pub fn program(&mut self, path: PathBuf) -> &mut Daemon {
+        self.program = Some(path);
+        self
+    }
+
+    /// The argv that starts this daemon, the `tcd` binary first, for a launcher that
+    /// execs it (e.g. `systemd-socket-activate`); the environment is the launcher's.
+    pub fn argv(&self) -> Vec<OsString> {
+        // sun_path holds 108 bytes, its terminating NUL included.
+        assert!(
+            self.socket.as_os_str().len() <= 107,
+            "socket path {} is too long for a Unix socket; use a shorter temp or target dir",
+            self.socket.display()
+        );
+        let program = self.program.clone().unwrap_or_else(|| bin("tcd"));
+        let mut argv: Vec<OsString> = vec![
+            program.into(),
+            "--socket".into(),
+            self.socket.clone().into(),
+            "--cache-dir".into(),
+            self.cache_dir.clone().into(),
+            "--config".into(),
+            self.config.clone().into(),
+        ];
         if self.opts.ephemeral {
-            c.arg("--ephemeral");
+            argv.push("--ephemeral".into());
         }
+        argv
+    }
+
+    /// The command line that starts this daemon (not spawned): [`Daemon::argv`] in the
+    /// harness's environment.
+    pub fn command(&self) -> Command {
+        let argv = self.argv();
+        let mut c = Command::new(&argv[0]);
+        c.args(&argv[1..]);
         c.env_remove("LISTEN_FDS")
             .env_remove("LISTEN_PID")
             .env_remove("NOTIFY_SOCKET")
@@ -350,11 +400,16 @@ impl Daemon {
         ConfirmClient::new(ch)
     }
 
-    /// Sends `sig` and waits for the daemon to exit.
+    /// Sends `sig` and waits (up to 10 s) for the daemon to exit; one that does not is
+    /// killed, then this panics.
     pub fn signal(&mut self, sig: nix::sys::signal::Signal) -> ExitStatus {
         let mut child = self.child.take().expect("running");
         nix::sys::signal::kill(nix::unistd::Pid::from_raw(child.id() as i32), sig).expect("kill");
-        wait_timeout(&mut child, Duration::from_secs(10)).expect("tcd did not exit on signal")
+        wait_timeout(&mut child, Duration::from_secs(10)).unwrap_or_else(|| {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("tcd did not exit within 10 s of {sig}")
+        })
     }
 
     /// SIGKILL: no chance to clean up.
@@ -487,4 +542,21 @@ pub fn chmod(p: &Path, mode: u32) {
 pub fn mode(p: &Path) -> u32 {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(p).expect("stat").permissions().mode() & 0o7777
+}
+
+/// A command prefix that runs what follows as `nobody` (`setpriv`, or `runuser` where
+/// there is no setpriv); None when not root, and the caller skips saying why.
+pub fn as_nobody() -> Option<Command> {
+    if !nix::unistd::geteuid().is_root() {
+        return None;
+    }
+    if Path::new("/usr/bin/setpriv").exists() || Path::new("/bin/setpriv").exists() {
+        let mut c = Command::new("setpriv");
+        c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"]);
+        Some(c)
+    } else {
+        let mut c = Command::new("runuser");
+        c.args(["-u", "nobody", "--"]);
+        Some(c)
+    }
 }

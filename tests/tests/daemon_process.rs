@@ -261,23 +261,6 @@ async fn kill9_mid_redeem_never_double_spends() {
     assert_eq!(ic, "ok");
 }
 
-fn as_nobody() -> Option<Command> {
-    if !nix::unistd::geteuid().is_root() {
-        return None;
-    }
-    if std::path::Path::new("/usr/bin/setpriv").exists()
-        || std::path::Path::new("/bin/setpriv").exists()
-    {
-        let mut c = Command::new("setpriv");
-        c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"]);
-        Some(c)
-    } else {
-        let mut c = Command::new("runuser");
-        c.args(["-u", "nobody", "--"]);
-        Some(c)
-    }
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn a_peer_with_another_uid_is_refused() {
     let Some(mut cmd) = as_nobody() else {

@@ -8,17 +8,6 @@ use std::time::{Duration, Instant};
 
 use tc_tests::*;
 
-fn tcd_args(d: &Daemon) -> Vec<std::ffi::OsString> {
-    vec![
-        "--socket".into(),
-        d.socket.clone().into(),
-        "--cache-dir".into(),
-        d.cache_dir.clone().into(),
-        "--config".into(),
-        d.config.clone().into(),
-    ]
-}
-
 #[test]
 fn socket_activation_serves_the_inherited_socket_and_leaves_it_to_systemd() {
     let activate = std::path::Path::new("/usr/bin/systemd-socket-activate");
@@ -33,8 +22,7 @@ fn socket_activation_serves_the_inherited_socket_and_leaves_it_to_systemd() {
     let mut child = Command::new(activate)
         .arg("-l")
         .arg(&d.socket)
-        .arg(bin("tcd"))
-        .args(tcd_args(&d))
+        .args(d.argv())
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()

@@ -11,7 +11,7 @@ mod security_support;
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
+use tc_tests::as_nobody;
 
 use base64::engine::general_purpose::{STANDARD, STANDARD_NO_PAD, URL_SAFE, URL_SAFE_NO_PAD};
 use base64::Engine;
@@ -490,15 +490,6 @@ fn a_prompt_answer_approves_only_its_own_call() {
     );
     let kinds = event_kinds(&env.socket);
     assert_eq!(count(&kinds, "tc.elicit.consumed"), 1, "{kinds:?}");
-}
-
-fn as_nobody() -> Option<Command> {
-    if !nix::unistd::geteuid().is_root() {
-        return None;
-    }
-    let mut c = Command::new("setpriv");
-    c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", "--"]);
-    Some(c)
 }
 
 #[test]

@@ -81,26 +81,8 @@ fn shim_filesystem_cli_token_route() {
     // Gated call without a token: elicit_required, nothing written.
     let args = json!({"path": "note.txt", "content": "v1"});
     let r = c.call("write_file", args.clone());
-    assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
-    let text = r["content"][0]["text"].as_str().unwrap();
-    assert!(text.starts_with("STOP: ask the human"), "{text}");
-    let d = &sc(&r)["details"];
-    assert_eq!(d["tool"], "write_file");
-    assert_eq!(d["vault"], "fs");
-    assert_eq!(d["caller"], "stdio");
-    assert_eq!(
-        d["args_hash"],
-        tc_core::hash::args_hash("write_file", &args)
-    );
-    let cmd = sc(&r)["recovery"]["command"].as_str().unwrap();
-    assert_eq!(
-        cmd,
-        format!(
-            "tcctl elicit --hash {} --tool write_file --vault fs --caller stdio --state-fp {}",
-            d["args_hash"].as_str().unwrap(),
-            d["state_fp"].as_str().unwrap()
-        )
-    );
+    assert_elicit_required(&r, "write_file", "fs", &args);
+    assert_eq!(sc(&r)["details"]["caller"], "stdio");
     assert_eq!(std::fs::read_to_string(&note).unwrap(), "v0");
 
     // The operator mints; the same call with the token runs once.

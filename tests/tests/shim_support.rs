@@ -186,22 +186,10 @@ impl Env {
         let base = std::fs::canonicalize(tmp.path()).unwrap();
         let root = base.join("vault");
         std::fs::create_dir_all(&root).unwrap();
-        let (socket, cache, config) = (
-            base.join("run/tcd.sock"),
-            base.join("cache"),
-            base.join("config.toml"),
-        );
-        let logs = tempfile::Builder::new()
-            .prefix("tcd-logs-")
-            .tempdir_in(&base)
-            .unwrap();
-        let tcd = tc_tests::Daemon::prepared_over(
-            logs,
-            socket.clone(),
-            cache.clone(),
-            config.clone(),
-            tc_tests::DaemonOpts::default(),
-        );
+        let config = base.join("config.toml");
+        let tcd =
+            tc_tests::Daemon::prepared_in(&base, config.clone(), tc_tests::DaemonOpts::default());
+        let (socket, cache) = (tcd.socket.clone(), tcd.cache_dir.clone());
         let env = Env {
             tcd,
             socket,
@@ -445,6 +433,33 @@ pub fn code(result: &Value) -> Option<String> {
             .unwrap_or("<no code>")
             .to_string(),
     )
+}
+
+/// Checks an `elicit_required` refusal of `tool(args)` in `vault`: the directive to stop
+/// first, the binding in its details, and the exact `tcctl elicit` command, which the
+/// text repeats. Returns that command.
+#[track_caller]
+pub fn assert_elicit_required(r: &Value, tool: &str, vault: &str, args: &Value) -> String {
+    assert_eq!(code(r).as_deref(), Some("elicit_required"), "{r}");
+    let text = r["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.starts_with("STOP: ask the human"), "{r}");
+    let d = &sc(r)["details"];
+    assert_eq!(d["tool"], tool, "{r}");
+    assert_eq!(d["vault"], vault, "{r}");
+    assert_eq!(d["args_hash"], tc_core::hash::args_hash(tool, args), "{r}");
+    let cmd = sc(r)["recovery"]["command"].as_str().unwrap_or_default();
+    assert_eq!(
+        cmd,
+        format!(
+            "tcctl elicit --hash {} --tool {tool} --vault {vault} --caller {} --state-fp {}",
+            d["args_hash"].as_str().unwrap_or_default(),
+            d["caller"].as_str().unwrap_or_default(),
+            d["state_fp"].as_str().unwrap_or_default()
+        ),
+        "{r}"
+    );
+    assert!(text.contains(cmd), "{r}");
+    cmd.to_string()
 }
 
 async fn client(socket: &Path) -> ConfirmClient<tonic::transport::Channel> {
