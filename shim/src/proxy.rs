@@ -629,10 +629,12 @@ impl Shim {
         let no_params = json!({});
         let params = msg.get("params").unwrap_or(&no_params);
         let meta = era::request_meta(&msg).cloned();
-        // A modern call echoing a requestState is the second half of a confirmation that
-        // was already offered: it is judged by its answer even if the gate's condition
+        // A call echoing a requestState is the second half of a confirmation that was
+        // already offered: it is judged by its answer even if the gate's condition
         // stopped applying meanwhile (a decline must never turn into a plain forward).
-        let resuming = meta.is_some() && confirm::request_state(params).is_some();
+        // Only the modern era defines requestState, but a re-send that lost its `_meta`
+        // envelope is still that answer: the field alone decides.
+        let resuming = confirm::request_state(params).is_some();
         let has_gate = gate.is_some();
         let Some(gate) = gate.filter(|_| applies || resuming) else {
             // Governor: a paged tool is served page by page (its items ACL-checked one by one).
@@ -1365,7 +1367,12 @@ impl Shim {
                         if let Some(v) = v {
                             let mut st = self.lock();
                             if st.down_era.is_none() {
-                                st.down_era = Some((Era::Legacy, v));
+                                st.down_era = Some((Era::Legacy, v.clone()));
+                            }
+                            // The client asked for its newest version; this answer is the
+                            // one it agrees to, and our own prompts must be shaped for it.
+                            if let Some((Era::Legacy, cv)) = &mut st.client_era {
+                                *cv = v;
                             }
                         }
                         self.note_eras();

@@ -10,6 +10,9 @@ mod support;
 #[path = "elicit/support.rs"]
 mod elicit;
 
+#[path = "security_support.rs"]
+mod raw;
+
 use std::time::Duration;
 
 use elicit::*;
@@ -206,6 +209,49 @@ fn modern_decline_stays_a_stop_when_the_gate_stopped_applying() {
     let r = round(&mut h, write("v2"), None, None);
     assert_ne!(r["isError"], true, "{r}");
     assert_eq!(disk(&env, "note.txt").as_deref(), Some("v2"));
+}
+
+/// The same, from a raw client whose re-sent call carries the `requestState` and the
+/// decline but has lost its `_meta` envelope: still the answer to the offer, still a
+/// stop (it used to go out as a plain, ungated create).
+#[test]
+fn modern_decline_without_meta_stays_a_stop() {
+    let mut env = fs_vault("", Some(r#"{ exists = "path" }"#));
+    env.start_tcd();
+    std::fs::write(env.root.join("note.txt"), "v0").unwrap();
+    let mut shim = raw::Shim::start(&env.shim_argv("fs"), "warn", None);
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+    });
+    let d = shim.request(json!(1), "server/discover", json!({"_meta": meta}));
+    assert!(d.get("result").is_some(), "{d}");
+    let r = shim.request(
+        json!(2),
+        "tools/call",
+        json!({
+            "name": "write_file", "arguments": write("v1"), "_meta": meta,
+        }),
+    );
+    let r = &r["result"];
+    assert_eq!(r["resultType"], "input_required", "{r}");
+    let state = r["requestState"]
+        .as_str()
+        .expect("requestState")
+        .to_string();
+    std::fs::remove_file(env.root.join("note.txt")).unwrap();
+    let r = shim.request(
+        json!(3),
+        "tools/call",
+        json!({
+            "name": "write_file", "arguments": write("v1"),
+            "requestState": state,
+            "inputResponses": {"confirm": {"action": "decline"}},
+        }),
+    );
+    let r = r.get("result").cloned().unwrap_or(r);
+    assert_eq!(code(&r).as_deref(), Some("approval_declined"), "{r}");
+    assert_eq!(disk(&env, "note.txt"), None, "the declined call ran");
 }
 
 /// A state sealed by another daemon for this env's binding of `write_file(args)`.

@@ -363,7 +363,10 @@ impl Shim {
                     return true;
                 }
             };
-            let answer_bytes = match reply {
+            // `answer_bytes` is the downstream's answer (what the estimate learns from);
+            // `sent_bytes` the page as it would have gone out, cursor text included, which
+            // is what a too_large entry reports against the budget.
+            let (answer_bytes, sent_bytes) = match reply {
                 PageReply::Full { msg: resp, bytes } => {
                     self.gov.learn(tool, bytes as u64, plan.estimate);
                     let ok = resp
@@ -393,11 +396,11 @@ impl Shim {
                         self.send_page_line(id, line.into_bytes());
                         return true;
                     }
-                    bytes as u64
+                    (bytes as u64, line.len() as u64)
                 }
                 PageReply::Over { bytes } => {
                     self.gov.learn(tool, bytes, plan.estimate);
-                    bytes
+                    (bytes, bytes)
                 }
             };
             // Over the cap: ask for fewer items, and find the ones that never fit.
@@ -414,8 +417,11 @@ impl Shim {
                 continue;
             }
             let x = plan.selected[0];
-            if answer_bytes as usize + PAGE_RESERVE > cap || solo {
-                measured.insert(x, answer_bytes);
+            // Never fits: its answer alone is over the cap, or it was already alone on
+            // a page and the cursor text pushed it over. An answer that is merely close
+            // to the cap gets that solo attempt first.
+            if answer_bytes as usize > cap || solo {
+                measured.insert(x, sent_bytes.max(answer_bytes));
                 solo = false;
             } else if plan.skipped.iter().any(|(j, _)| *j < x) {
                 // Skipped entries crowded it out: they go first, the item opens the next page.
