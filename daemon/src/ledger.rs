@@ -514,7 +514,19 @@ impl Ledger {
     ) -> Result<(String, i64), DaemonError> {
         b.check()?;
         check_hash("state_fp", state_fp)?;
-        Ok(self.seal_blob(|s| s.keys.state, b, state_fp, inner, self.ttl_ms))
+        let (blob, exp) = self.seal_blob(|s| s.keys.state, b, state_fp, inner, self.ttl_ms);
+        // Refused here, not at the round trip: `open` would refuse it as invalid.
+        if blob.len() > seal::MAX_SEALED_LEN {
+            return Err(DaemonError::refused(
+                Reason::BadArgument,
+                format!(
+                    "the state to seal is too large ({} bytes of inner state; a sealed state is at most {} bytes)",
+                    inner.len(),
+                    seal::MAX_SEALED_LEN
+                ),
+            ));
+        }
+        Ok((blob, exp))
     }
 
     /// Opens a requestState; with `consume`, marks it used (a second open is `spent`),
@@ -976,6 +988,27 @@ mod tests {
         );
         l.gc_at(exp + 86_400_000 + 1).unwrap();
         assert_eq!(rows(), 0);
+    }
+
+    /// An inner state too large to come back through `open` is refused when sealing, with
+    /// its size, instead of being handed out and refused as `invalid` on the way back; the
+    /// largest that fits opens with its bytes intact.
+    #[test]
+    fn a_state_too_large_to_open_is_refused_when_sealed() {
+        let (_dir, l) = ledger();
+        let fp = tc_core::hash::sha256_hex(b"fp");
+        let big = vec![b'x'; seal::MAX_SEALED_LEN];
+        match l.seal_state(&call(1), &fp, &big) {
+            Err(DaemonError::Refused { reason, message }) => {
+                assert_eq!(reason, Reason::BadArgument);
+                assert!(message.contains(&big.len().to_string()), "{message}");
+            }
+            other => panic!("sealed {:?}", other.map(|(b, _)| b.len())),
+        }
+        let fits = vec![b'y'; 30 * 1024];
+        let (blob, _) = l.seal_state(&call(1), &fp, &fits).unwrap();
+        let s = l.open_state(&blob, &call(1), false, "").unwrap();
+        assert_eq!(seal::decode_inner(&s.inner).unwrap(), fits);
     }
 
     /// A redeem changes no indexed column of `tokens` (each index would be one more page

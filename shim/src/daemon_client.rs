@@ -175,18 +175,20 @@ impl Daemon {
 }
 
 impl Daemon {
-    /// Seals a confirmation state for the call `binding` against target state `state_fp`.
+    /// Seals a confirmation state for the call `binding` against target state `state_fp`,
+    /// carrying `inner` (empty for our own confirmation; a downstream's state otherwise).
     pub async fn seal_state(
         &self,
         binding: Binding,
         state_fp: &str,
+        inner: Vec<u8>,
     ) -> Result<String, DaemonError> {
         let mut c = self.client().await?;
         match c
             .seal_state(v1::SealStateRequest {
                 binding: Some(binding),
                 state_fp: state_fp.into(),
-                inner: Vec::new(),
+                inner,
             })
             .await
         {
@@ -197,13 +199,14 @@ impl Daemon {
 
     /// Opens a sealed state for `binding`. With `consume` it is spent; a non-empty
     /// `current_fp` that differs from the sealed fingerprint is refused as `replay_drift`.
+    /// Returns what it was sealed with (fingerprint and inner bytes).
     pub async fn open_state(
         &self,
         state: &str,
         binding: Binding,
         consume: bool,
         current_fp: &str,
-    ) -> Result<String, DaemonError> {
+    ) -> Result<v1::OpenStateReply, DaemonError> {
         let mut c = self.client().await?;
         match c
             .open_state(v1::OpenStateRequest {
@@ -214,7 +217,7 @@ impl Daemon {
             })
             .await
         {
-            Ok(r) => Ok(r.into_inner().state_fp),
+            Ok(r) => Ok(r.into_inner()),
             Err(s) => Err(self.fail(s).await),
         }
     }

@@ -1,6 +1,7 @@
 //! The stdio proxy: spawns the downstream, pumps newline-delimited JSON-RPC both ways
 //! (original bytes when unmodified), intercepts `tools/list` and gates `tools/call`.
 
+mod continued;
 mod governed;
 
 use crate::value::at;
@@ -29,6 +30,7 @@ use crate::lean;
 use crate::policy::{self, Policy, PolicyError};
 use crate::results::{self, Shown};
 use crate::targets;
+use continued::{Resumed, Wrap};
 
 /// Ids of the shim's own requests (to either side) start with this.
 const OWN_ID_PREFIX: &str = "tc-shim-";
@@ -54,6 +56,9 @@ struct Forwarded {
     /// The method, when the request carried the modern envelope (its result must then
     /// be completed if the downstream is legacy).
     modern: Option<String>,
+    /// A call of a tool with a gate entry: a round the downstream answers with is
+    /// wrapped in our state (`continued.rs`).
+    wrap: Option<Wrap>,
 }
 
 /// A `tools/call` the shim holds before forwarding.
@@ -204,6 +209,7 @@ impl Shim {
                 id: id.clone(),
                 kind,
                 modern,
+                wrap: None,
             },
         );
         if !self.send_child(line, None) {
@@ -652,7 +658,19 @@ impl Shim {
             } else {
                 line
             };
-            self.forward_held(&id, line, None);
+            // Its downstream may answer with a round of its own, which the re-sent call
+            // must not present to the gate as an answer to our form.
+            let wrap = has_gate.then(|| {
+                let binding = Binding {
+                    vault: self.policy.vault.clone(),
+                    tool: name.clone(),
+                    caller: tc_core::STDIO_CALLER.into(),
+                    args_hash: tc_core::hash::args_hash(&name, &args),
+                };
+                let lean = self.lock().held.get(&key(&id)).is_some_and(|h| h.lean);
+                Wrap::unconfirmed(binding, lean)
+            });
+            self.forward_held(&id, line, None, wrap);
             return;
         };
         // The args_hash leaves out tc's own fields, so a gated call must not carry them
@@ -705,18 +723,32 @@ impl Shim {
             gate: &gate,
             args: &args,
         };
-        let approval = if let Some(token) = token {
+        // A re-sent call carrying a requestState is judged by that state first (ours, or a
+        // downstream's round sealed inside ours); a token it still carries is not redeemed
+        // unless the state sends the call back to a fresh confirmation.
+        let resumed = if resuming {
+            match self.resume_modern(&call, params, applies).await {
+                Resumed::Approved(a) => Some(a),
+                Resumed::Continue(round) => {
+                    return self
+                        .forward_continued(&call, &msg, round, &paths, read_only)
+                        .await;
+                }
+                Resumed::Fresh => None,
+                Resumed::Answered => return,
+            }
+        } else {
+            None
+        };
+        let approval = if let Some(a) = resumed {
+            a
+        } else if let Some(token) = token {
             match self.daemon.redeem(&token, binding.clone(), &state_fp).await {
                 Ok(r) => Approval {
                     route: "cli_token",
                     redemption: Some(r),
                 },
                 Err(e) => return self.answer(&id, self.daemon_result(&e, &shown)),
-            }
-        } else if resuming {
-            match self.resume_modern(&call, params).await {
-                Some(a) => a,
-                None => return,
             }
         } else {
             let (era, caps) = match &meta {
@@ -747,7 +779,8 @@ impl Shim {
             return self.answer(&id, policy_result(&e));
         }
         let (ack_tx, ack_rx) = oneshot::channel();
-        if !self.forward_held(&id, stripped(&msg), Some(ack_tx)) {
+        let wrap = Wrap::approved(&call);
+        if !self.forward_held(&id, stripped(&msg), Some(ack_tx), Some(wrap)) {
             if let Some(r) = &approval.redemption {
                 if let Err(re) = self.daemon.release(r, "cancelled").await {
                     tracing::warn!("release after cancellation failed: {re}");
@@ -779,7 +812,11 @@ impl Shim {
         {
             return self.answer(c.id, self.daemon_result(&e, s));
         }
-        match self.daemon.seal_state(c.binding.clone(), s.state_fp).await {
+        match self
+            .daemon
+            .seal_state(c.binding.clone(), s.state_fp, Vec::new())
+            .await
+        {
             Ok(state) => {
                 let msg = confirm::message(s.tool, s.vault, &summary, c.gate.targets.as_ref());
                 self.answer(c.id, confirm::input_required(&state, &msg));
@@ -790,63 +827,84 @@ impl Shim {
 
     /// Route 3, round 2: the daemon verifies the echoed state (authentic, unexpired, this
     /// call) and consumes it whatever the answer, so it can never authorize twice; only
-    /// accept + approve, against an unchanged target, approves.
-    async fn resume_modern(&self, c: &Call<'_>, params: &Value) -> Option<Approval> {
+    /// accept + approve, against an unchanged target, approves. A state that carries a
+    /// downstream's own round (see `continued.rs`) is no answer to our form: it goes
+    /// back to the downstream instead.
+    async fn resume_modern(&self, c: &Call<'_>, params: &Value, applies: bool) -> Resumed {
         let s = c.shown;
         let state = confirm::request_state(params).unwrap_or_default();
-        let Some(answer) = confirm::modern_answer(params) else {
+        let answer = confirm::modern_answer(params);
+        // Looked at without spending it: what it carries decides how it is spent.
+        let opened = self
+            .daemon
+            .open_state(state, c.binding.clone(), false, "")
+            .await;
+        match (&opened, answer) {
+            (Ok(o), _) if !o.inner.is_empty() => {
+                return self.continue_round(c, state, &o.inner, applies).await;
+            }
+            (Ok(_), Some(_)) => {}
             // The state came back without our answer: offer the same form again.
-            return match self
-                .daemon
-                .open_state(state, c.binding.clone(), false, "")
-                .await
-            {
-                Ok(_) => {
-                    let summary = summarize(s.tool, c.args);
-                    let msg = confirm::message(s.tool, s.vault, &summary, c.gate.targets.as_ref());
-                    self.answer(c.id, confirm::input_required(state, &msg));
-                    None
-                }
-                Err(e) => self.state_refused(c, &e).await,
-            };
+            (Ok(_), None) => {
+                let summary = summarize(s.tool, c.args);
+                let msg = confirm::message(s.tool, s.vault, &summary, c.gate.targets.as_ref());
+                self.answer(c.id, confirm::input_required(state, &msg));
+                return Resumed::Answered;
+            }
+            (Err(e), answer) => return self.unopened(c, e, answer).await,
+        }
+        let Some(answer) = answer else {
+            return Resumed::Answered;
         };
         let current = if answer == Answer::Approved {
             s.state_fp
         } else {
             ""
         };
-        let opened = self
+        match self
             .daemon
             .open_state(state, c.binding.clone(), true, current)
-            .await;
-        match (answer, opened) {
-            (Answer::Approved, Ok(_)) => Some(Approval {
-                route: "request_state",
-                redemption: None,
-            }),
-            (Answer::Approved, Err(e)) => self.state_refused(c, &e).await,
-            // A no is a no even when the state no longer verifies: never re-prompt for it.
-            (Answer::Declined | Answer::Cancelled, Err(e))
-                if e.reason() == Some(tc_core::Reason::Spent) =>
-            {
-                self.state_refused(c, &e).await
-            }
-            (Answer::Declined, _) => {
-                self.declined(c).await;
-                None
-            }
-            (Answer::Cancelled, _) => {
-                self.not_obtained(c, "the human dismissed the confirmation prompt")
-                    .await;
-                None
-            }
+            .await
+        {
+            Ok(_) => match answer {
+                Answer::Approved => Resumed::Approved(Approval {
+                    route: "request_state",
+                    redemption: None,
+                }),
+                Answer::Declined => {
+                    self.declined(c).await;
+                    Resumed::Answered
+                }
+                Answer::Cancelled => {
+                    self.not_obtained(c, "the human dismissed the confirmation prompt")
+                        .await;
+                    Resumed::Answered
+                }
+            },
+            Err(e) => self.unopened(c, &e, Some(answer)).await,
         }
+    }
+
+    /// A state that would not open, with the answer that came with it. A no is a no even
+    /// when the state no longer verifies (never re-prompted for); a spent one is refused;
+    /// otherwise see [`Shim::state_refused`].
+    async fn unopened(&self, c: &Call<'_>, e: &DaemonError, answer: Option<Answer>) -> Resumed {
+        let spent = e.reason() == Some(tc_core::Reason::Spent);
+        match answer {
+            Some(Answer::Declined) if !spent => self.declined(c).await,
+            Some(Answer::Cancelled) if !spent => {
+                self.not_obtained(c, "the human dismissed the confirmation prompt")
+                    .await
+            }
+            _ => self.state_refused(c, e).await,
+        }
+        Resumed::Answered
     }
 
     /// A state the daemon would not open: replayed or drifted ones are refused; one that
     /// cannot be verified (rotated or deleted secret, another daemon, expired, garbage,
     /// another call's) gets a fresh confirmation offer rather than a dead end.
-    async fn state_refused(&self, c: &Call<'_>, e: &DaemonError) -> Option<Approval> {
+    async fn state_refused(&self, c: &Call<'_>, e: &DaemonError) {
         use tc_core::Reason;
         match e.reason() {
             Some(Reason::Spent) => {
@@ -878,7 +936,6 @@ impl Shim {
             }
             _ => self.answer(c.id, self.daemon_result(e, c.shown)),
         }
-        None
     }
 
     /// Route 2: the shim asks a legacy client itself with `elicitation/create`, waits for
@@ -896,7 +953,11 @@ impl Shim {
         }
         // Sealed only so the daemon makes the same spend-once, drift-checked decision as
         // on the other routes; this state never leaves the shim.
-        let state = match self.daemon.seal_state(c.binding.clone(), s.state_fp).await {
+        let state = match self
+            .daemon
+            .seal_state(c.binding.clone(), s.state_fp, Vec::new())
+            .await
+        {
             Ok(st) => st,
             Err(e) => {
                 self.answer(c.id, self.daemon_result(&e, s));
@@ -1052,7 +1113,13 @@ impl Shim {
     }
 
     /// Forwards a held call unless it was cancelled meanwhile (checked under the state lock).
-    fn forward_held(&self, id: &Value, line: Vec<u8>, ack: Option<oneshot::Sender<()>>) -> bool {
+    fn forward_held(
+        &self,
+        id: &Value,
+        line: Vec<u8>,
+        ack: Option<oneshot::Sender<()>>,
+        wrap: Option<Wrap>,
+    ) -> bool {
         {
             let mut st = self.lock();
             let held = st.held.remove(&key(id));
@@ -1067,6 +1134,7 @@ impl Shim {
                     modern: held
                         .is_some_and(|h| h.modern)
                         .then(|| "tools/call".to_string()),
+                    wrap,
                 },
             );
         }
@@ -1326,7 +1394,7 @@ impl Shim {
     }
 
     /// Handles one line from the downstream.
-    fn on_child_line(&self, line: Vec<u8>) {
+    fn on_child_line(self: &Arc<Self>, line: Vec<u8>) {
         if self.pass_through(&line) {
             let _ = self.to_client.send((line, None));
             return;
@@ -1359,7 +1427,13 @@ impl Shim {
                     return;
                 }
                 let pending = self.lock().pending.remove(&key(&id));
-                if let Some(p) = pending {
+                if let Some(mut p) = pending {
+                    if let Some(w) = p.wrap.take() {
+                        match self.wrap_answer(id, msg, w) {
+                            Some(m) => msg = m,
+                            None => return,
+                        }
+                    }
                     if p.kind == Pending::Initialize {
                         let v = at(&msg, &["result", "protocolVersion"])
                             .and_then(Value::as_str)
@@ -1431,7 +1505,10 @@ impl Shim {
         }
         let down_legacy = matches!(st.down_era, Some((Era::Legacy, _)));
         match st.pending.get(&k) {
-            Some(p) if p.kind == Pending::Plain && !(p.modern.is_some() && down_legacy) => {}
+            Some(p)
+                if p.kind == Pending::Plain
+                    && p.wrap.is_none()
+                    && !(p.modern.is_some() && down_legacy) => {}
             // Rewritten by the shim, or not a client request's (the governor's own page
             // requests, late answers): the full path sorts them out.
             _ => return false,

@@ -135,6 +135,13 @@ impl Vault {
         Vault::new(id, &["python3", &f.display().to_string(), "$ROOT"])
     }
 
+    /// Adds a key of the vault's own table (e.g. `lean = true`); call it before any gate.
+    pub fn key(mut self, line: &str) -> Vault {
+        self.toml += line;
+        self.toml += "\n";
+        self
+    }
+
     /// Adds `[[vaults.gates]]` for `tool`; `targets` is a TOML value, e.g. `{ paths = ["path"] }`.
     pub fn gate(self, tool: &str, targets: &str) -> Vault {
         self.gate_entry(tool, None, targets)

@@ -119,7 +119,8 @@ impl Human {
         self.start(json!({"op": "call", "name": name, "args": args}))
     }
 
-    /// Starts one raw round (modern: `allow_input_required=True`); returns its tag.
+    /// Starts one raw round (modern: `allow_input_required=True`) answering our form
+    /// (`confirm`) with `answer`; returns its tag.
     pub fn start_raw(
         &mut self,
         name: &str,
@@ -127,12 +128,25 @@ impl Human {
         state: Option<&str>,
         answer: Option<Value>,
     ) -> String {
+        let responses = answer.map(|a| json!({ "confirm": a }));
+        self.start_round(name, args, state, responses)
+    }
+
+    /// Starts one raw round with `responses` as the whole `inputResponses` (keyed as the
+    /// `inputRequests` they answer); returns its tag.
+    pub fn start_round(
+        &mut self,
+        name: &str,
+        args: Value,
+        state: Option<&str>,
+        responses: Option<Value>,
+    ) -> String {
         let mut cmd = json!({"op": "raw", "name": name, "args": args});
         if let Some(s) = state {
             cmd["request_state"] = json!(s);
         }
-        if let Some(a) = answer {
-            cmd["input_responses"] = json!({ "confirm": a });
+        if let Some(r) = responses {
+            cmd["input_responses"] = r;
         }
         self.start(cmd)
     }

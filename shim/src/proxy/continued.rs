@@ -1,0 +1,318 @@
+//! A downstream's own `input_required` round on a tool with a gate entry: its
+//! `requestState` reaches the client sealed inside ours, so the re-sent call is told
+//! apart from an answer to our confirmation, stays bound to this call (and, once
+//! approved, to the approved target state), and is spent once.
+//!
+//! A child module of `proxy`; the daemon seals and opens (SealState's `inner`).
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{json, Value};
+use tc_core::ErrorCode;
+use tc_proto::v1::Binding;
+use tokio::sync::oneshot;
+
+use super::{policy_result, Approval, Call, Shim};
+use crate::era;
+use crate::results::{self, Shown};
+use crate::targets;
+
+/// RecordConsumed's route for a downstream round of an approved call: the handler runs
+/// again, under the approval the first run had.
+const ROUTE: &str = "continuation";
+
+/// A gated-tool call on its way downstream, kept with its pending entry in case the
+/// downstream answers it with a round of its own.
+pub(super) struct Wrap {
+    binding: Binding,
+    /// The fingerprint the call was approved against; None if its gate's condition did
+    /// not hold, so it went out unconfirmed.
+    approved_fp: Option<String>,
+    lean: bool,
+}
+
+impl Wrap {
+    /// For a call that was confirmed against `c`'s fingerprint.
+    pub(super) fn approved(c: &Call<'_>) -> Wrap {
+        Wrap {
+            binding: c.binding.clone(),
+            approved_fp: Some(c.shown.state_fp.to_string()),
+            lean: c.shown.lean,
+        }
+    }
+
+    /// For a call whose gate did not apply.
+    pub(super) fn unconfirmed(binding: Binding, lean: bool) -> Wrap {
+        Wrap {
+            binding,
+            approved_fp: None,
+            lean,
+        }
+    }
+}
+
+/// What our state carries around a downstream's round (the daemon's `inner` bytes).
+#[derive(Debug, Serialize, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+struct Inner {
+    /// The downstream's own requestState, exactly as it sent it (it may send none).
+    state: Option<String>,
+    /// The call had been approved (the state is sealed with the approved fingerprint).
+    approved: bool,
+}
+
+/// A downstream round the client answered: what goes back to the downstream.
+pub(super) struct Round {
+    state: Option<String>,
+    approved: bool,
+}
+
+/// How a re-sent call's requestState was judged.
+pub(super) enum Resumed {
+    /// Our confirmation, approved.
+    Approved(Approval),
+    /// A downstream's round: it goes back to the downstream.
+    Continue(Round),
+    /// A downstream's round of a call that went out unconfirmed, whose gate applies now:
+    /// the call needs a confirmation like any new one.
+    Fresh,
+    /// Answered already (declined, refused, offered again).
+    Answered,
+}
+
+/// The downstream's `requestState` if `msg` answers with a round of its own
+/// (`resultType: "input_required"`): `Some(None)` for a round without a state.
+fn downstream_round(msg: &Value) -> Option<Option<String>> {
+    let r = msg.get("result")?;
+    if r.get("resultType").and_then(Value::as_str) != Some("input_required") {
+        return None;
+    }
+    Some(
+        r.get("requestState")
+            .and_then(Value::as_str)
+            .map(String::from),
+    )
+}
+
+/// The re-sent call as the downstream gets it: without our token, with its own
+/// requestState in place of ours, and with the client's answers to its questions.
+fn continued(msg: &Value, state: Option<&str>) -> Vec<u8> {
+    let mut m = msg.clone();
+    if let Some(p) = m.get_mut("params").and_then(Value::as_object_mut) {
+        match state {
+            Some(s) => p.insert("requestState".into(), json!(s)),
+            None => p.remove("requestState"),
+        };
+        if let Some(a) = p.get_mut("arguments").and_then(Value::as_object_mut) {
+            a.remove("elicit_token");
+        }
+    }
+    m.to_string().into_bytes()
+}
+
+impl Shim {
+    /// A downstream answer to a wrapped call: a round of its own goes to the client under
+    /// our state (sealed on a task of its own: the reader does not wait on the daemon);
+    /// anything else is handed back to be sent as it is.
+    pub(super) fn wrap_answer(self: &Arc<Self>, id: Value, msg: Value, w: Wrap) -> Option<Value> {
+        let Some(inner_state) = downstream_round(&msg) else {
+            return Some(msg);
+        };
+        let permit = Arc::clone(&self.calls).try_acquire_owned().ok();
+        let shim = Arc::clone(self);
+        tokio::spawn(async move {
+            let _running = permit;
+            shim.seal_round(id, msg, inner_state, w).await
+        });
+        None
+    }
+
+    async fn seal_round(&self, id: Value, mut msg: Value, state: Option<String>, w: Wrap) {
+        let inner = Inner {
+            state,
+            approved: w.approved_fp.is_some(),
+        };
+        let fp = w.approved_fp.clone().unwrap_or_else(targets::none_fp);
+        let bytes = serde_json::to_vec(&inner).expect("Inner serializes");
+        match self.daemon.seal_state(w.binding.clone(), &fp, bytes).await {
+            Ok(ours) => {
+                msg["result"]["requestState"] = json!(ours);
+                self.send_client(&msg);
+            }
+            Err(e) => {
+                // Its state cannot go out bare: the re-sent call would be taken for an
+                // answer to our form. Nothing ran that this refusal hides (the downstream
+                // only asked a question).
+                let b = &w.binding;
+                let shown = Shown {
+                    vault: &b.vault,
+                    tool: &b.tool,
+                    caller: &b.caller,
+                    args_hash: &b.args_hash,
+                    state_fp: &fp,
+                    lean: w.lean,
+                };
+                let mut result = if e.reason() == Some(tc_core::Reason::BadArgument) {
+                    let text = format!(
+                        "The server asked a question of its own before running `{}`, but tc cannot carry \
+                         its requestState ({e}). Nothing was run. Tell the human: this server's own \
+                         question cannot pass through tc's gate.",
+                        b.tool
+                    );
+                    let mut d = shown.details();
+                    d["reason"] = json!("bad_argument");
+                    results::tool_error(ErrorCode::InvalidInput, text, d, None)
+                } else {
+                    self.daemon_result(&e, &shown)
+                };
+                era::mark_complete(&mut result, "tools/call");
+                if self
+                    .tool_def(&b.tool)
+                    .is_some_and(|d| d.get("outputSchema").is_some())
+                {
+                    results::refusal_to_meta(&mut result);
+                }
+                self.send_client(&results::response(&id, result));
+            }
+        }
+    }
+
+    /// A re-sent call whose state (already verified, not yet spent) carries `inner`: the
+    /// state is spent, against the approved fingerprint if the call was approved (a
+    /// changed target is `replay_drift`), and the downstream's round goes on.
+    pub(super) async fn continue_round(
+        &self,
+        c: &Call<'_>,
+        state: &str,
+        inner: &[u8],
+        applies: bool,
+    ) -> Resumed {
+        let Ok(inner) = serde_json::from_slice::<Inner>(inner) else {
+            // Sealed by tcd for this very call, so only a version skew or a bug gets here.
+            let text = format!(
+                "The requestState of `{}` could not be read back (a tc-shim of another version sealed \
+                 it?). Nothing was run. Send the call again without requestState.",
+                c.shown.tool
+            );
+            let mut d = c.shown.details();
+            d["reason"] = json!("invalid");
+            self.answer(
+                c.id,
+                results::tool_error(ErrorCode::InvalidInput, text, d, None),
+            );
+            return Resumed::Answered;
+        };
+        let current = if inner.approved { c.shown.state_fp } else { "" };
+        if let Err(e) = self
+            .daemon
+            .open_state(state, c.binding.clone(), true, current)
+            .await
+        {
+            self.state_refused(c, &e).await;
+            return Resumed::Answered;
+        }
+        if !inner.approved && applies {
+            return Resumed::Fresh;
+        }
+        Resumed::Continue(Round {
+            state: inner.state,
+            approved: inner.approved,
+        })
+    }
+
+    /// Sends a downstream round back to the downstream (ACL first, as for every forward)
+    /// and, for an approved call, records the handler's run.
+    pub(super) async fn forward_continued(
+        &self,
+        c: &Call<'_>,
+        msg: &Value,
+        round: Round,
+        paths: &[PathBuf],
+        read_only: bool,
+    ) {
+        if let Err(e) = self.policy.check_acl(paths, read_only) {
+            return self.answer(c.id, policy_result(&e));
+        }
+        let wrap = if round.approved {
+            Wrap::approved(c)
+        } else {
+            Wrap::unconfirmed(c.binding.clone(), c.shown.lean)
+        };
+        let (ack_tx, ack_rx) = oneshot::channel();
+        let line = continued(msg, round.state.as_deref());
+        if !self.forward_held(c.id, line, Some(ack_tx), Some(wrap)) || !round.approved {
+            return;
+        }
+        if ack_rx.await.is_ok() {
+            let s = c.shown;
+            if let Err(e) = self
+                .daemon
+                .consumed(c.binding.clone(), s.state_fp, ROUTE, "")
+                .await
+            {
+                tracing::warn!("recording the continued run failed: {e}");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_an_input_required_answer_is_a_round() {
+        let r = |v: Value| downstream_round(&json!({"jsonrpc": "2.0", "id": 1, "result": v}));
+        assert_eq!(
+            r(json!({"resultType": "input_required", "requestState": "s", "inputRequests": {}})),
+            Some(Some("s".into()))
+        );
+        assert_eq!(
+            r(json!({"resultType": "input_required", "inputRequests": {}})),
+            Some(None)
+        );
+        assert_eq!(
+            r(json!({"resultType": "complete", "requestState": "s"})),
+            None
+        );
+        assert_eq!(r(json!({"content": []})), None);
+        assert_eq!(
+            downstream_round(&json!({"id": 1, "error": {"code": 1, "message": "x"}})),
+            None
+        );
+    }
+
+    #[test]
+    fn the_downstream_gets_its_own_state_and_answers_without_our_token() {
+        let msg = json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {
+            "name": "delete_file",
+            "arguments": {"path": "a", "elicit_token": "t"},
+            "requestState": "ours",
+            "inputResponses": {"k": {"action": "accept"}},
+            "_meta": {"m": 1},
+        }});
+        let out: Value = serde_json::from_slice(&continued(&msg, Some("theirs"))).unwrap();
+        assert_eq!(out["params"]["requestState"], "theirs");
+        assert_eq!(out["params"]["arguments"], json!({"path": "a"}));
+        assert_eq!(out["params"]["inputResponses"]["k"]["action"], "accept");
+        assert_eq!(out["params"]["_meta"]["m"], 1);
+        assert_eq!(out["id"], 9);
+        let out: Value = serde_json::from_slice(&continued(&msg, None)).unwrap();
+        assert!(out["params"].get("requestState").is_none(), "{out}");
+    }
+
+    #[test]
+    fn inner_round_trips_and_refuses_unknown_fields() {
+        let i = Inner {
+            state: Some("s".into()),
+            approved: true,
+        };
+        let b = serde_json::to_vec(&i).unwrap();
+        assert_eq!(serde_json::from_slice::<Inner>(&b).unwrap(), i);
+        assert!(
+            serde_json::from_slice::<Inner>(br#"{"state":null,"approved":false,"x":1}"#).is_err()
+        );
+    }
+}
