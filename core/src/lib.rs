@@ -19,6 +19,10 @@ pub use config::Config;
 /// The caller id every locally spawned stdio client presents.
 pub const STDIO_CALLER: &str = "stdio";
 
+/// The longest sealed request state or cursor tcd opens (it refuses to seal a longer
+/// one); the shim does not send it a downstream state that could not fit.
+pub const MAX_SEALED_LEN: usize = 64 * 1024;
+
 /// Milliseconds since the Unix epoch (the one clock all stored times use).
 pub fn now_ms() -> i64 {
     std::time::SystemTime::now()

@@ -17,7 +17,7 @@ use crate::error::DaemonError;
 /// Version prefix; anything else is `invalid`.
 const PREFIX: &str = "tc1.";
 /// A sealed blob larger than this is refused before any decoding work.
-pub const MAX_SEALED_LEN: usize = 64 * 1024;
+pub use tc_core::MAX_SEALED_LEN;
 
 /// What a request state or cursor carries.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

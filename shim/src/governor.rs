@@ -547,6 +547,21 @@ pub fn overflow_result(tool: &str, bytes: u64, limit: usize) -> Value {
     )
 }
 
+/// The refusal of a paged call whose downstream asked a question of its own
+/// (`input_required`): a page's round cannot be carried back through the paged call.
+pub fn paged_question_refusal(tool: &str) -> Value {
+    results::tool_error(
+        ErrorCode::InvalidInput,
+        format!(
+            "Refused: `{tool}` asked a question of its own (input_required) while tc was serving it \
+             page by page, and a paged call cannot carry the server's question back. Nothing was run. \
+             Tell the human: `{tool}` should not be listed under [[vaults.paged]] for this server."
+        ),
+        json!({"tool": tool, "reason": "paged_input_required"}),
+        None,
+    )
+}
+
 /// The refusal of a cursor the daemon would not open (`reason`: expired, invalid,
 /// foreign or request_mismatch).
 pub fn cursor_refusal(tool: &str, reason: &str, why: &str) -> Value {

@@ -724,8 +724,8 @@ impl Shim {
             args: &args,
         };
         // A re-sent call carrying a requestState is judged by that state first (ours, or a
-        // downstream's round sealed inside ours); a token it still carries is not redeemed
-        // unless the state sends the call back to a fresh confirmation.
+        // downstream's round sealed inside ours); a token it still carries is redeemed
+        // only if the state sends the call back to be judged afresh.
         let resumed = if resuming {
             match self.resume_modern(&call, params, applies).await {
                 Resumed::Approved(a) => Some(a),
@@ -734,7 +734,12 @@ impl Shim {
                         .forward_continued(&call, &msg, round, &paths, read_only)
                         .await;
                 }
-                Resumed::Fresh => None,
+                Resumed::Fresh => {
+                    // Judged as if it had come without them: gated or not, token or not.
+                    let m = strip(&msg);
+                    let line = m.to_string().into_bytes();
+                    return Box::pin(Arc::clone(&self).handle_call(id.clone(), m, line)).await;
+                }
                 Resumed::Answered => return,
             }
         } else {
@@ -896,15 +901,16 @@ impl Shim {
                 self.not_obtained(c, "the human dismissed the confirmation prompt")
                     .await
             }
-            _ => self.state_refused(c, e).await,
+            _ => return self.state_refused(c, e).await,
         }
         Resumed::Answered
     }
 
     /// A state the daemon would not open: replayed or drifted ones are refused; one that
     /// cannot be verified (rotated or deleted secret, another daemon, expired, garbage,
-    /// another call's) gets a fresh confirmation offer rather than a dead end.
-    async fn state_refused(&self, c: &Call<'_>, e: &DaemonError) {
+    /// another call's) sends the call back to be judged as if it came without it (a fresh
+    /// confirmation offer, rather than a dead end, when its gate applies).
+    async fn state_refused(&self, c: &Call<'_>, e: &DaemonError) -> Resumed {
         use tc_core::Reason;
         match e.reason() {
             Some(Reason::Spent) => {
@@ -929,13 +935,14 @@ impl Shim {
             ) => {
                 tracing::info!(
                     tool = %c.shown.tool,
-                    "requestState not verifiable ({}); offering a fresh confirmation",
+                    "requestState not verifiable ({}); judging the call afresh",
                     e
                 );
-                self.offer_modern(c).await;
+                return Resumed::Fresh;
             }
             _ => self.answer(c.id, self.daemon_result(e, c.shown)),
         }
+        Resumed::Answered
     }
 
     /// Route 2: the shim asks a legacy client itself with `elicitation/create`, waits for
@@ -1590,15 +1597,24 @@ fn reserved_argument(args: &Value) -> Option<&'static str> {
 /// The call as the downstream gets it: without our token, and without our requestState
 /// and answers (they were addressed to the shim, not to the server).
 fn stripped(msg: &Value) -> Vec<u8> {
+    let mut m = strip(msg);
+    if let Some(a) = m
+        .pointer_mut("/params/arguments")
+        .and_then(Value::as_object_mut)
+    {
+        a.remove("elicit_token");
+    }
+    m.to_string().into_bytes()
+}
+
+/// The call without a requestState and its answers (the token stays: it is the call's).
+fn strip(msg: &Value) -> Value {
     let mut m = msg.clone();
     if let Some(p) = m.get_mut("params").and_then(Value::as_object_mut) {
         p.remove("requestState");
         p.remove("inputResponses");
-        if let Some(a) = p.get_mut("arguments").and_then(Value::as_object_mut) {
-            a.remove("elicit_token");
-        }
     }
-    m.to_string().into_bytes()
+    m
 }
 
 /// What the human reads before approving (the prompt, `tcctl pending`): the tool and

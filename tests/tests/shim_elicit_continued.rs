@@ -29,8 +29,9 @@ const REASON_KEY: &str = "__main__:ask_reason";
 const TITLE_KEY: &str = "__main__:ask_title";
 
 /// The vault: `delete_file` always gated on its path, `write_note` gated on its path when
-/// it would overwrite (`when = { exists = "path" }`).
-fn started(era: &str, extra: &str) -> (Env, Human) {
+/// it would overwrite (`when = { exists = "path" }`), `read_notes` paged over `paths`;
+/// `head` goes before it in the config (e.g. a `[governor]` table), `extra` into it.
+fn env_with(head: &str, extra: &str) -> Env {
     let python = peers().join("venv/bin/python").display().to_string();
     let server = fixture("mrtr_server.py").display().to_string();
     let vault = Vault::new("mr", &[&python, &server, "$ROOT"])
@@ -41,9 +42,16 @@ fn started(era: &str, extra: &str) -> (Env, Human) {
             r#"{ exists = "path" }"#,
             r#"{ paths = ["path"] }"#,
         );
-    let mut env = Env::new(vault.toml());
+    let paged = "\n[[vaults.paged]]\ntool = \"read_notes\"\nitems = \"paths\"\n";
+    let mut env = Env::new(&format!("{head}{}{paged}", vault.toml()));
     env.start_tcd();
     std::fs::write(env.root.join("a.txt"), "v0").unwrap();
+    env
+}
+
+/// [`env_with`] nothing more, and the Python SDK client in `era`.
+fn started(era: &str, extra: &str) -> (Env, Human) {
+    let env = env_with("", extra);
     let h = Human::python(era, &env.shim_argv("mr"));
     assert_eq!(h.hello["era"], era, "{}", h.hello);
     (env, h)
@@ -256,4 +264,124 @@ fn legacy_era_the_downstreams_question_follows_our_prompt() {
     assert_ne!(r["isError"], true, "{r}");
     assert_eq!(disk(&env, "a.txt"), None);
     assert_eq!(runs(&env), ["delete_file a.txt old era"]);
+}
+
+/// A state that does not verify, on a call whose gate does not apply, sends the call out
+/// as if it had none (the downstream asks its question), instead of offering our form
+/// for a call that needs no confirmation.
+#[test]
+fn an_unverifiable_state_on_an_ungated_call_is_dropped_not_answered_with_our_form() {
+    let (env, mut h) = started("modern", "");
+    let args = json!({"path": "n.txt", "content": "body"});
+    let r = round(&mut h, "write_note", &args, Some("tc1.junk"), None);
+    asks(&r, TITLE_KEY);
+    assert_eq!(disk(&env, "n.txt"), None);
+    assert_eq!(events_of(&env, "tc.elicit.requested"), 0);
+}
+
+/// A paged tool whose server asks a question of its own is refused: the question's state
+/// would be bound to one page's items, not to the call the client sends back.
+#[test]
+fn a_paged_tool_that_asks_its_own_question_is_refused_clearly() {
+    let (env, mut h) = started("modern", "");
+    let r = round(
+        &mut h,
+        "read_notes",
+        &json!({"paths": ["a.txt"]}),
+        None,
+        None,
+    );
+    assert_eq!(r["isError"], true, "{r}");
+    assert_eq!(code(&r).as_deref(), Some("invalid_input"), "{r}");
+    assert_eq!(sc(&r)["details"]["reason"], "paged_input_required", "{r}");
+    assert!(runs(&env).is_empty(), "{:?}", runs(&env));
+}
+
+/// Our state is longer than the downstream's: the wrapped round is held to the response
+/// cap like any result (an `overflow` refusal and its event), though the downstream's own
+/// answer was under it.
+#[test]
+fn a_round_that_outgrows_the_cap_once_wrapped_is_refused_as_overflow() {
+    let env = env_with("[governor]\nmax_response_bytes = 1200\n\n", "");
+    let mut h = Human::python("modern", &env.shim_argv("mr"));
+    let args = json!({"path": "n.txt", "content": "body"});
+    let r = round(&mut h, "write_note", &args, None, None);
+    assert_eq!(code(&r).as_deref(), Some("overflow"), "{r}");
+    assert_eq!(sc(&r)["details"]["limit"], 1200, "{r}");
+    assert_eq!(wait_events(&env.socket, "tc.governor.overflow", 1).len(), 1);
+    assert_eq!(disk(&env, "n.txt"), None);
+}
+
+/// With tcd down, a downstream's question on a tool with a gate entry cannot be carried:
+/// the call fails closed, and the message says what tc needed tcd for.
+#[test]
+fn with_tcd_down_the_downstreams_question_fails_closed_and_says_why() {
+    let (mut env, mut h) = started("modern", "");
+    env.stop_tcd();
+    let args = json!({"path": "n.txt", "content": "body"});
+    let r = round(&mut h, "write_note", &args, None, None);
+    assert_eq!(code(&r).as_deref(), Some("confirmation_unavailable"), "{r}");
+    let text = r["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.contains("question of its own"), "{text}");
+    assert!(text.contains("systemctl --user start tcd"), "{text}");
+    assert_eq!(disk(&env, "n.txt"), None);
+}
+
+/// While a downstream's round is being sealed (tcd stopped with SIGSTOP, so the sealing
+/// waits), the call's id stays in use, and a cancellation drops the round: the client
+/// never gets an answer to a call it cancelled.
+#[test]
+fn a_round_cancelled_while_it_is_sealed_never_reaches_the_client() {
+    let env = env_with("", "");
+    let mut raw = RawClient::start(&env.shim_argv("mr"));
+    let meta = json!({"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+    }});
+    let list = raw.request(json!(1), "tools/list", meta.clone());
+    assert!(list["result"]["tools"].is_array(), "{list}");
+    let tcd = nix::unistd::Pid::from_raw(env.tcd.pid() as i32);
+    nix::sys::signal::kill(tcd, nix::sys::signal::Signal::SIGSTOP).unwrap();
+    let mut call = meta.clone();
+    call["name"] = json!("write_note");
+    call["arguments"] = json!({"path": "n.txt", "content": "body"});
+    raw.send(&json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": call}));
+    // The downstream asks (the gate does not apply: nothing waited on tcd before it).
+    wait_until("the downstream asked", || disk(&env, ".asked.log"));
+    std::thread::sleep(Duration::from_millis(500));
+    raw.send(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 7, "reason": "test"}}),
+    );
+    let again = raw.request(json!(7), "tools/list", meta.clone());
+    assert_eq!(again["error"]["code"], -32600, "{again}");
+    nix::sys::signal::kill(tcd, nix::sys::signal::Signal::SIGCONT).unwrap();
+    // Once the sealing ended the id is free again; nothing else came for id 7 meanwhile.
+    let mut seen = Vec::new();
+    loop {
+        let r = raw.request(json!(7), "tools/list", meta.clone());
+        assert!(
+            r["result"].get("resultType") != Some(&json!("input_required")),
+            "{r}"
+        );
+        if r.get("result").is_some() {
+            break;
+        }
+        assert_eq!(r["error"]["code"], -32600, "{r}");
+        seen.push(r);
+        assert!(seen.len() < 200, "id 7 stayed in use");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    raw.send(&json!({"jsonrpc": "2.0", "id": 9, "method": "tools/list", "params": meta}));
+    loop {
+        let r = raw.recv();
+        assert!(
+            r["result"].get("resultType") != Some(&json!("input_required")),
+            "{r}"
+        );
+        if r["id"] == 9 {
+            break;
+        }
+    }
+    assert_eq!(disk(&env, "n.txt"), None);
 }

@@ -14,7 +14,8 @@ use tc_core::ErrorCode;
 use tc_proto::v1::Binding;
 use tokio::sync::oneshot;
 
-use super::{policy_result, Approval, Call, Shim};
+use super::{key, policy_result, Approval, Call, Held, Shim};
+use crate::daemon_client::DaemonError;
 use crate::era;
 use crate::results::{self, Shown};
 use crate::targets;
@@ -69,6 +70,13 @@ pub(super) struct Round {
     approved: bool,
 }
 
+/// Why a downstream's round could not be sealed.
+enum Unsealed {
+    /// Too large to seal (or to ever come back through OpenState).
+    TooLarge(String),
+    Daemon(DaemonError),
+}
+
 /// How a re-sent call's requestState was judged.
 pub(super) enum Resumed {
     /// Our confirmation, approved.
@@ -84,7 +92,7 @@ pub(super) enum Resumed {
 
 /// The downstream's `requestState` if `msg` answers with a round of its own
 /// (`resultType: "input_required"`): `Some(None)` for a round without a state.
-fn downstream_round(msg: &Value) -> Option<Option<String>> {
+pub(super) fn downstream_round(msg: &Value) -> Option<Option<String>> {
     let r = msg.get("result")?;
     if r.get("resultType").and_then(Value::as_str) != Some("input_required") {
         return None;
@@ -115,68 +123,121 @@ fn continued(msg: &Value, state: Option<&str>) -> Vec<u8> {
 impl Shim {
     /// A downstream answer to a wrapped call: a round of its own goes to the client under
     /// our state (sealed on a task of its own: the reader does not wait on the daemon);
-    /// anything else is handed back to be sent as it is.
+    /// anything else is handed back to be sent as it is. While it is sealed the call is
+    /// held again, so its id stays in use and a cancellation drops the round.
     pub(super) fn wrap_answer(self: &Arc<Self>, id: Value, msg: Value, w: Wrap) -> Option<Value> {
         let Some(inner_state) = downstream_round(&msg) else {
             return Some(msg);
         };
+        self.lock().held.insert(
+            key(&id),
+            Held {
+                cancelled: false,
+                modern: false,
+                schema: false,
+                lean: w.lean,
+            },
+        );
         let permit = Arc::clone(&self.calls).try_acquire_owned().ok();
         let shim = Arc::clone(self);
         tokio::spawn(async move {
             let _running = permit;
-            shim.seal_round(id, msg, inner_state, w).await
+            let result = shim.seal_round(&id, msg, inner_state, &w).await;
+            // Only to a call still held: not cancelled meanwhile, nor answered by the
+            // exit path (the downstream went away).
+            if shim.unhold(&id).is_some_and(|h| !h.cancelled) {
+                shim.send_client(&results::response(&id, result));
+            }
         });
         None
     }
 
-    async fn seal_round(&self, id: Value, mut msg: Value, state: Option<String>, w: Wrap) {
-        let inner = Inner {
-            state,
-            approved: w.approved_fp.is_some(),
-        };
+    /// The downstream's round as the client gets it: under our state, within the
+    /// response cap; or the refusal that stands in for it.
+    async fn seal_round(&self, id: &Value, msg: Value, state: Option<String>, w: &Wrap) -> Value {
+        let b = &w.binding;
         let fp = w.approved_fp.clone().unwrap_or_else(targets::none_fp);
-        let bytes = serde_json::to_vec(&inner).expect("Inner serializes");
-        match self.daemon.seal_state(w.binding.clone(), &fp, bytes).await {
-            Ok(ours) => {
-                msg["result"]["requestState"] = json!(ours);
-                self.send_client(&msg);
-            }
-            Err(e) => {
-                // Its state cannot go out bare: the re-sent call would be taken for an
-                // answer to our form. Nothing ran that this refusal hides (the downstream
-                // only asked a question).
-                let b = &w.binding;
-                let shown = Shown {
-                    vault: &b.vault,
-                    tool: &b.tool,
-                    caller: &b.caller,
-                    args_hash: &b.args_hash,
-                    state_fp: &fp,
-                    lean: w.lean,
-                };
-                let mut result = if e.reason() == Some(tc_core::Reason::BadArgument) {
-                    let text = format!(
-                        "The server asked a question of its own before running `{}`, but tc cannot carry \
-                         its requestState ({e}). Nothing was run. Tell the human: this server's own \
-                         question cannot pass through tc's gate.",
-                        b.tool
-                    );
-                    let mut d = shown.details();
-                    d["reason"] = json!("bad_argument");
-                    results::tool_error(ErrorCode::InvalidInput, text, d, None)
-                } else {
-                    self.daemon_result(&e, &shown)
-                };
-                era::mark_complete(&mut result, "tools/call");
-                if self
-                    .tool_def(&b.tool)
-                    .is_some_and(|d| d.get("outputSchema").is_some())
-                {
-                    results::refusal_to_meta(&mut result);
+        let shown = Shown {
+            vault: &b.vault,
+            tool: &b.tool,
+            caller: &b.caller,
+            args_hash: &b.args_hash,
+            state_fp: &fp,
+            lean: w.lean,
+        };
+        let len = state.as_ref().map_or(0, String::len);
+        let sealed = if len > tc_core::MAX_SEALED_LEN {
+            // Could never come back through OpenState: not worth a round trip to tcd.
+            Err(Unsealed::TooLarge(format!(
+                "{len} bytes; a sealed state is at most {} bytes",
+                tc_core::MAX_SEALED_LEN
+            )))
+        } else {
+            let inner = Inner {
+                state,
+                approved: w.approved_fp.is_some(),
+            };
+            let bytes = serde_json::to_vec(&inner).expect("Inner serializes");
+            match self.daemon.seal_state(b.clone(), &fp, bytes).await {
+                Ok(ours) => Ok(ours),
+                Err(e) if e.reason() == Some(tc_core::Reason::BadArgument) => {
+                    Err(Unsealed::TooLarge(e.to_string()))
                 }
-                self.send_client(&results::response(&id, result));
+                Err(e) => Err(Unsealed::Daemon(e)),
             }
+        };
+        // Its state cannot go out bare: the re-sent call would be taken for an answer to
+        // our form. Nothing ran that a refusal hides (the downstream only asked).
+        let mut result = match sealed {
+            Ok(ours) => {
+                let mut result = msg.get("result").cloned().unwrap_or_default();
+                result["requestState"] = json!(ours);
+                // Ours is longer than the downstream's: the cap applies to what goes out.
+                let bytes = results::response(id, result.clone()).to_string().len();
+                if bytes <= self.gov.cap {
+                    return result;
+                }
+                self.overflow_refusal(&b.tool, &b.args_hash, bytes as u64)
+            }
+            Err(Unsealed::TooLarge(why)) => {
+                let text = format!(
+                    "The server asked a question of its own while running `{}`, but tc cannot carry \
+                     its requestState ({why}). Nothing was run. Tell the human: this server's own \
+                     question cannot pass through tc's gate.",
+                    b.tool
+                );
+                let mut d = shown.details();
+                d["reason"] = json!("bad_argument");
+                results::tool_error(ErrorCode::InvalidInput, text, d, None)
+            }
+            Err(Unsealed::Daemon(DaemonError::Unreachable { socket, why })) => {
+                let text = format!(
+                    "The server asked a question of its own while running `{}`; tc carries its \
+                     state through the tc daemon, which is not reachable at {} ({why}). Nothing \
+                     was run. Ask the human to start it with `systemctl --user start tcd`, then \
+                     retry the call.",
+                    b.tool,
+                    socket.display()
+                );
+                let mut d = shown.details();
+                d["socket"] = json!(socket.display().to_string());
+                results::tool_error(
+                    ErrorCode::ConfirmationUnavailable,
+                    text,
+                    d,
+                    Some(json!({"command": "systemctl --user start tcd"})),
+                )
+            }
+            Err(Unsealed::Daemon(e)) => self.daemon_result(&e, &shown),
+        };
+        era::mark_complete(&mut result, "tools/call");
+        if self
+            .tool_def(&b.tool)
+            .is_some_and(|d| d.get("outputSchema").is_some())
+        {
+            results::refusal_to_meta(&mut result);
         }
+        result
     }
 
     /// A re-sent call whose state (already verified, not yet spent) carries `inner`: the
@@ -210,8 +271,7 @@ impl Shim {
             .open_state(state, c.binding.clone(), true, current)
             .await
         {
-            self.state_refused(c, &e).await;
-            return Resumed::Answered;
+            return self.state_refused(c, &e).await;
         }
         if !inner.approved && applies {
             return Resumed::Fresh;

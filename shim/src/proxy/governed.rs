@@ -148,16 +148,9 @@ impl Shim {
         true
     }
 
-    /// The `overflow` refusal of a `tools/call` result, its event and counter.
+    /// Answers with the `overflow` refusal of a `tools/call` result.
     fn overflow(&self, id: &Value, p: &Forwarded, tool: &str, args_hash: &str, bytes: u64) {
-        let cap = self.gov.cap;
-        tracing::warn!(
-            tool,
-            bytes,
-            limit = cap,
-            "refusing a tools/call result over governor.max_response_bytes"
-        );
-        let mut r = governor::overflow_result(tool, bytes, cap);
+        let mut r = self.overflow_refusal(tool, args_hash, bytes);
         if self
             .tool_def(tool)
             .is_some_and(|d| d.get("outputSchema").is_some())
@@ -168,12 +161,25 @@ impl Shim {
             era::mark_complete(&mut r, "tools/call");
         }
         self.send_client(&results::response(id, r));
+    }
+
+    /// The `overflow` refusal of a `tools/call` result (as the downstream era shapes it),
+    /// with its log line, event and counter.
+    pub(super) fn overflow_refusal(&self, tool: &str, args_hash: &str, bytes: u64) -> Value {
+        let cap = self.gov.cap;
+        tracing::warn!(
+            tool,
+            bytes,
+            limit = cap,
+            "refusing a tools/call result over governor.max_response_bytes"
+        );
         self.gov.event(
             events::OVERFLOW,
             tool,
             args_hash,
             json!({"bytes": bytes, "limit": cap}),
         );
+        governor::overflow_result(tool, bytes, cap)
     }
 
     /// A downstream line too long to hold, scanned as it went by: whoever waits for it
@@ -377,6 +383,12 @@ impl Shim {
                         self.pass_page_error(id, resp);
                         return true;
                     };
+                    if super::continued::downstream_round(&resp).is_some() {
+                        // Its state is bound to this page's items, not to the call: the
+                        // re-sent call could not carry it back. It only asked; nothing ran.
+                        self.answer(id, governor::paged_question_refusal(tool));
+                        return true;
+                    }
                     let cursor = match self.page_cursor(&binding, plan.next, n, &mut cursors).await
                     {
                         Ok(c) => c,
