@@ -844,11 +844,11 @@ impl Shim {
             .daemon
             .open_state(state, c.binding.clone(), false, "")
             .await;
-        match (&opened, answer) {
+        let answer = match (&opened, answer) {
             (Ok(o), _) if !o.inner.is_empty() => {
                 return self.continue_round(c, state, &o.inner, applies).await;
             }
-            (Ok(_), Some(_)) => {}
+            (Ok(_), Some(a)) => a,
             // The state came back without our answer: offer the same form again.
             (Ok(_), None) => {
                 let summary = summarize(s.tool, c.args);
@@ -857,9 +857,6 @@ impl Shim {
                 return Resumed::Answered;
             }
             (Err(e), answer) => return self.unopened(c, e, answer).await,
-        }
-        let Some(answer) = answer else {
-            return Resumed::Answered;
         };
         let current = if answer == Answer::Approved {
             s.state_fp
