@@ -1595,13 +1595,18 @@ fn reserved_argument(args: &Value) -> Option<&'static str> {
 /// and answers (they were addressed to the shim, not to the server).
 fn stripped(msg: &Value) -> Vec<u8> {
     let mut m = strip(msg);
-    if let Some(a) = m
+    remove_token(&mut m);
+    m.to_string().into_bytes()
+}
+
+/// Removes `elicit_token` from the call's arguments: it is addressed to the shim.
+fn remove_token(msg: &mut Value) {
+    if let Some(a) = msg
         .pointer_mut("/params/arguments")
         .and_then(Value::as_object_mut)
     {
         a.remove("elicit_token");
     }
-    m.to_string().into_bytes()
 }
 
 /// The call without a requestState and its answers (the token stays: it is the call's).

@@ -14,7 +14,7 @@ use tc_core::ErrorCode;
 use tc_proto::v1::Binding;
 use tokio::sync::oneshot;
 
-use super::{key, policy_result, Approval, Call, Held, Shim};
+use super::{key, policy_result, remove_token, Approval, Call, Held, Shim};
 use crate::daemon_client::DaemonError;
 use crate::era;
 use crate::results::{self, Shown};
@@ -108,14 +108,12 @@ pub(super) fn downstream_round(msg: &Value) -> Option<Option<String>> {
 /// requestState in place of ours, and with the client's answers to its questions.
 fn continued(msg: &Value, state: Option<&str>) -> Vec<u8> {
     let mut m = msg.clone();
+    remove_token(&mut m);
     if let Some(p) = m.get_mut("params").and_then(Value::as_object_mut) {
         match state {
             Some(s) => p.insert("requestState".into(), json!(s)),
             None => p.remove("requestState"),
         };
-        if let Some(a) = p.get_mut("arguments").and_then(Value::as_object_mut) {
-            a.remove("elicit_token");
-        }
     }
     m.to_string().into_bytes()
 }
