@@ -659,8 +659,9 @@ impl Shim {
                 line
             };
             // Its downstream may answer with a round of its own, which the re-sent call
-            // must not present to the gate as an answer to our form.
-            let wrap = has_gate.then(|| {
+            // must not present to the gate as an answer to our form. Only a modern call
+            // can get one; the others keep the downstream answer's fast path.
+            let wrap = (has_gate && meta.is_some()).then(|| {
                 let binding = Binding {
                     vault: self.policy.vault.clone(),
                     tool: name.clone(),
@@ -784,8 +785,8 @@ impl Shim {
             return self.answer(&id, policy_result(&e));
         }
         let (ack_tx, ack_rx) = oneshot::channel();
-        let wrap = Wrap::approved(&call);
-        if !self.forward_held(&id, stripped(&msg), Some(ack_tx), Some(wrap)) {
+        let wrap = (meta.is_some() || resuming).then(|| Wrap::approved(&call));
+        if !self.forward_held(&id, stripped(&msg), Some(ack_tx), wrap) {
             if let Some(r) = &approval.redemption {
                 if let Err(re) = self.daemon.release(r, "cancelled").await {
                     tracing::warn!("release after cancellation failed: {re}");
@@ -1170,22 +1171,12 @@ impl Shim {
     fn daemon_result(&self, e: &DaemonError, s: &Shown<'_>) -> Value {
         let details = json!({"tool": s.tool, "vault": s.vault, "caller": s.caller, "args_hash": s.args_hash, "state_fp": s.state_fp});
         match e {
-            DaemonError::Unreachable { socket, why } => {
-                let text = format!(
-                    "Tool `{}` needs a human confirmation, but the tc daemon is not reachable at {} ({why}). \
-                     The call was NOT run. Ask the human to start it with `systemctl --user start tcd`, then retry the call.",
-                    s.tool,
-                    socket.display()
-                );
-                let mut d = details;
-                d["socket"] = json!(socket.display().to_string());
-                results::tool_error(
-                    ErrorCode::ConfirmationUnavailable,
-                    text,
-                    d,
-                    Some(json!({"command": "systemctl --user start tcd"})),
-                )
-            }
+            DaemonError::Unreachable { socket, why } => unreachable_result(
+                &format!("Tool `{}` needs a human confirmation", s.tool),
+                s,
+                socket,
+                why,
+            ),
             DaemonError::Refused(status) => match e.reason() {
                 // No refusal reason: the daemon failed (disk full, read-only, internal) and
                 // rolled back. Nothing about the confirmation is wrong, so asking the human
@@ -1553,6 +1544,24 @@ impl Shim {
             }
         }
     }
+}
+
+/// `confirmation_unavailable`: what tcd was needed for (`lead`), where it was looked for,
+/// and how to start it; nothing ran.
+fn unreachable_result(lead: &str, s: &Shown<'_>, socket: &std::path::Path, why: &str) -> Value {
+    let text = format!(
+        "{lead}, but the tc daemon is not reachable at {} ({why}). The call was NOT run. Ask the \
+         human to start it with `systemctl --user start tcd`, then retry the call.",
+        socket.display()
+    );
+    let mut d = s.details();
+    d["socket"] = json!(socket.display().to_string());
+    results::tool_error(
+        ErrorCode::ConfirmationUnavailable,
+        text,
+        d,
+        Some(json!({"command": "systemctl --user start tcd"})),
+    )
 }
 
 /// Caches a tool definition. A destructive one is never replaced by a non-destructive

@@ -14,7 +14,7 @@ use tc_core::ErrorCode;
 use tc_proto::v1::Binding;
 use tokio::sync::oneshot;
 
-use super::{key, policy_result, remove_token, Approval, Call, Held, Shim};
+use super::{key, policy_result, remove_token, unreachable_result, Approval, Call, Held, Shim};
 use crate::daemon_client::DaemonError;
 use crate::era;
 use crate::results::{self, Shown};
@@ -208,24 +208,16 @@ impl Shim {
                 d["reason"] = json!("bad_argument");
                 results::tool_error(ErrorCode::InvalidInput, text, d, None)
             }
-            Err(Unsealed::Daemon(DaemonError::Unreachable { socket, why })) => {
-                let text = format!(
-                    "The server asked a question of its own while running `{}`; tc carries its \
-                     state through the tc daemon, which is not reachable at {} ({why}). Nothing \
-                     was run. Ask the human to start it with `systemctl --user start tcd`, then \
-                     retry the call.",
-                    b.tool,
-                    socket.display()
-                );
-                let mut d = shown.details();
-                d["socket"] = json!(socket.display().to_string());
-                results::tool_error(
-                    ErrorCode::ConfirmationUnavailable,
-                    text,
-                    d,
-                    Some(json!({"command": "systemctl --user start tcd"})),
-                )
-            }
+            Err(Unsealed::Daemon(DaemonError::Unreachable { socket, why })) => unreachable_result(
+                &format!(
+                    "The server asked a question of its own while running `{}`, and tc carries \
+                     its state through the tc daemon",
+                    b.tool
+                ),
+                &shown,
+                &socket,
+                &why,
+            ),
             Err(Unsealed::Daemon(e)) => self.daemon_result(&e, &shown),
         };
         era::mark_complete(&mut result, "tools/call");
