@@ -1,6 +1,7 @@
 //! `tc-shim`: the MCP stdio proxy that puts a human confirmation gate in front of a
 //! downstream MCP server (`tc-shim serve <vault> [-- <command…>]`).
 
+mod barrier;
 mod confirm;
 mod daemon_client;
 mod era;

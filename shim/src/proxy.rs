@@ -19,6 +19,7 @@ use tokio::io::BufReader;
 use tokio::process::Command;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
+use crate::barrier::{Barrier, Kind, Place};
 use crate::confirm::{self, Answer, Route};
 use crate::daemon_client::{Daemon, DaemonError};
 use crate::era::{self, Era};
@@ -34,6 +35,10 @@ use continued::{Resumed, Wrap};
 
 /// Ids of the shim's own requests (to either side) start with this.
 const OWN_ID_PREFIX: &str = "tc-shim-";
+
+/// How long a forwarded call the client cancelled keeps its place in the barrier when the
+/// server does not answer it.
+const CANCEL_GRACE: Duration = Duration::from_secs(10);
 
 /// How long an internal request (tools/list, probe) may take.
 const INTERNAL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -59,10 +64,12 @@ struct Forwarded {
     /// A call of a tool with a gate entry: a round the downstream answers with is
     /// wrapped in our state (`continued.rs`).
     wrap: Option<Wrap>,
+    /// A `tools/call`'s place in the barrier, released when this entry goes away.
+    place: Option<Place>,
 }
 
 /// A `tools/call` the shim holds before forwarding.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 struct Held {
     cancelled: bool,
     modern: bool,
@@ -70,6 +77,8 @@ struct Held {
     schema: bool,
     /// Sent as the lean facade's `call_capability`.
     lean: bool,
+    /// Its place in the barrier (none for a read-only call), taken on arrival.
+    place: Option<Place>,
 }
 
 /// A gated call being confirmed: what every route needs to know about it.
@@ -137,6 +146,8 @@ pub struct Shim {
     prompt_ttl: Duration,
     /// The response governor (byte cap, paging, resources/read): `proxy/governed.rs`.
     gov: Governor,
+    /// Orders changes around state-dependent judgments (`barrier.rs`).
+    barrier: Arc<Barrier>,
 }
 
 /// The members of a downstream line the proxy routes by (see `pass_through`).
@@ -210,6 +221,7 @@ impl Shim {
                 kind,
                 modern,
                 wrap: None,
+                place: None,
             },
         );
         if !self.send_child(line, None) {
@@ -520,6 +532,75 @@ impl Shim {
             .and_then(|m| m.get(name).cloned())
     }
 
+    /// The barrier place a `tools/call` takes on arrival: exclusive for a tool with a gate
+    /// entry (judged against the vault's state, `when` included), none for a tool the
+    /// server declares read-only, shared for any other, which may change what a judged
+    /// call looked at. A tool not known yet counts as one that may change the vault.
+    fn place_for(&self, msg: &Value, facade: Option<&lean::FacadeCall>) -> Option<Place> {
+        let call = match facade {
+            None => msg,
+            Some(lean::FacadeCall::Call(inner)) => inner,
+            Some(_) => return None,
+        };
+        let name = at(call, &["params", "name"]).and_then(Value::as_str)?;
+        let kind = if self.policy.gate_entry(name).is_some() {
+            Kind::Exclusive
+        } else if policy::is_read_only(self.tool_def(name).as_deref()) {
+            return None;
+        } else {
+            Kind::Shared
+        };
+        Some(self.barrier.place(kind))
+    }
+
+    /// Waits for the held call's turn in the barrier (see `barrier.rs`).
+    async fn wait_turn(&self, id: &Value) {
+        let ticket = self
+            .lock()
+            .held
+            .get(&key(id))
+            .and_then(|h| h.place.as_ref().map(Place::ticket));
+        if let Some(t) = ticket {
+            self.barrier.enter(t).await;
+        }
+    }
+
+    /// Gives the held call's place up while it waits on a human, so other changes are not
+    /// held for minutes, and takes a new one at the back of the queue for the judgment
+    /// that follows the answer (which therefore sees every change made meanwhile).
+    fn step_aside(&self, id: &Value) {
+        let mut st = self.lock();
+        if let Some(h) = st.held.get_mut(&key(id)) {
+            h.place = None;
+        }
+    }
+
+    /// Rejoins the barrier after [`Shim::step_aside`] and waits for the call's turn.
+    async fn rejoin(&self, id: &Value) {
+        let place = self.barrier.place(Kind::Exclusive);
+        if let Some(h) = self.lock().held.get_mut(&key(id)) {
+            h.place = Some(place);
+        }
+        self.wait_turn(id).await;
+    }
+
+    /// A forwarded call the client cancelled keeps its place until it is answered, or for
+    /// [`CANCEL_GRACE`]: a server need not answer a cancelled call, and the calls behind it
+    /// must not wait forever (THREAT-MODEL: a server that goes on running a cancelled call).
+    fn release_after_grace(self: &Arc<Self>, k: String, t: crate::barrier::Ticket) {
+        let shim = Arc::clone(self);
+        tokio::spawn(async move {
+            tokio::time::sleep(CANCEL_GRACE).await;
+            let mut st = shim.lock();
+            if let Some(p) = st.pending.get_mut(&k) {
+                // The same call: its id may have been answered and reused meanwhile.
+                if p.place.as_ref().is_some_and(|p| p.ticket() == t) {
+                    p.place = None;
+                }
+            }
+        });
+    }
+
     fn unhold(&self, id: &Value) -> Option<Held> {
         self.lock().held.remove(&key(id))
     }
@@ -533,10 +614,10 @@ impl Shim {
                 cancelled: true, ..
             }) => {}
             h => {
-                if h.is_some_and(|h| h.modern) {
+                if h.as_ref().is_some_and(|h| h.modern) {
                     era::mark_complete(&mut result, "tools/call");
                 }
-                if h.is_some_and(|h| h.schema) {
+                if h.as_ref().is_some_and(|h| h.schema) {
                     results::refusal_to_meta(&mut result);
                 }
                 self.send_client(&results::response(id, result));
@@ -556,13 +637,14 @@ impl Shim {
     }
 
     async fn handle_call(self: Arc<Self>, id: Value, msg: Value, line: Vec<u8>) {
+        // Everything below judges the call against the vault as it is now: no change made
+        // through this shim may land between that and the downstream running it.
+        self.wait_turn(&id).await;
         let Some(name) = at(&msg, &["params", "name"])
             .and_then(Value::as_str)
             .map(String::from)
         else {
-            let modern = self.unhold(&id).is_some_and(|h| h.modern);
-            let modern = modern.then(|| "tools/call".to_string());
-            self.forward_request(&id, Pending::Plain, modern, line);
+            self.forward_held(&id, line, None, None);
             return;
         };
         if let Some(meta) = era::request_meta(&msg) {
@@ -988,6 +1070,7 @@ impl Shim {
             }
         };
         let message = confirm::message(s.tool, s.vault, &summary, c.gate.targets.as_ref());
+        self.step_aside(c.id);
         self.send_client(&json!({
             "jsonrpc": "2.0", "id": rid, "method": "elicitation/create",
             "params": confirm::elicit_params(&message, &version),
@@ -1037,7 +1120,9 @@ impl Shim {
         };
         match confirm::read_answer(result) {
             Answer::Approved => {
-                // The target may have changed while the human was reading the prompt.
+                // The target may have changed while the human was reading the prompt: judged
+                // again once every change that arrived meanwhile has been answered.
+                self.rejoin(c.id).await;
                 let now = match self.state_fp(c.gate, c.args).await {
                     Ok(fp) => fp,
                     Err(e) => {
@@ -1128,18 +1213,18 @@ impl Shim {
         {
             let mut st = self.lock();
             let held = st.held.remove(&key(id));
-            if held.is_some_and(|h| h.cancelled) {
+            if held.as_ref().is_some_and(|h| h.cancelled) {
                 return false;
             }
+            let modern = held.as_ref().is_some_and(|h| h.modern);
             st.pending.insert(
                 key(id),
                 Forwarded {
                     id: id.clone(),
                     kind: Pending::Plain,
-                    modern: held
-                        .is_some_and(|h| h.modern)
-                        .then(|| "tools/call".to_string()),
+                    modern: modern.then(|| "tools/call".to_string()),
                     wrap,
+                    place: held.and_then(|h| h.place),
                 },
             );
         }
@@ -1312,6 +1397,7 @@ impl Shim {
             }
             (Some("tools/call"), Some(id)) => {
                 let facade = self.policy.lean.then(|| lean::facade_call(&msg)).flatten();
+                let place = self.place_for(&msg, facade.as_ref());
                 self.lock().held.insert(
                     key(&id),
                     Held {
@@ -1319,6 +1405,7 @@ impl Shim {
                         modern,
                         schema: false,
                         lean: facade.is_some(),
+                        place,
                     },
                 );
                 match facade {
@@ -1378,6 +1465,10 @@ impl Shim {
                             let _ = w.send(());
                         }
                         return;
+                    }
+                    let forwarded = st.pending.get(&key(rid)).and_then(|p| p.place.as_ref());
+                    if let Some(t) = forwarded.map(Place::ticket) {
+                        self.release_after_grace(key(rid), t);
                     }
                 }
                 self.send_child(line, None);
@@ -1737,6 +1828,7 @@ pub async fn run(
         probe: tokio::sync::Mutex::new(()),
         prompt_ttl,
         gov,
+        barrier: Arc::new(Barrier::default()),
     });
     if let Some(rx) = shim.gov.take_events() {
         tokio::spawn(governed::event_pump(Arc::clone(&shim), rx));

@@ -134,6 +134,8 @@ impl Shim {
                 modern: false,
                 schema: false,
                 lean: w.lean,
+                // Its place was released with the answer: the round is the client's now.
+                place: None,
             },
         );
         let permit = Arc::clone(&self.calls).try_acquire_owned().ok();

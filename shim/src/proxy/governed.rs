@@ -561,7 +561,7 @@ impl Shim {
                 cancelled: true, ..
             }) => {}
             h => {
-                if h.is_some_and(|h| h.modern) {
+                if h.as_ref().is_some_and(|h| h.modern) {
                     era::mark_complete(&mut result, "tools/call");
                 }
                 self.send_client(&results::response(id, result));
@@ -580,7 +580,7 @@ impl Shim {
     /// the client under the client's id.
     fn pass_page_error(&self, id: &Value, mut resp: Value) {
         let held = self.unhold(id);
-        if held.is_some_and(|h| h.cancelled) {
+        if held.as_ref().is_some_and(|h| h.cancelled) {
             return;
         }
         resp["id"] = id.clone();
