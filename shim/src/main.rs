@@ -16,6 +16,7 @@ mod policy;
 mod proxy;
 mod regular;
 mod results;
+mod roots;
 mod scan;
 mod targets;
 mod value;

@@ -30,6 +30,7 @@ use crate::governor::Governor;
 use crate::lean;
 use crate::policy::{self, Policy, PolicyError};
 use crate::results::{self, Shown};
+use crate::roots;
 use crate::targets;
 use continued::{Resumed, Wrap};
 
@@ -39,6 +40,9 @@ const OWN_ID_PREFIX: &str = "tc-shim-";
 /// How long a forwarded call the client cancelled keeps its place in the barrier when the
 /// server does not answer it.
 const CANCEL_GRACE: Duration = Duration::from_secs(10);
+
+/// At most this many downstream requests wait for the client's answer at once.
+const MAX_DOWN_REQUESTS: usize = 4096;
 
 /// How long an internal request (tools/list, probe) may take.
 const INTERNAL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -127,6 +131,9 @@ struct State {
     envelope: Option<Value>,
     /// The eras were logged.
     eras_logged: bool,
+    /// Ids of the downstream's requests shown to the client and not yet answered: the only
+    /// answers the client may send downstream.
+    down_requests: std::collections::HashSet<String>,
 }
 
 /// Everything the pumps and call handlers share.
@@ -582,6 +589,28 @@ impl Shim {
             h.place = Some(place);
         }
         self.wait_turn(id).await;
+    }
+
+    /// Notes a downstream request about to be shown to the client, so its answer may go
+    /// back. A table full of unanswered questions refuses the newcomer (answered here with
+    /// an error) rather than growing without bound.
+    fn note_down_request(&self, id: &Value) -> bool {
+        let mut st = self.lock();
+        if st.down_requests.len() < MAX_DOWN_REQUESTS {
+            st.down_requests.insert(key(id));
+            return true;
+        }
+        drop(st);
+        tracing::warn!(
+            "refusing a downstream request: {MAX_DOWN_REQUESTS} already wait on the client"
+        );
+        let e = results::error(
+            id,
+            results::INTERNAL_ERROR,
+            format!("tc-shim: {MAX_DOWN_REQUESTS} requests already wait for the client's answer"),
+        );
+        self.send_child(e.to_string().into_bytes(), None);
+        false
     }
 
     /// A forwarded call the client cancelled keeps its place until it is answered, or for
@@ -1310,13 +1339,19 @@ impl Shim {
 
     /// Handles one line from the client.
     fn on_client_line(self: &Arc<Self>, line: Vec<u8>) {
-        let msg: Value = match parse_message(&line) {
+        let mut msg: Value = match parse_message(&line) {
             Ok(v) => v,
             Err(e) => {
                 tracing::warn!("client sent a line that is not a JSON-RPC message: {e}");
                 self.send_client(&results::error(&Value::Null, e.code(), e.to_string()));
                 return;
             }
+        };
+        // The downstream works inside the vault root, whatever the client says (roots.rs).
+        let line = match roots::strip_client_roots(&mut msg, &self.policy.root, &self.policy.vault)
+        {
+            true => msg.to_string().into_bytes(),
+            false => line,
         };
         let method = msg.get("method").and_then(Value::as_str);
         let id = msg.get("id").filter(|i| !i.is_null()).cloned();
@@ -1376,10 +1411,21 @@ impl Shim {
                             None => tracing::debug!("dropping a late answer to {s}"),
                         }
                     }
-                    None => {
+                    // Only to a request the downstream made and the client was shown: an
+                    // answer to anything else (a question the shim answered itself, such
+                    // as roots/list, or one never asked) would put words in its mouth.
+                    None if self.lock().down_requests.remove(&key(&id)) => {
                         self.send_child(line, None);
                     }
+                    None => tracing::warn!(
+                        "dropping the client's answer to {id}: the downstream is not waiting for it"
+                    ),
                 }
+            }
+            (Some(roots::LIST_CHANGED), None) => {
+                tracing::debug!(
+                    "not forwarding the client's roots/list_changed: the vault root is fixed"
+                );
             }
             (Some("initialize"), Some(id)) => {
                 let v = at(&msg, &["params", "protocolVersion"])
@@ -1499,6 +1545,20 @@ impl Shim {
             self.send_child(reserved_id_error(id).to_string().into_bytes(), None);
             return;
         }
+        if let Some(m) = msg.get("method") {
+            let id = msg.get("id").filter(|i| !i.is_null());
+            if m == roots::LIST {
+                // Answered here, never asked of the client (roots.rs).
+                if let Some(id) = id {
+                    let r = roots::list_result(&self.policy.root, &self.policy.vault);
+                    self.send_child(results::response(id, r).to_string().into_bytes(), None);
+                }
+                return;
+            }
+            if id.is_some_and(|id| !self.note_down_request(id)) {
+                return;
+            }
+        }
         let is_response = msg.get("method").is_none()
             && (msg.get("result").is_some() || msg.get("error").is_some());
         if is_response {
@@ -1571,8 +1631,13 @@ impl Shim {
             return false;
         };
         if let Some(m) = env.method {
-            if env.id.as_ref().is_some_and(reserved_id) {
+            if env.id.as_ref().is_some_and(reserved_id) || m == roots::LIST {
                 return false;
+            }
+            if let Some(id) = &env.id {
+                if !self.note_down_request(id) {
+                    return false;
+                }
             }
             if m == "notifications/tools/list_changed" {
                 // Definitions may have changed (a tool may have become destructive): the

@@ -650,6 +650,18 @@ impl PyClient {
         Self::spawn_cmd(cmd)
     }
 
+    /// Starts `tests/fixtures/roots_client.py`: a client that declares `roots` and answers
+    /// `roots/list` with `roots` (comma-separated URIs); with `auto`, `mcp.Client(mode="auto")`.
+    pub fn start_roots(auto: bool, roots: &str, server_argv: &[String]) -> PyClient {
+        let mut cmd = Command::new(peers().join("venv/bin/python"));
+        cmd.arg(fixture("roots_client.py"));
+        if auto {
+            cmd.arg("--auto");
+        }
+        cmd.arg(roots).args(server_argv);
+        Self::spawn_cmd(cmd)
+    }
+
     /// Sends one command and returns the whole answer line
     /// (`{"ok": true, "result"}` or `{"ok": false, "rpc_error" | "error"}`).
     pub fn op(&mut self, cmd: Value) -> Value {
