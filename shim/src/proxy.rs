@@ -1422,10 +1422,17 @@ impl Shim {
                     ),
                 }
             }
-            (Some(roots::LIST_CHANGED), None) => {
+            (Some(roots::LIST_CHANGED), id) => {
                 tracing::debug!(
                     "not forwarding the client's roots/list_changed: the vault root is fixed"
                 );
+                if let Some(id) = id {
+                    self.send_client(&results::error(
+                        &id,
+                        results::INVALID_REQUEST,
+                        "roots/list_changed is a notification, and tc-shim does not forward it: the vault root is fixed",
+                    ));
+                }
             }
             (Some("initialize"), Some(id)) => {
                 let v = at(&msg, &["params", "protocolVersion"])

@@ -114,6 +114,10 @@ fn the_shim_answers_roots_list_with_the_vault_root() {
     let told = c.recv();
     assert_eq!(told["id"], "t", "the client was asked something: {told}");
     assert_eq!(text(&told["result"]), "no roots", "{told}");
+    // Neither as a notification nor dressed as a request does list_changed go through.
+    c.send(&json!({"jsonrpc": "2.0", "method": "notifications/roots/list_changed"}));
+    let r = c.request(json!("lc"), "notifications/roots/list_changed", json!({}));
+    assert_eq!(r["error"]["code"], -32600, "{r}");
     c.send(&json!({"jsonrpc": "2.0", "id": "w", "method": "tools/call",
                    "params": {"name": "where", "arguments": {}}}));
     let got = c.recv();
