@@ -30,7 +30,9 @@
 //! Timings are printed, never asserted: the bench exits 0 whenever it ran.
 //!
 //! Knobs: `TC_BENCH_N` (timed calls per path, default 5000), `TC_BENCH_STARTS` (starts
-//! per side, default 30), `TC_SHIM_BIN` (default `target/release/tc-shim`).
+//! per side, default 30), `TC_SHIM_BIN` (default `target/release/tc-shim`), `TC_BENCH_TOOL`
+//! (`echo`, read-only, the default; or `touch`, the same tool not declared read-only, which
+//! takes a shared place in tc-shim's barrier).
 
 use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
@@ -40,6 +42,15 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context};
 use serde_json::{json, Value};
 use tc_tests::bench::{env_usize, proc_field, release_binary, target_tempdir, us, Peer, Stats};
+
+/// The tool the timed calls use: `echo` (read-only, the default) or `touch` (the same, not
+/// declared read-only: it takes a shared place in tc-shim's barrier). `TC_BENCH_TOOL`.
+fn bench_tool() -> &'static str {
+    match std::env::var("TC_BENCH_TOOL").as_deref() {
+        Ok("touch") => "touch",
+        _ => "echo",
+    }
+}
 
 /// Selects what this executable does when re-executed.
 const ROLE_ENV: &str = "TC_BENCH_ROLE";
@@ -93,8 +104,17 @@ fn role_server() -> anyhow::Result<()> {
                 "description": "Echoes `text`.",
                 "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
                 "annotations": {"readOnlyHint": true}
+            }, {
+                "name": "touch",
+                "description": "Echoes `text`; not declared read-only, so tc-shim orders it.",
+                "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}
             }]}}),
-            Some("tools/call") if msg.pointer("/params/name") == Some(&json!("echo")) => {
+            Some("tools/call")
+                if matches!(
+                    msg.pointer("/params/name").and_then(Value::as_str),
+                    Some("echo" | "touch")
+                ) =>
+            {
                 let text = msg
                     .pointer("/params/arguments/text")
                     .cloned()
@@ -457,7 +477,7 @@ impl Route {
         self.next_id += 1;
         let text = format!("hello {id}");
         let mut line = serde_json::to_vec(&json!({"jsonrpc": "2.0", "id": id,
-            "method": "tools/call", "params": {"name": "echo", "arguments": {"text": text}}}))?;
+            "method": "tools/call", "params": {"name": bench_tool(), "arguments": {"text": text}}}))?;
         line.push(b'\n');
         let t0 = Instant::now();
         self.peer.send(&line)?;
