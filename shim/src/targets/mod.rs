@@ -58,11 +58,13 @@ pub fn local_fp(policy: &Policy, targets: &Targets, args: &Value) -> Result<Stri
             for name in names {
                 for raw in arg_strings(args, name) {
                     let p = policy.resolve(name, &raw)?;
-                    items.push(json!({
+                    let mut item = json!({
                         "arg": name,
                         "path": policy.relative(&p).display().to_string(),
                         "state": fs::path_state(&p)?,
-                    }));
+                    });
+                    with_links(&mut item, policy, &p, false)?;
+                    items.push(item);
                 }
             }
             Ok(fp_of("paths", Value::Array(items)))
@@ -76,7 +78,9 @@ pub fn local_fp(policy: &Policy, targets: &Targets, args: &Value) -> Result<Stri
             let files = fs::walk(&dir, &|rel| set.is_match(rel), None, &|rel| {
                 set.is_match(rel)
             })?;
-            Ok(fp_of("tree", json!({ "glob": glob, "files": files })))
+            let mut doc = json!({ "glob": glob, "files": files });
+            with_links(&mut doc, policy, &dir, true)?;
+            Ok(fp_of("tree", doc))
         }
         Targets::Matching { root, contains } => {
             let dir = policy.resolve(root, &one_arg(args, root)?)?;
@@ -89,10 +93,9 @@ pub fn local_fp(policy: &Policy, targets: &Targets, args: &Value) -> Result<Stri
             // Whether a link's target contains the value cannot be known without
             // following it, so every link under the root is part of the state.
             let files = fs::walk(&dir, &|_| true, Some(needle.as_bytes()), &|_| true)?;
-            Ok(fp_of(
-                "matching",
-                json!({ "contains": needle, "files": files }),
-            ))
+            let mut doc = json!({ "contains": needle, "files": files });
+            with_links(&mut doc, policy, &dir, true)?;
+            Ok(fp_of("matching", doc))
         }
         Targets::Git(arg) => {
             let repo = match arg {
@@ -105,10 +108,22 @@ pub fn local_fp(policy: &Policy, targets: &Targets, args: &Value) -> Result<Stri
                 .iter()
                 .map(|e| json!([e.path, e.mode, e.oid, e.stage]))
                 .collect();
-            Ok(fp_of("git", json!({ "head": snap.head, "index": entries })))
+            let mut doc = json!({ "head": snap.head, "index": entries });
+            with_links(&mut doc, policy, &repo, true)?;
+            Ok(fp_of("git", doc))
         }
         Targets::Probe { .. } => unreachable_probe(),
     }
+}
+
+/// Adds `links` (the links on the way to `p` under the root, see [`fs::link_chain`]) to
+/// a state document when there are any; a state with none keeps its old fingerprint.
+fn with_links(doc: &mut Value, policy: &Policy, p: &std::path::Path, with_last: bool) -> Result<(), TargetError> {
+    let links = fs::link_chain(policy.base_of(p), p, with_last)?;
+    if !links.is_empty() {
+        doc["links"] = Value::Array(links);
+    }
+    Ok(())
 }
 
 fn unreachable_probe() -> Result<String, TargetError> {
