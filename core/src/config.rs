@@ -279,11 +279,21 @@ pub const KNOWN_PATH_ARGS: &[(&str, &str, ArgKind, Option<&str>)] = &[
     // mcp-server-git: `repo.rev_parse(revision)` (GitPython).
     ("git_show", "revision", ArgKind::Revision, Some("repo_path")),
     // `git diff <target>`: a revision if it resolves, else a pathspec.
-    ("git_diff", "target", ArgKind::RevisionOrPathspec, Some("repo_path")),
+    (
+        "git_diff",
+        "target",
+        ArgKind::RevisionOrPathspec,
+        Some("repo_path"),
+    ),
     // `git add -- <files>`.
     ("git_add", "files", ArgKind::Pathspec, Some("repo_path")),
     // `rev_parse(branch_name)` then `git checkout <branch_name>`.
-    ("git_checkout", "branch_name", ArgKind::Revision, Some("repo_path")),
+    (
+        "git_checkout",
+        "branch_name",
+        ArgKind::Revision,
+        Some("repo_path"),
+    ),
 ];
 
 /// `[vaults.acl]`: globs relative to the vault root.
@@ -419,7 +429,9 @@ impl Config {
             for (j, p) in v.paths.iter().enumerate() {
                 let key = format!("{at}.paths[{j}]");
                 if p.args.is_empty() || p.args.iter().any(String::is_empty) {
-                    return Err(self.invalid(format!("{key}.args"), "must name one argument or more"));
+                    return Err(
+                        self.invalid(format!("{key}.args"), "must name one argument or more")
+                    );
                 }
                 for a in &p.args {
                     if !declared.insert((p.tool.as_str(), a.as_str())) {
@@ -611,7 +623,10 @@ deny = ["private/**"]
         ))
         .unwrap();
         let p = &c.vaults[0].paths[0];
-        assert_eq!((p.kind, p.repo.as_deref()), (ArgKind::Revision, Some("repo_path")));
+        assert_eq!(
+            (p.kind, p.repo.as_deref()),
+            (ArgKind::Revision, Some("repo_path"))
+        );
         for (extra, want) in [
             ("args = [\"r\"]\nkind = \"rev\"\n", "rev"),
             ("args = [\"r\"]\nkind = \"path\"\nrepos = \"x\"\n", "repos"),

@@ -310,7 +310,11 @@ impl Policy {
     }
 
     /// [`Policy::resolve_all`] over the given argument specs.
-    pub fn resolve_specs(&self, specs: &[ArgSpec], args: &Value) -> Result<Vec<PathBuf>, PolicyError> {
+    pub fn resolve_specs(
+        &self,
+        specs: &[ArgSpec],
+        args: &Value,
+    ) -> Result<Vec<PathBuf>, PolicyError> {
         let mut out = Vec::new();
         for spec in specs {
             self.judge_arg(args, spec, &mut out)?;
@@ -356,9 +360,9 @@ impl Policy {
             }
         }
         if let Some(eq) = &w.equals {
-            let hit = args.get(&eq.arg).is_some_and(|v| {
-                json_eq(v, &eq.value) || self.same_path(&eq.arg, v, &eq.value)
-            });
+            let hit = args
+                .get(&eq.arg)
+                .is_some_and(|v| json_eq(v, &eq.value) || self.same_path(&eq.arg, v, &eq.value));
             if !hit {
                 return Ok(false);
             }
@@ -563,12 +567,16 @@ mod tests {
         let run = p.gate_entry("run").unwrap();
         assert!(p.applies(run, &json!({"mode": "force"})).unwrap());
         assert!(!p.applies(run, &json!({"mode": "soft"})).unwrap());
-        let paths = p.resolve_all("t", None, &json!({"path": "private/k"}), None).unwrap();
+        let paths = p
+            .resolve_all("t", None, &json!({"path": "private/k"}), None)
+            .unwrap();
         assert!(matches!(
             p.check_acl(&paths, true),
             Err(PolicyError::Acl { list: "deny", .. })
         ));
-        let paths = p.resolve_all("t", None, &json!({"path": "ro/k"}), None).unwrap();
+        let paths = p
+            .resolve_all("t", None, &json!({"path": "ro/k"}), None)
+            .unwrap();
         assert!(p.check_acl(&paths, true).is_ok());
         assert!(p.check_acl(&paths, false).is_err());
     }
@@ -591,7 +599,10 @@ mod tests {
         );
         let mv = p.gate_entry("mv").unwrap();
         assert!(p
-            .applies(mv, &json!({"source": "a/link.md", "destination": "a/report.md"}))
+            .applies(
+                mv,
+                &json!({"source": "a/link.md", "destination": "a/report.md"})
+            )
             .unwrap());
         // A folder link: `bee/report.md` is `b/report.md`, moved to `a`.
         assert!(p
@@ -599,10 +610,19 @@ mod tests {
             .is_ok_and(|g| !g));
         // Written folders differ, real ones do not: either saying so gates.
         assert!(p
-            .applies(mv, &json!({"source": "b/report.md", "destination": "bee/r2.md"}))
+            .applies(
+                mv,
+                &json!({"source": "b/report.md", "destination": "bee/r2.md"})
+            )
             .unwrap());
         let wf = p.gate_entry("wf").unwrap();
-        for raw in ["b/report.md", "./b/report.md", "b//report.md", "a/link.md", "bee/report.md"] {
+        for raw in [
+            "b/report.md",
+            "./b/report.md",
+            "b//report.md",
+            "a/link.md",
+            "bee/report.md",
+        ] {
             assert!(p.applies(wf, &json!({"path": raw})).unwrap(), "{raw}");
         }
         assert!(!p.applies(wf, &json!({"path": "b/other.md"})).unwrap());
@@ -725,7 +745,9 @@ mod tests {
         std::os::unix::fs::symlink("private", root.join("link")).unwrap();
         let p = policy(&root, "[vaults.acl]\ndeny = [\"private/**\"]\n");
         for raw in ["link/secret.md", "link/new.md"] {
-            let paths = p.resolve_all("t", None, &json!({"path": raw}), None).unwrap();
+            let paths = p
+                .resolve_all("t", None, &json!({"path": raw}), None)
+                .unwrap();
             assert!(
                 matches!(
                     p.check_acl(&paths, true),
@@ -736,7 +758,9 @@ mod tests {
         }
         std::fs::write(root.join("open.md"), "o").unwrap();
         std::os::unix::fs::symlink("open.md", root.join("alias.md")).unwrap();
-        let paths = p.resolve_all("t", None, &json!({"path": "alias.md"}), None).unwrap();
+        let paths = p
+            .resolve_all("t", None, &json!({"path": "alias.md"}), None)
+            .unwrap();
         assert!(p.check_acl(&paths, true).is_ok());
     }
 
@@ -763,7 +787,9 @@ mod tests {
                 p.resolve("path", raw)
             );
         }
-        let paths = p.resolve_all("t", None, &json!({"path": "in"}), None).unwrap();
+        let paths = p
+            .resolve_all("t", None, &json!({"path": "in"}), None)
+            .unwrap();
         assert!(
             matches!(
                 p.check_acl(&paths, true),
@@ -783,7 +809,9 @@ mod tests {
             "[vaults.acl]\ndeny = [\"private/**\"]\nread_only = [\"**/ro/**\"]\n",
         );
         for raw in ["private", "private/", "./private"] {
-            let paths = p.resolve_all("t", None, &json!({"path": raw}), None).unwrap();
+            let paths = p
+                .resolve_all("t", None, &json!({"path": raw}), None)
+                .unwrap();
             match p.check_acl(&paths, true) {
                 Err(PolicyError::Acl { list, glob, .. }) => {
                     assert_eq!((list, glob.as_str()), ("deny", "private/**"))
@@ -795,7 +823,9 @@ mod tests {
             .resolve_all("t", None, &json!({"path": "privateer/x"}), None)
             .unwrap();
         assert!(p.check_acl(&paths, true).is_ok());
-        let paths = p.resolve_all("t", None, &json!({"path": "a/ro"}), None).unwrap();
+        let paths = p
+            .resolve_all("t", None, &json!({"path": "a/ro"}), None)
+            .unwrap();
         assert!(p.check_acl(&paths, true).is_ok());
         assert!(p.check_acl(&paths, false).is_err());
     }

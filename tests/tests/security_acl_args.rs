@@ -86,7 +86,10 @@ fn security_acl_args_git_diff_target_and_git_add_files_are_judged() {
         assert!(staged.is_empty(), "{files}: staged {staged:?}");
     }
     std::fs::write(env.root.join("public.txt"), "hello again").unwrap();
-    let r = c.call("git_add", json!({"repo_path": repo, "files": ["public.txt"]}));
+    let r = c.call(
+        "git_add",
+        json!({"repo_path": repo, "files": ["public.txt"]}),
+    );
     assert_eq!(code(&r), None, "{r}");
     let staged = git(&env.root, &["diff", "--cached", "--name-only"]);
     assert_eq!(staged.trim(), "public.txt");

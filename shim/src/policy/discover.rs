@@ -93,7 +93,10 @@ fn by_schema(name: &str, schema: &Value) -> Option<ArgKind> {
     if n.contains("revision") {
         return Some(ArgKind::Revision);
     }
-    let desc = schema.get("description").and_then(Value::as_str).unwrap_or("");
+    let desc = schema
+        .get("description")
+        .and_then(Value::as_str)
+        .unwrap_or("");
     let pathy = PATHLIKE.contains(&name)
         || PATH_SUFFIXES.contains(&last_word(name).as_str())
         || has_word(desc, "path")
@@ -153,7 +156,10 @@ mod tests {
     fn kinds(decls: &[PathArgs], tool: &str, def: &Value) -> Vec<(String, ArgKind)> {
         let mut v: Vec<_> = discover(decls, tool, Some(def))
             .into_iter()
-            .filter(|a| !PATHLIKE.contains(&a.name.as_str()) || def["inputSchema"]["properties"].get(&a.name).is_some())
+            .filter(|a| {
+                !PATHLIKE.contains(&a.name.as_str())
+                    || def["inputSchema"]["properties"].get(&a.name).is_some()
+            })
             .map(|a| (a.name, a.kind))
             .collect();
         v.sort_by(|a, b| a.0.cmp(&b.0));
@@ -194,11 +200,16 @@ mod tests {
             "repo_path": {"type": "string"}, "files": {"type": "array", "items": {"type": "string"}}}}});
         assert_eq!(
             kinds(&[], "git_add", &def),
-            [("files".to_string(), ArgKind::Pathspec), ("repo_path".into(), ArgKind::Path)]
+            [
+                ("files".to_string(), ArgKind::Pathspec),
+                ("repo_path".into(), ArgKind::Path)
+            ]
         );
         // Another server's tool of the same name without the argument: no table entry.
         let other = json!({"inputSchema": {"properties": {"paths": {"type": "string"}}}});
-        assert!(!discover(&[], "git_add", Some(&other)).iter().any(|a| a.name == "files"));
+        assert!(!discover(&[], "git_add", Some(&other))
+            .iter()
+            .any(|a| a.name == "files"));
         let decl = PathArgs {
             tool: "git_add".into(),
             args: vec!["files".into(), "repo_path".into()],

@@ -5,7 +5,9 @@
 /// differently inside `{…}`) and control characters.
 fn plain(v: &str) -> Result<(), String> {
     if v.contains('\\') {
-        return Err(format!("{v:?} contains `\\`, which git and GitPython read differently"));
+        return Err(format!(
+            "{v:?} contains `\\`, which git and GitPython read differently"
+        ));
     }
     if v.chars().any(char::is_control) {
         return Err(format!("{v:?} contains a control character"));
@@ -118,7 +120,15 @@ mod tests {
 
     #[test]
     fn revisions_name_their_path_parts() {
-        for v in ["HEAD", "main", "HEAD~1", "HEAD^{tree}", "a1b2c3", "HEAD~1..HEAD", "v1...v2"] {
+        for v in [
+            "HEAD",
+            "main",
+            "HEAD~1",
+            "HEAD^{tree}",
+            "a1b2c3",
+            "HEAD~1..HEAD",
+            "v1...v2",
+        ] {
             assert!(paths(v).is_empty(), "{v}: {:?}", paths(v));
         }
         for (v, p) in [

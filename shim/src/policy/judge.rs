@@ -26,9 +26,10 @@ impl Policy {
         match args.get(name) {
             None | Some(Value::Null) => Ok(Vec::new()),
             Some(Value::String(s)) => Ok(vec![s.clone()]),
-            Some(Value::Array(a)) if a.iter().all(Value::is_string) => {
-                Ok(a.iter().filter_map(|v| v.as_str().map(String::from)).collect())
-            }
+            Some(Value::Array(a)) if a.iter().all(Value::is_string) => Ok(a
+                .iter()
+                .filter_map(|v| v.as_str().map(String::from))
+                .collect()),
             Some(_) if self.has_acl => Err(self.unjudged(
                 name,
                 "it names files but is not a string or an array of strings",
@@ -74,7 +75,11 @@ impl Policy {
     /// The repository a revision or pathspec is relative to: the `repo` argument's path,
     /// else the vault root.
     fn repo_dir(&self, args: &Value, spec: &ArgSpec) -> Result<PathBuf, PolicyError> {
-        match spec.repo.as_deref().and_then(|r| args.get(r).map(|v| (r, v))) {
+        match spec
+            .repo
+            .as_deref()
+            .and_then(|r| args.get(r).map(|v| (r, v)))
+        {
             Some((r, Value::String(raw))) => self.resolve(r, raw),
             Some((r, v)) if !v.is_null() => Err(self.unjudged(r, "the repository is not a string")),
             _ => Ok(self.root.clone()),
@@ -114,13 +119,20 @@ impl Policy {
     /// Whether an ACL glob matches `p` as written or where it leads.
     fn acl_hit(&self, p: &Path) -> bool {
         let real = real_path(p);
-        let real_rel = real.as_deref().and_then(|r| r.strip_prefix(&self.canon_root).ok());
+        let real_rel = real
+            .as_deref()
+            .and_then(|r| r.strip_prefix(&self.canon_root).ok());
         std::iter::once(self.relative(p))
             .chain(real_rel)
             .any(|rel| self.deny.0.is_match(rel) || self.read_only.0.is_match(rel))
     }
 
-    fn covered_worktree(&self, name: &str, dir: &Path, out: &mut Vec<PathBuf>) -> Result<(), PolicyError> {
+    fn covered_worktree(
+        &self,
+        name: &str,
+        dir: &Path,
+        out: &mut Vec<PathBuf>,
+    ) -> Result<(), PolicyError> {
         let mut stack = vec![dir.to_path_buf()];
         let mut seen = 0usize;
         while let Some(d) = stack.pop() {
@@ -133,7 +145,9 @@ impl Policy {
                 }
                 seen += 1;
                 if seen > MAX_COVERED {
-                    return Err(self.unjudged(name, format!("it covers more than {MAX_COVERED} files")));
+                    return Err(
+                        self.unjudged(name, format!("it covers more than {MAX_COVERED} files"))
+                    );
                 }
                 let p = e.path();
                 if self.acl_hit(&p) {
@@ -180,7 +194,10 @@ mod tests {
     use serde_json::json;
 
     fn policy(root: &Path, extra: &str) -> Policy {
-        let text = format!("[[vaults]]\nid = \"v\"\nroot = \"{}\"\n{extra}", root.display());
+        let text = format!(
+            "[[vaults]]\nid = \"v\"\nroot = \"{}\"\n{extra}",
+            root.display()
+        );
         let c = tc_core::Config::parse(&text, Path::new("/t.toml")).unwrap();
         Policy::new(&c.vaults[0]).unwrap()
     }
@@ -212,7 +229,8 @@ mod tests {
         std::fs::write(root.join("src/a.txt"), "a").unwrap();
         let p = policy(&root, "[vaults.acl]\ndeny = [\"private/**\"]\n");
         let repo = root.display().to_string();
-        let show = git_def(json!({"repo_path": {"type": "string"}, "revision": {"type": "string"}}));
+        let show =
+            git_def(json!({"repo_path": {"type": "string"}, "revision": {"type": "string"}}));
         for (rev, want) in [
             ("HEAD:private/key.txt", "deny"),
             ("HEAD~1:./private/key.txt", "deny"),
@@ -223,10 +241,17 @@ mod tests {
             ("HEAD:", "ok"),
             ("HEAD:../x", "unjudged"),
         ] {
-            let got = verdict(&p, "git_show", &show, json!({"repo_path": repo, "revision": rev}));
+            let got = verdict(
+                &p,
+                "git_show",
+                &show,
+                json!({"repo_path": repo, "revision": rev}),
+            );
             assert_eq!(got, want, "git_show {rev}");
         }
-        let add = git_def(json!({"repo_path": {"type": "string"}, "files": {"type": "array", "items": {"type": "string"}}}));
+        let add = git_def(
+            json!({"repo_path": {"type": "string"}, "files": {"type": "array", "items": {"type": "string"}}}),
+        );
         for (files, want) in [
             (json!(["private/key.txt"]), "deny"),
             (json!(["src/a.txt", "src/../private/key.txt"]), "deny"),
@@ -238,7 +263,12 @@ mod tests {
             (json!(["src/a.txt"]), "ok"),
             (json!([{"path": "private/key.txt"}]), "unjudged"),
         ] {
-            let got = verdict(&p, "git_add", &add, json!({"repo_path": repo, "files": files}));
+            let got = verdict(
+                &p,
+                "git_add",
+                &add,
+                json!({"repo_path": repo, "files": files}),
+            );
             assert_eq!(got, want, "git_add {files}");
         }
         let diff = git_def(json!({"repo_path": {"type": "string"}, "target": {"type": "string"}}));
@@ -249,17 +279,30 @@ mod tests {
             ("HEAD~1..HEAD", "ok"),
             ("main", "ok"),
         ] {
-            let got = verdict(&p, "git_diff", &diff, json!({"repo_path": repo, "target": t}));
+            let got = verdict(
+                &p,
+                "git_diff",
+                &diff,
+                json!({"repo_path": repo, "target": t}),
+            );
             assert_eq!(got, want, "git_diff {t}");
         }
         // A path argument that is not a string cannot be judged.
         let fs = git_def(json!({"path": {"type": "string"}}));
-        assert_eq!(verdict(&p, "read_file", &fs, json!({"path": 5})), "unjudged");
+        assert_eq!(
+            verdict(&p, "read_file", &fs, json!({"path": 5})),
+            "unjudged"
+        );
         assert_eq!(verdict(&p, "read_file", &fs, json!({"path": null})), "ok");
         // Without an ACL, revisions and pathspecs are not looked at.
         let open = policy(&root, "");
         assert!(open
-            .resolve_all("git_add", Some(&add), &json!({"repo_path": repo, "files": ["*"]}), None)
+            .resolve_all(
+                "git_add",
+                Some(&add),
+                &json!({"repo_path": repo, "files": ["*"]}),
+                None
+            )
             .is_ok());
     }
 }

@@ -126,7 +126,11 @@ pub fn link_chain(base: &Path, p: &Path, with_last: bool) -> Result<Vec<Value>, 
         return Ok(Vec::new());
     };
     let comps: Vec<_> = rel.components().collect();
-    let n = if with_last { comps.len() } else { comps.len().saturating_sub(1) };
+    let n = if with_last {
+        comps.len()
+    } else {
+        comps.len().saturating_sub(1)
+    };
     let mut out = Vec::new();
     let mut cur = base.to_path_buf();
     let mut cur_rel = std::path::PathBuf::new();
@@ -159,9 +163,7 @@ fn followed_state(p: &Path) -> Result<Value, TargetError> {
             return Ok(json!({"kind": "missing"}))
         }
         // A dangling link, or a link loop: what it leads to cannot be read.
-        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => {
-            return Ok(json!({"kind": "loop"}))
-        }
+        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => return Ok(json!({"kind": "loop"})),
         Err(e) => return Err(io(p, e)),
     };
     if meta.is_file() {
