@@ -2,7 +2,8 @@
 //! prints a starter `[[vaults.gates]]` block for every tool that is not read-only.
 //!
 //! Path-like properties of each tool's input schema become `paths` targets; a tool with
-//! none gets `targets = "none"` and a comment saying to pick a better target.
+//! none gets `targets = "none"` and a comment saying to pick a better target. Arguments
+//! of known servers that name files in a git syntax get `[[vaults.paths]]` entries.
 
 use std::process::Stdio;
 use std::time::Duration;
@@ -154,6 +155,7 @@ pub fn render(vault: &str, command: &[String], tools: &[Value]) -> String {
         toml_str(vault),
         command.iter().map(|c| toml_str(c)).collect::<Vec<_>>().join(", ")
     ));
+    out.push_str(&path_declarations(tools));
     for t in tools {
         let Some(name) = t["name"].as_str() else {
             continue;
@@ -193,6 +195,43 @@ pub fn render(vault: &str, command: &[String], tools: &[Value]) -> String {
     out
 }
 
+/// `[[vaults.paths]]` for the arguments of `tools` that the built-in table
+/// ([`tc_core::config::KNOWN_PATH_ARGS`]) knows, so the policy says how the ACL reads
+/// them (git revisions, pathspecs) instead of relying on what is built in.
+fn path_declarations(tools: &[Value]) -> String {
+    use tc_core::config::{ArgKind, KNOWN_PATH_ARGS};
+    let mut out = String::new();
+    for (tool, arg, kind, repo) in KNOWN_PATH_ARGS {
+        let has = tools
+            .iter()
+            .any(|t| t["name"] == *tool && t["inputSchema"]["properties"].get(*arg).is_some());
+        if !has {
+            continue;
+        }
+        let kind = match kind {
+            ArgKind::Path => "path",
+            ArgKind::Revision => "revision",
+            ArgKind::Pathspec => "pathspec",
+            ArgKind::RevisionOrPathspec => "revision_or_pathspec",
+            ArgKind::None => "none",
+        };
+        if out.is_empty() {
+            out.push_str(
+                "\n# Arguments that name files in a way the ACL must parse (schemas say only \"string\").\n",
+            );
+        }
+        out.push_str(&format!(
+            "[[vaults.paths]]\ntool = {}\nargs = [{}]\nkind = \"{kind}\"\n",
+            toml_str(tool),
+            toml_str(arg)
+        ));
+        if let Some(r) = repo {
+            out.push_str(&format!("repo = {}\n", toml_str(r)));
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -223,5 +262,44 @@ mod tests {
         );
         assert_eq!(gates[1].targets, Some(tc_core::config::Targets::None));
         assert!(out.contains("# floor:"));
+        assert!(cfg.vaults[0].paths.is_empty(), "{out}");
+    }
+
+    #[test]
+    fn git_servers_get_path_declarations() {
+        let tools = vec![
+            json!({"name":"git_show","annotations":{"readOnlyHint":true},"inputSchema":{"properties":{
+                "repo_path":{"type":"string"},"revision":{"type":"string"}}}}),
+            json!({"name":"git_add","inputSchema":{"properties":{
+                "repo_path":{"type":"string"},"files":{"type":"array","items":{"type":"string"}}}}}),
+            json!({"name":"git_diff","inputSchema":{"properties":{"repo_path":{"type":"string"}}}}),
+        ];
+        let out = render("git", &["mcp-server-git".into()], &tools);
+        let cfg = tc_core::Config::parse(
+            &out.replace("/CHANGE/ME", "/tmp"),
+            std::path::Path::new("gen"),
+        )
+        .expect("generated policy must be a valid config");
+        let p: Vec<_> = cfg.vaults[0]
+            .paths
+            .iter()
+            .map(|p| {
+                (
+                    p.tool.as_str(),
+                    p.args[0].as_str(),
+                    p.kind,
+                    p.repo.as_deref(),
+                )
+            })
+            .collect();
+        use tc_core::config::ArgKind;
+        assert_eq!(
+            p,
+            [
+                ("git_show", "revision", ArgKind::Revision, Some("repo_path")),
+                ("git_add", "files", ArgKind::Pathspec, Some("repo_path")),
+            ],
+            "{out}"
+        );
     }
 }

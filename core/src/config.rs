@@ -110,6 +110,9 @@ pub struct VaultConfig {
     pub paged: Vec<Paged>,
     #[serde(default)]
     pub acl: Acl,
+    /// `[[vaults.paths]]`: what the arguments that name files are (beyond schema discovery).
+    #[serde(default)]
+    pub paths: Vec<PathArgs>,
 }
 
 /// `[[vaults.gates]]`: a tool that needs confirmation.
@@ -236,6 +239,62 @@ pub struct Paged {
     /// The array argument holding the items.
     pub items: String,
 }
+
+/// How the shim reads an argument that names files (`[[vaults.paths]] kind`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ArgKind {
+    /// A filesystem path (or an array of them) under the vault root.
+    Path,
+    /// A git revision: every `<rev>:<path>`, `:<path>`, `:<n>:<path>` part is a path.
+    Revision,
+    /// A git pathspec (or an array): a path and everything under it; magic and globs
+    /// other than `:(top)` / `:(literal)` / `:/` are refused under an ACL.
+    Pathspec,
+    /// Read as a revision by git if it is one, else as a pathspec (`git diff <target>`):
+    /// judged as both.
+    RevisionOrPathspec,
+    /// Not a path, whatever its name or schema says (overrides discovery).
+    None,
+}
+
+/// `[[vaults.paths]]`: declares which arguments of a tool name files, and how.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PathArgs {
+    pub tool: String,
+    pub args: Vec<String>,
+    pub kind: ArgKind,
+    /// The argument naming the repository that revisions and pathspecs are relative
+    /// to (default: the vault root).
+    #[serde(default)]
+    pub repo: Option<String>,
+}
+
+/// Arguments of the real servers tc is tested with that name files but that schema
+/// discovery cannot classify: `(tool, argument, kind, repository argument)`. The shim
+/// applies them when the tool's schema has the argument and the config declares
+/// nothing for it; `tcctl policy init` writes them out.
+pub const KNOWN_PATH_ARGS: &[(&str, &str, ArgKind, Option<&str>)] = &[
+    // mcp-server-git: `repo.rev_parse(revision)` (GitPython).
+    ("git_show", "revision", ArgKind::Revision, Some("repo_path")),
+    // `git diff <target>`: a revision if it resolves, else a pathspec.
+    (
+        "git_diff",
+        "target",
+        ArgKind::RevisionOrPathspec,
+        Some("repo_path"),
+    ),
+    // `git add -- <files>`.
+    ("git_add", "files", ArgKind::Pathspec, Some("repo_path")),
+    // `rev_parse(branch_name)` then `git checkout <branch_name>`.
+    (
+        "git_checkout",
+        "branch_name",
+        ArgKind::Revision,
+        Some("repo_path"),
+    ),
+];
 
 /// `[vaults.acl]`: globs relative to the vault root.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -364,6 +423,26 @@ impl Config {
                     return Err(
                         self.invalid(format!("{at}.paged[{j}].items"), "must name an argument")
                     );
+                }
+            }
+            let mut declared = std::collections::HashSet::new();
+            for (j, p) in v.paths.iter().enumerate() {
+                let key = format!("{at}.paths[{j}]");
+                if p.args.is_empty() || p.args.iter().any(String::is_empty) {
+                    return Err(
+                        self.invalid(format!("{key}.args"), "must name one argument or more")
+                    );
+                }
+                for a in &p.args {
+                    if !declared.insert((p.tool.as_str(), a.as_str())) {
+                        return Err(self.invalid(
+                            format!("{key}.args"),
+                            format!("argument {a:?} of tool {:?} is declared twice", p.tool),
+                        ));
+                    }
+                }
+                if p.repo.as_deref() == Some("") {
+                    return Err(self.invalid(format!("{key}.repo"), "must name an argument"));
                 }
             }
             for (list, globs) in [("deny", &v.acl.deny), ("read_only", &v.acl.read_only)] {
@@ -533,6 +612,31 @@ deny = ["private/**"]
         ] {
             let e = parse(text).unwrap_err().to_string();
             assert!(e.contains(key), "{text:?} -> {e}");
+        }
+    }
+
+    #[test]
+    fn path_argument_declarations() {
+        let base = "[[vaults]]\nid = \"a\"\nroot = \"/a\"\n";
+        let c = parse(&format!(
+            "{base}[[vaults.paths]]\ntool = \"git_show\"\nargs = [\"revision\"]\nkind = \"revision\"\nrepo = \"repo_path\"\n"
+        ))
+        .unwrap();
+        let p = &c.vaults[0].paths[0];
+        assert_eq!(
+            (p.kind, p.repo.as_deref()),
+            (ArgKind::Revision, Some("repo_path"))
+        );
+        for (extra, want) in [
+            ("args = [\"r\"]\nkind = \"rev\"\n", "rev"),
+            ("args = [\"r\"]\nkind = \"path\"\nrepos = \"x\"\n", "repos"),
+            ("args = []\nkind = \"path\"\n", "vaults[0].paths[0].args"),
+            ("args = [\"r\", \"r\"]\nkind = \"path\"\n", "declared twice"),
+        ] {
+            let e = parse(&format!("{base}[[vaults.paths]]\ntool = \"t\"\n{extra}"))
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(want), "{extra:?} -> {e}");
         }
     }
 

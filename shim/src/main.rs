@@ -94,6 +94,7 @@ fn real_main() -> anyhow::Result<i32> {
                 gates: Vec::new(),
                 paged: Vec::new(),
                 acl: Default::default(),
+                paths: Vec::new(),
             }
         }
         None => anyhow::bail!(

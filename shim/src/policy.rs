@@ -1,13 +1,19 @@
 //! The vault's policy as the shim applies it: which gate applies to a call (`when`),
 //! floors from `destructiveHint`, path arguments resolved under the root, and the ACL.
 
+mod discover;
+pub mod gitspec;
+mod judge;
+
+pub use discover::{ArgSpec, PATHLIKE};
+
 use crate::value::at;
 use std::ffi::OsStr;
 use std::path::{Component, Path, PathBuf};
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde_json::Value;
-use tc_core::config::{Gate, Targets, VaultConfig};
+use tc_core::config::{ArgKind, Gate, PathArgs, Targets, VaultConfig};
 use unicode_normalization::UnicodeNormalization;
 
 /// Why a call was refused by policy.
@@ -23,6 +29,9 @@ pub enum PolicyError {
     },
     #[error("bad ACL glob: {0}")]
     Glob(#[from] globset::Error),
+    /// The vault has an ACL and this argument names files in a way it cannot judge.
+    #[error("argument {arg:?} cannot be judged by the vault ACL: {why}")]
+    Unjudged { arg: String, why: String },
 }
 
 /// The compiled policy of one vault.
@@ -38,20 +47,11 @@ pub struct Policy {
     pub lean: bool,
     deny: (GlobSet, Vec<String>),
     read_only: (GlobSet, Vec<String>),
+    /// Whether `deny` or `read_only` lists anything.
+    has_acl: bool,
+    /// `[[vaults.paths]]`.
+    decls: Vec<PathArgs>,
 }
-
-/// Argument names treated as paths for the ACL and escape checks even when no gate names them.
-const PATHLIKE: &[&str] = &[
-    "path",
-    "paths",
-    "source",
-    "destination",
-    "repo_path",
-    "file",
-    "directory",
-    "dir",
-    "root",
-];
 
 /// Compiles ACL globs; the second half maps each compiled glob back to the one written.
 /// `dir/**` also covers `dir` itself: denying a folder's contents while listing it
@@ -124,6 +124,8 @@ impl Policy {
             lean: v.lean,
             deny: compile(&v.acl.deny)?,
             read_only: compile(&v.acl.read_only)?,
+            has_acl: !(v.acl.deny.is_empty() && v.acl.read_only.is_empty()),
+            decls: v.paths.clone(),
         })
     }
 
@@ -132,9 +134,12 @@ impl Policy {
         self.gates.iter().find(|g| g.tool == tool)
     }
 
-    /// Argument names that hold paths for this call: every name the gate refers to, plus the usual ones.
-    pub fn path_args(&self, gate: Option<&Gate>) -> Vec<String> {
-        let mut names: Vec<String> = PATHLIKE.iter().map(|s| s.to_string()).collect();
+    /// The arguments of this call that name files: those [`discover::discover`] finds
+    /// (config, known servers, the tool's schema, the usual names), plus every name the
+    /// gate refers to (read as a path).
+    pub fn path_args(&self, tool: &str, def: Option<&Value>, gate: Option<&Gate>) -> Vec<ArgSpec> {
+        let mut specs = discover::discover(&self.decls, tool, def);
+        let mut names = Vec::new();
         if let Some(g) = gate {
             if let Some(w) = &g.when {
                 if let Some(cf) = &w.cross_folder {
@@ -153,9 +158,17 @@ impl Policy {
                 _ => {}
             }
         }
-        names.sort();
-        names.dedup();
-        names
+        for name in names {
+            let spec = ArgSpec {
+                name,
+                kind: ArgKind::Path,
+                repo: None,
+            };
+            if !specs.contains(&spec) {
+                specs.push(spec);
+            }
+        }
+        specs
     }
 
     /// Resolves one path argument under the root: relative → root-joined; `..`, absolute
@@ -268,6 +281,15 @@ impl Policy {
         Ok(out)
     }
 
+    /// The root `p` is written under (as configured, or canonical).
+    pub fn base_of(&self, p: &Path) -> &Path {
+        if p.starts_with(&self.root) {
+            &self.root
+        } else {
+            &self.canon_root
+        }
+    }
+
     /// The path relative to the root (for ACL globs and fingerprints).
     pub fn relative<'a>(&self, p: &'a Path) -> &'a Path {
         p.strip_prefix(&self.root)
@@ -275,54 +297,100 @@ impl Policy {
             .unwrap_or(p)
     }
 
-    /// Resolves every path argument of a call, refusing escapes.
+    /// Resolves every argument of a call that names files, refusing escapes (and, under
+    /// an ACL, what cannot be judged): the paths [`Policy::check_acl`] is to judge.
     pub fn resolve_all(
         &self,
+        tool: &str,
+        def: Option<&Value>,
         args: &Value,
         gate: Option<&Gate>,
     ) -> Result<Vec<PathBuf>, PolicyError> {
+        self.resolve_specs(&self.path_args(tool, def, gate), args)
+    }
+
+    /// [`Policy::resolve_all`] over the given argument specs.
+    pub fn resolve_specs(
+        &self,
+        specs: &[ArgSpec],
+        args: &Value,
+    ) -> Result<Vec<PathBuf>, PolicyError> {
         let mut out = Vec::new();
-        for name in self.path_args(gate) {
-            out.extend(self.paths(args, &name)?);
+        for spec in specs {
+            self.judge_arg(args, spec, &mut out)?;
         }
         Ok(out)
     }
 
     /// Whether the gate applies to these arguments (`when`, all given conditions must hold).
-    /// Array arguments count every element, not just the first.
+    /// Array arguments count every element, not just the first. Each path is judged as
+    /// written and where it really leads (the server acts on the latter), and a condition
+    /// holds if it holds for either: a link must not move a call out of its gate.
     pub fn applies(&self, gate: &Gate, args: &Value) -> Result<bool, PolicyError> {
         let Some(w) = &gate.when else { return Ok(true) };
         if let Some([a, b]) = &w.cross_folder {
-            let folders = |name: &str| -> Result<Vec<PathBuf>, PolicyError> {
-                Ok(self
-                    .paths(args, name)?
-                    .iter()
-                    .map(|p| self.relative(p).parent().map(Path::to_path_buf))
-                    .map(Option::unwrap_or_default)
-                    .collect())
+            let paths = |name: &str| self.paths(args, name);
+            let (pa, pb) = (paths(a)?, paths(b)?);
+            let differ = |view: &dyn Fn(&Path) -> PathBuf| {
+                let folders = |ps: &[PathBuf]| -> Vec<PathBuf> {
+                    ps.iter()
+                        .map(|p| view(p).parent().map(Path::to_path_buf).unwrap_or_default())
+                        .collect()
+                };
+                let (fa, fb) = (folders(&pa), folders(&pb));
+                // One side given and not the other counts as a difference (as before).
+                fa.is_empty() != fb.is_empty() || {
+                    let all: Vec<_> = fa.iter().chain(&fb).collect();
+                    all.iter().any(|f| *f != all[0])
+                }
             };
-            let (fa, fb) = (folders(a)?, folders(b)?);
-            // One side given and not the other counts as a difference (as before).
-            let differ = fa.is_empty() != fb.is_empty() || {
-                let all: Vec<_> = fa.iter().chain(&fb).collect();
-                all.iter().any(|f| *f != all[0])
-            };
-            if !differ {
+            let written = |p: &Path| self.relative(p).to_path_buf();
+            if !differ(&written) && !differ(&|p: &Path| self.real_relative(p)) {
                 return Ok(false);
             }
         }
         if let Some(e) = &w.exists {
             let paths = self.paths(args, e)?;
-            if !paths.iter().any(|p| std::fs::symlink_metadata(p).is_ok()) {
+            let exists = |p: &PathBuf| {
+                std::fs::symlink_metadata(p).is_ok()
+                    || real_path(p).is_some_and(|r| std::fs::symlink_metadata(r).is_ok())
+            };
+            if !paths.iter().any(exists) {
                 return Ok(false);
             }
         }
         if let Some(eq) = &w.equals {
-            if !args.get(&eq.arg).is_some_and(|v| json_eq(v, &eq.value)) {
+            let hit = args
+                .get(&eq.arg)
+                .is_some_and(|v| json_eq(v, &eq.value) || self.same_path(&eq.arg, v, &eq.value));
+            if !hit {
                 return Ok(false);
             }
         }
         Ok(true)
+    }
+
+    /// Where a path under the root really leads, relative to the root (as written when
+    /// that cannot be known).
+    fn real_relative(&self, p: &Path) -> PathBuf {
+        real_path(p)
+            .and_then(|r| r.strip_prefix(&self.canon_root).ok().map(Path::to_path_buf))
+            .unwrap_or_else(|| self.relative(p).to_path_buf())
+    }
+
+    /// `when.equals` on a path: the argument names the value's path, as written
+    /// (`./a`, `a//b`) or through a link. Only widens the condition (fails toward gating).
+    fn same_path(&self, arg: &str, v: &Value, value: &Value) -> bool {
+        let (Some(raw), Some(want)) = (v.as_str(), value.as_str()) else {
+            return false;
+        };
+        let (Ok(p), Ok(w)) = (self.resolve(arg, raw), self.resolve(arg, want)) else {
+            return false;
+        };
+        let w_rel = self.relative(&w).to_path_buf();
+        [self.relative(&p).to_path_buf(), self.real_relative(&p)]
+            .iter()
+            .any(|r| *r == w_rel || *r == self.real_relative(&w))
     }
 
     /// Every element of a path argument, resolved (an escape anywhere is refused).
@@ -499,14 +567,65 @@ mod tests {
         let run = p.gate_entry("run").unwrap();
         assert!(p.applies(run, &json!({"mode": "force"})).unwrap());
         assert!(!p.applies(run, &json!({"mode": "soft"})).unwrap());
-        let paths = p.resolve_all(&json!({"path": "private/k"}), None).unwrap();
+        let paths = p
+            .resolve_all("t", None, &json!({"path": "private/k"}), None)
+            .unwrap();
         assert!(matches!(
             p.check_acl(&paths, true),
             Err(PolicyError::Acl { list: "deny", .. })
         ));
-        let paths = p.resolve_all(&json!({"path": "ro/k"}), None).unwrap();
+        let paths = p
+            .resolve_all("t", None, &json!({"path": "ro/k"}), None)
+            .unwrap();
         assert!(p.check_acl(&paths, true).is_ok());
         assert!(p.check_acl(&paths, false).is_err());
+    }
+
+    /// `a/link.md -> ../b/report.md`: moving the link within `a` moves `b/report.md`
+    /// out of `b`; `when` is judged where the path leads too.
+    #[test]
+    fn when_conditions_see_through_links() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        std::fs::create_dir_all(root.join("a")).unwrap();
+        std::fs::create_dir_all(root.join("b")).unwrap();
+        std::fs::write(root.join("b/report.md"), "r").unwrap();
+        std::os::unix::fs::symlink("../b/report.md", root.join("a/link.md")).unwrap();
+        std::os::unix::fs::symlink("b", root.join("bee")).unwrap();
+        let p = policy(
+            &root,
+            "[[vaults.gates]]\ntool = \"mv\"\nwhen = { cross_folder = [\"source\", \"destination\"] }\ntargets = { paths = [\"source\", \"destination\"] }\n\
+             [[vaults.gates]]\ntool = \"wf\"\nwhen = { equals = { arg = \"path\", value = \"b/report.md\" } }\ntargets = { paths = [\"path\"] }\n",
+        );
+        let mv = p.gate_entry("mv").unwrap();
+        assert!(p
+            .applies(
+                mv,
+                &json!({"source": "a/link.md", "destination": "a/report.md"})
+            )
+            .unwrap());
+        // A folder link: `bee/report.md` is `b/report.md`, moved to `a`.
+        assert!(p
+            .applies(mv, &json!({"source": "a/x.md", "destination": "a/y.md"}))
+            .is_ok_and(|g| !g));
+        // Written folders differ, real ones do not: either saying so gates.
+        assert!(p
+            .applies(
+                mv,
+                &json!({"source": "b/report.md", "destination": "bee/r2.md"})
+            )
+            .unwrap());
+        let wf = p.gate_entry("wf").unwrap();
+        for raw in [
+            "b/report.md",
+            "./b/report.md",
+            "b//report.md",
+            "a/link.md",
+            "bee/report.md",
+        ] {
+            assert!(p.applies(wf, &json!({"path": raw})).unwrap(), "{raw}");
+        }
+        assert!(!p.applies(wf, &json!({"path": "b/other.md"})).unwrap());
     }
 
     #[test]
@@ -626,7 +745,9 @@ mod tests {
         std::os::unix::fs::symlink("private", root.join("link")).unwrap();
         let p = policy(&root, "[vaults.acl]\ndeny = [\"private/**\"]\n");
         for raw in ["link/secret.md", "link/new.md"] {
-            let paths = p.resolve_all(&json!({"path": raw}), None).unwrap();
+            let paths = p
+                .resolve_all("t", None, &json!({"path": raw}), None)
+                .unwrap();
             assert!(
                 matches!(
                     p.check_acl(&paths, true),
@@ -637,7 +758,9 @@ mod tests {
         }
         std::fs::write(root.join("open.md"), "o").unwrap();
         std::os::unix::fs::symlink("open.md", root.join("alias.md")).unwrap();
-        let paths = p.resolve_all(&json!({"path": "alias.md"}), None).unwrap();
+        let paths = p
+            .resolve_all("t", None, &json!({"path": "alias.md"}), None)
+            .unwrap();
         assert!(p.check_acl(&paths, true).is_ok());
     }
 
@@ -664,7 +787,9 @@ mod tests {
                 p.resolve("path", raw)
             );
         }
-        let paths = p.resolve_all(&json!({"path": "in"}), None).unwrap();
+        let paths = p
+            .resolve_all("t", None, &json!({"path": "in"}), None)
+            .unwrap();
         assert!(
             matches!(
                 p.check_acl(&paths, true),
@@ -684,7 +809,9 @@ mod tests {
             "[vaults.acl]\ndeny = [\"private/**\"]\nread_only = [\"**/ro/**\"]\n",
         );
         for raw in ["private", "private/", "./private"] {
-            let paths = p.resolve_all(&json!({"path": raw}), None).unwrap();
+            let paths = p
+                .resolve_all("t", None, &json!({"path": raw}), None)
+                .unwrap();
             match p.check_acl(&paths, true) {
                 Err(PolicyError::Acl { list, glob, .. }) => {
                     assert_eq!((list, glob.as_str()), ("deny", "private/**"))
@@ -693,10 +820,12 @@ mod tests {
             }
         }
         let paths = p
-            .resolve_all(&json!({"path": "privateer/x"}), None)
+            .resolve_all("t", None, &json!({"path": "privateer/x"}), None)
             .unwrap();
         assert!(p.check_acl(&paths, true).is_ok());
-        let paths = p.resolve_all(&json!({"path": "a/ro"}), None).unwrap();
+        let paths = p
+            .resolve_all("t", None, &json!({"path": "a/ro"}), None)
+            .unwrap();
         assert!(p.check_acl(&paths, true).is_ok());
         assert!(p.check_acl(&paths, false).is_err());
     }

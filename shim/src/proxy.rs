@@ -727,7 +727,7 @@ impl Shim {
             );
             return;
         }
-        let paths = match self.policy.resolve_all(&args, gate.as_ref()) {
+        let paths = match self.policy.resolve_all(&name, def, &args, gate.as_ref()) {
             Ok(p) => p,
             Err(e) => return self.answer(&id, policy_result(&e)),
         };
@@ -1855,6 +1855,12 @@ fn policy_result(e: &PolicyError) -> Value {
         PolicyError::Glob(_) => {
             results::tool_error(ErrorCode::InvalidInput, e.to_string(), json!({}), None)
         }
+        PolicyError::Unjudged { arg, .. } => results::tool_error(
+            ErrorCode::AclDenied,
+            format!("Refused: {e}. Nothing was run."),
+            json!({"argument": arg, "reason": "unjudgeable"}),
+            None,
+        ),
     }
 }
 

@@ -22,7 +22,7 @@ use crate::governor::{
     self, GovEvent, Item, Limits, Page, PageReply, Position, Track, MAX_PAGE_ATTEMPTS,
     MAX_PAGE_ITEMS, PAGE_RESERVE,
 };
-use crate::policy::{self, PolicyError};
+use crate::policy::PolicyError;
 use crate::results;
 use crate::scan::Top;
 
@@ -261,21 +261,20 @@ impl Shim {
         // The client's own id never reaches the downstream: pages use their own ids.
         self.gov.untrack(&key(id));
         // Other path arguments are checked for the whole call, as for any tool.
-        let mut others = Vec::new();
-        for name in self.policy.path_args(None) {
-            if name == items_arg {
-                continue;
+        let def = self.tool_def(tool);
+        let specs: Vec<_> = self
+            .policy
+            .path_args(tool, def.as_deref(), None)
+            .into_iter()
+            .filter(|a| a.name != items_arg)
+            .collect();
+        let others = match self.policy.resolve_specs(&specs, args) {
+            Ok(p) => p,
+            Err(e) => {
+                self.answer(id, policy_result(&e));
+                return true;
             }
-            for raw in policy::arg_strings(args, &name) {
-                match self.policy.resolve(&name, &raw) {
-                    Ok(p) => others.push(p),
-                    Err(e) => {
-                        self.answer(id, policy_result(&e));
-                        return true;
-                    }
-                }
-            }
-        }
+        };
         if let Err(e) = self.policy.check_acl(&others, read_only) {
             self.answer(id, policy_result(&e));
             return true;

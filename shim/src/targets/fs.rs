@@ -102,12 +102,68 @@ fn kind_of(t: std::fs::FileType) -> &'static str {
 }
 
 /// Existence, type and content of one path (directories: sorted entry names with types).
+/// The path itself is looked at with `lstat`: a link records its target text and the
+/// state of what it leads to, so a file swapped for a link to identical bytes is drift.
 pub fn path_state(p: &Path) -> Result<Value, TargetError> {
+    match std::fs::symlink_metadata(p) {
+        Ok(m) if m.file_type().is_symlink() => {
+            let to = std::fs::read_link(p).map_err(|e| io(p, e))?;
+            Ok(json!({
+                "kind": "symlink",
+                "to": lossless(to.as_os_str().as_bytes()),
+                "leads_to": followed_state(p)?,
+            }))
+        }
+        _ => followed_state(p),
+    }
+}
+
+/// The links among the components of `p` below `base` (`p` itself included when
+/// `with_last`), each as `[path relative to base, link text]`: a folder on the way
+/// swapped for a link to an identical one changes where a call lands.
+pub fn link_chain(base: &Path, p: &Path, with_last: bool) -> Result<Vec<Value>, TargetError> {
+    let Ok(rel) = p.strip_prefix(base) else {
+        return Ok(Vec::new());
+    };
+    let comps: Vec<_> = rel.components().collect();
+    let n = if with_last {
+        comps.len()
+    } else {
+        comps.len().saturating_sub(1)
+    };
+    let mut out = Vec::new();
+    let mut cur = base.to_path_buf();
+    let mut cur_rel = std::path::PathBuf::new();
+    for c in &comps[..n] {
+        cur.push(c);
+        cur_rel.push(c);
+        match std::fs::symlink_metadata(&cur) {
+            Ok(m) if m.file_type().is_symlink() => {
+                let to = std::fs::read_link(&cur).map_err(|e| io(&cur, e))?;
+                out.push(json!([
+                    lossless(cur_rel.as_os_str().as_bytes()),
+                    lossless(to.as_os_str().as_bytes())
+                ]));
+            }
+            Ok(_) => {}
+            // Nothing further exists: no more links on the way.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => break,
+            Err(e) if e.raw_os_error() == Some(nix::libc::ENOTDIR) => break,
+            Err(e) => return Err(io(&cur, e)),
+        }
+    }
+    Ok(out)
+}
+
+/// [`path_state`] of what `p` leads to (links followed).
+fn followed_state(p: &Path) -> Result<Value, TargetError> {
     let meta = match std::fs::metadata(p) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
             return Ok(json!({"kind": "missing"}))
         }
+        // A dangling link, or a link loop: what it leads to cannot be read.
+        Err(e) if e.raw_os_error() == Some(nix::libc::ELOOP) => return Ok(json!({"kind": "loop"})),
         Err(e) => return Err(io(p, e)),
     };
     if meta.is_file() {

@@ -58,11 +58,13 @@ pub fn local_fp(policy: &Policy, targets: &Targets, args: &Value) -> Result<Stri
             for name in names {
                 for raw in arg_strings(args, name) {
                     let p = policy.resolve(name, &raw)?;
-                    items.push(json!({
+                    let mut item = json!({
                         "arg": name,
                         "path": policy.relative(&p).display().to_string(),
                         "state": fs::path_state(&p)?,
-                    }));
+                    });
+                    with_links(&mut item, policy, &p, false)?;
+                    items.push(item);
                 }
             }
             Ok(fp_of("paths", Value::Array(items)))
@@ -76,7 +78,9 @@ pub fn local_fp(policy: &Policy, targets: &Targets, args: &Value) -> Result<Stri
             let files = fs::walk(&dir, &|rel| set.is_match(rel), None, &|rel| {
                 set.is_match(rel)
             })?;
-            Ok(fp_of("tree", json!({ "glob": glob, "files": files })))
+            let mut doc = json!({ "glob": glob, "files": files });
+            with_links(&mut doc, policy, &dir, true)?;
+            Ok(fp_of("tree", doc))
         }
         Targets::Matching { root, contains } => {
             let dir = policy.resolve(root, &one_arg(args, root)?)?;
@@ -89,10 +93,9 @@ pub fn local_fp(policy: &Policy, targets: &Targets, args: &Value) -> Result<Stri
             // Whether a link's target contains the value cannot be known without
             // following it, so every link under the root is part of the state.
             let files = fs::walk(&dir, &|_| true, Some(needle.as_bytes()), &|_| true)?;
-            Ok(fp_of(
-                "matching",
-                json!({ "contains": needle, "files": files }),
-            ))
+            let mut doc = json!({ "contains": needle, "files": files });
+            with_links(&mut doc, policy, &dir, true)?;
+            Ok(fp_of("matching", doc))
         }
         Targets::Git(arg) => {
             let repo = match arg {
@@ -105,10 +108,27 @@ pub fn local_fp(policy: &Policy, targets: &Targets, args: &Value) -> Result<Stri
                 .iter()
                 .map(|e| json!([e.path, e.mode, e.oid, e.stage]))
                 .collect();
-            Ok(fp_of("git", json!({ "head": snap.head, "index": entries })))
+            let mut doc = json!({ "head": snap.head, "index": entries });
+            with_links(&mut doc, policy, &repo, true)?;
+            Ok(fp_of("git", doc))
         }
         Targets::Probe { .. } => unreachable_probe(),
     }
+}
+
+/// Adds `links` (the links on the way to `p` under the root, see [`fs::link_chain`]) to
+/// a state document when there are any; a state with none keeps its old fingerprint.
+fn with_links(
+    doc: &mut Value,
+    policy: &Policy,
+    p: &std::path::Path,
+    with_last: bool,
+) -> Result<(), TargetError> {
+    let links = fs::link_chain(policy.base_of(p), p, with_last)?;
+    if !links.is_empty() {
+        doc["links"] = Value::Array(links);
+    }
+    Ok(())
 }
 
 fn unreachable_probe() -> Result<String, TargetError> {
@@ -175,6 +195,55 @@ mod tests {
         assert_ne!(one, local_fp(&p, &t, &a).unwrap());
         assert!(tc_core::hash::is_sha256_hex(&one));
         assert!(tc_core::hash::is_sha256_hex(&none_fp()));
+    }
+
+    /// A path swapped for a link to identical bytes, or a folder on the way swapped for a
+    /// link to an identical folder, is drift; a state without links keeps its fingerprint.
+    #[test]
+    fn links_are_part_of_the_state() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let p = policy(&root);
+        let t = Targets::Paths(vec!["path".into()]);
+        std::fs::write(root.join("f.md"), "same").unwrap();
+        std::fs::write(root.join("g.md"), "same").unwrap();
+        let a = json!({"path": "f.md"});
+        let plain = local_fp(&p, &t, &a).unwrap();
+        let doc = json!([{"arg": "path", "path": "f.md", "state": fs::path_state(&root.join("g.md")).unwrap()}]);
+        assert_eq!(
+            plain,
+            fp_of("paths", doc),
+            "a plain file's state is unchanged"
+        );
+        std::fs::remove_file(root.join("f.md")).unwrap();
+        std::os::unix::fs::symlink("g.md", root.join("f.md")).unwrap();
+        assert_ne!(plain, local_fp(&p, &t, &a).unwrap(), "file -> link");
+
+        for (d1, d2) in [("d1", "d2"), ("t1", "t2")] {
+            std::fs::create_dir_all(root.join(d1)).unwrap();
+            std::fs::create_dir_all(root.join(d2)).unwrap();
+            std::fs::write(root.join(d1).join("n.md"), "n").unwrap();
+            std::fs::write(root.join(d2).join("n.md"), "n").unwrap();
+        }
+        let a = json!({"path": "d1/n.md", "dir": "t1"});
+        let tree = Targets::Tree {
+            root: "dir".into(),
+            glob: "*.md".into(),
+        };
+        let (f1, t1) = (
+            local_fp(&p, &t, &a).unwrap(),
+            local_fp(&p, &tree, &a).unwrap(),
+        );
+        for d in ["d1", "t1"] {
+            std::fs::remove_dir_all(root.join(d)).unwrap();
+            std::os::unix::fs::symlink(d.replace('1', "2"), root.join(d)).unwrap();
+        }
+        assert_ne!(
+            f1,
+            local_fp(&p, &t, &a).unwrap(),
+            "folder on the way -> link"
+        );
+        assert_ne!(t1, local_fp(&p, &tree, &a).unwrap(), "tree root -> link");
     }
 
     #[test]
