@@ -179,3 +179,161 @@ pub async fn prune(
     }
     Ok(total)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::ledger::Binding;
+    use crate::secret::Secret;
+    use crate::store::{NewEvent, Store};
+
+    const DAY: i64 = 86_400_000;
+
+    fn ledger(dir: &std::path::Path) -> Arc<Ledger> {
+        let store = Store::open(&dir.join("cache.db")).unwrap();
+        Arc::new(Ledger::new(store, Secret::ephemeral(), 300))
+    }
+
+    fn append(l: &Ledger, n: usize, detail: &str) {
+        for _ in 0..n {
+            l.store
+                .append(NewEvent {
+                    kind: "k",
+                    detail: serde_json::json!({ "d": detail }),
+                    ..Default::default()
+                })
+                .unwrap();
+        }
+    }
+
+    fn ids(l: &Ledger) -> Vec<i64> {
+        let evs = l.store.events_after(0, 100_000).unwrap();
+        evs.iter().map(|e| e.id).collect()
+    }
+
+    fn counter(l: &Ledger, name: &str, labels: &str) -> Option<u64> {
+        let c = l.store.counters();
+        c.into_iter()
+            .find(|(n, lb, _)| n == name && lb == labels)
+            .map(|(_, _, v)| v)
+    }
+
+    fn age_all_but_last(l: &Ledger, by_ms: i64) {
+        l.store
+            .write(|c, _| {
+                c.execute(
+                    "UPDATE events SET at_ms = at_ms - ?1 WHERE id < (SELECT max(id) FROM events)",
+                    [by_ms],
+                )?;
+                Ok(Ok(()))
+            })
+            .unwrap();
+    }
+
+    /// Events past the age limit go, in batches of at most BATCH, the newest always
+    /// stays, the size and counters follow, and all of it survives a reopen: the kind
+    /// counter still counts the pruned events.
+    #[tokio::test]
+    async fn old_events_are_pruned_in_batches_and_counters_survive() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = ledger(dir.path());
+        append(&l, 1200, "x");
+        age_all_but_last(&l, 100 * DAY);
+        let policy = Retention {
+            max_age_ms: 90 * DAY,
+            max_bytes: u64::MAX,
+        };
+        let before = l.store.event_bytes();
+        // One batch deletes at most BATCH rows and says more are due.
+        let live = l.store.event_bytes();
+        let one = l
+            .store
+            .write(|c, _| Ok(Ok(prune_batch(c, tc_core::now_ms(), policy, live)?)))
+            .unwrap();
+        assert_eq!((one.age, one.size, one.more), (BATCH as u64, 0, true));
+        l.store.note_pruned(one.bytes, &one.by_reason());
+        let rest = prune(&l, policy).await.unwrap();
+        assert_eq!(rest.age, 1200 - 1 - BATCH as u64);
+        assert!(!rest.more);
+        assert_eq!(ids(&l), vec![1200], "the newest event is kept");
+        let row = ROW_OVERHEAD + "k".len() as u64 + r#"{"d":"x"}"#.len() as u64;
+        assert_eq!(before, 1200 * row);
+        assert_eq!(l.store.event_bytes(), row);
+        assert_eq!(
+            counter(&l, "tc_events_pruned_total", "reason=\"age\""),
+            Some(1199)
+        );
+        // Nothing more is due: a second prune deletes nothing.
+        assert_eq!(prune(&l, policy).await.unwrap().rows(), 0);
+        append(&l, 1, "x");
+        assert_eq!(ids(&l), vec![1200, 1201], "ids continue");
+
+        drop(l);
+        let l = ledger(dir.path());
+        assert_eq!(
+            counter(&l, "tc_events_total", "kind=\"k\""),
+            Some(1201),
+            "counters never go backwards"
+        );
+        assert_eq!(
+            counter(&l, "tc_events_pruned_total", "reason=\"age\""),
+            Some(1199)
+        );
+        assert_eq!(l.store.event_bytes(), 2 * row, "size recomputed at open");
+    }
+
+    /// Over the size cap the oldest events go until the log fits, and no more; young
+    /// events under the cap are left alone.
+    #[tokio::test]
+    async fn the_log_is_pruned_oldest_first_to_its_size_cap() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = ledger(dir.path());
+        let detail = "y".repeat(900);
+        append(&l, 300, &detail);
+        let row = l.store.event_bytes() / 300;
+        let policy = Retention {
+            max_age_ms: 90 * DAY,
+            max_bytes: 100 * row,
+        };
+        let p = prune(&l, policy).await.unwrap();
+        assert_eq!((p.age, p.size), (0, 200));
+        assert_eq!(ids(&l), (201..=300).collect::<Vec<_>>());
+        assert_eq!(l.store.event_bytes(), 100 * row);
+        assert_eq!(
+            counter(&l, "tc_events_pruned_total", "reason=\"size\""),
+            Some(200)
+        );
+        assert_eq!(counter(&l, "tc_events_total", "kind=\"k\""), Some(300));
+        assert_eq!(prune(&l, policy).await.unwrap().rows(), 0);
+    }
+
+    /// Pruning every event touches nothing a confirmation needs: a raised request is
+    /// still mintable, a token minted before still redeems once (and only once).
+    #[tokio::test]
+    async fn pruning_leaves_raised_requests_and_tokens_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        let l = ledger(dir.path());
+        let b = |n: &str| Binding {
+            vault: "v".into(),
+            tool: "t".into(),
+            caller: "c".into(),
+            args_hash: tc_core::hash::sha256_hex(n.as_bytes()),
+        };
+        let fp = tc_core::hash::sha256_hex(b"fp");
+        l.raise(&b("minted"), &fp, "s").unwrap();
+        let (token, _, _) = l.mint(&b("minted"), None).unwrap();
+        l.raise(&b("pending"), &fp, "s").unwrap();
+        append(&l, 10, "x");
+        age_all_but_last(&l, 365 * DAY);
+        let policy = Retention {
+            max_age_ms: DAY,
+            max_bytes: u64::MAX,
+        };
+        assert_eq!(prune(&l, policy).await.unwrap().age, 12);
+        l.redeem(&token, &b("minted"), &fp).unwrap();
+        assert!(l.redeem(&token, &b("minted"), &fp).is_err(), "single use");
+        l.mint(&b("pending"), None).unwrap();
+    }
+}
