@@ -24,10 +24,12 @@ pub const DEFAULT_EVENTS_MAX_AGE_DAYS: u32 = 90;
 pub const DEFAULT_EVENTS_MAX_BYTES: u64 = 16 * 1024 * 1024;
 /// Smallest `events_max_bytes` accepted: a few hundred events.
 pub const MIN_EVENTS_MAX_BYTES: u64 = 64 * 1024;
-/// Default sustained rate of model-causable writes per (vault, caller).
-pub const DEFAULT_RATE_LIMIT_PER_MINUTE: u32 = 60;
-/// Default burst of model-causable writes per (vault, caller).
-pub const DEFAULT_RATE_LIMIT_BURST: u32 = 120;
+/// Default sustained rate of model-causable writes per (vault, caller): two a second,
+/// far above an agent whose gated calls each wait for a human, far below a flood.
+pub const DEFAULT_RATE_LIMIT_PER_MINUTE: u32 = 120;
+/// Default burst of model-causable writes per (vault, caller): an agent may fire a few
+/// hundred refused calls at once (a batch of edits) before it is slowed down.
+pub const DEFAULT_RATE_LIMIT_BURST: u32 = 300;
 
 /// Why a configuration could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -327,14 +329,26 @@ impl Config {
         }
         let d = &self.daemon;
         for (key, ok, rule) in [
-            ("events_max_age_days", d.events_max_age_days >= 1, "must be at least 1".to_string()),
+            (
+                "events_max_age_days",
+                d.events_max_age_days >= 1,
+                "must be at least 1".to_string(),
+            ),
             (
                 "events_max_bytes",
                 d.events_max_bytes >= MIN_EVENTS_MAX_BYTES,
                 format!("must be at least {MIN_EVENTS_MAX_BYTES}"),
             ),
-            ("rate_limit_per_minute", d.rate_limit_per_minute >= 1, "must be at least 1".into()),
-            ("rate_limit_burst", d.rate_limit_burst >= 1, "must be at least 1".into()),
+            (
+                "rate_limit_per_minute",
+                d.rate_limit_per_minute >= 1,
+                "must be at least 1".into(),
+            ),
+            (
+                "rate_limit_burst",
+                d.rate_limit_burst >= 1,
+                "must be at least 1".into(),
+            ),
         ] {
             if !ok {
                 return Err(self.invalid(format!("daemon.{key}"), rule));
@@ -469,8 +483,8 @@ mod tests {
         assert_eq!(c.daemon.elicit_ttl_seconds, 300);
         assert_eq!(c.daemon.events_max_age_days, 90);
         assert_eq!(c.daemon.events_max_bytes, 16 * 1024 * 1024);
-        assert_eq!(c.daemon.rate_limit_per_minute, 60);
-        assert_eq!(c.daemon.rate_limit_burst, 120);
+        assert_eq!(c.daemon.rate_limit_per_minute, 120);
+        assert_eq!(c.daemon.rate_limit_burst, 300);
         assert_eq!(c.governor.max_response_bytes, 1_048_576);
         assert!(c.vaults.is_empty());
     }
@@ -577,7 +591,10 @@ deny = ["private/**"]
                 "[daemon]\nrate_limit_per_minute = 0\n",
                 "daemon.rate_limit_per_minute",
             ),
-            ("[daemon]\nrate_limit_burst = 0\n", "daemon.rate_limit_burst"),
+            (
+                "[daemon]\nrate_limit_burst = 0\n",
+                "daemon.rate_limit_burst",
+            ),
             ("[[vaults]]\nid = \"a\"\nroot = \"rel\"\n", "vaults[0].root"),
             (
                 "[[vaults]]\nid = \"a\"\nroot = \"/a\"\n[[vaults]]\nid = \"a\"\nroot = \"/b\"\n",

@@ -170,10 +170,12 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
     let runner = tokio::spawn(store.runner()?);
     let retention = retention::Retention::from_config(&cfg.daemon);
     store.set_prune_threshold(retention::wake_threshold(retention.max_bytes));
-    let limits = limits::Limits::new(cfg.daemon.rate_limit_per_minute, cfg.daemon.rate_limit_burst);
-    let ledger = Arc::new(
-        Ledger::new(store, secret, cfg.daemon.elicit_ttl_seconds).with_limits(limits),
+    let limits = limits::Limits::new(
+        cfg.daemon.rate_limit_per_minute,
+        cfg.daemon.rate_limit_burst,
     );
+    let ledger =
+        Arc::new(Ledger::new(store, secret, cfg.daemon.elicit_ttl_seconds).with_limits(limits));
     let bound = listener::bind(&socket)?;
 
     let my_uid = nix::unistd::geteuid().as_raw();

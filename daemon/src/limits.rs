@@ -205,8 +205,7 @@ impl Ledger {
         } else {
             "vault=\"*\",caller=\"*\"".into()
         };
-        self.store
-            .bump(("tc_rate_limited_total".into(), labels), 1);
+        self.store.bump(("tc_rate_limited_total".into(), labels), 1);
         if l.log {
             tracing::warn!(
                 vault = %label(vault),
@@ -276,7 +275,10 @@ mod tests {
         assert_eq!(l.keys(), MAX_KEYS);
         l.take_at("new-1", "c", 0).unwrap();
         l.take_at("new-2", "c", 0).unwrap();
-        assert!(l.take_at("new-3", "c", 0).is_err(), "shared overflow bucket");
+        assert!(
+            l.take_at("new-3", "c", 0).is_err(),
+            "shared overflow bucket"
+        );
         assert_eq!(l.keys(), MAX_KEYS);
         // Two seconds later every bucket refilled: idle ones go, the new key gets its own.
         l.take_at("new-4", "c", 2000).unwrap();

@@ -150,9 +150,8 @@ pub async fn prune(
             .store
             .call(move || {
                 let live = l.store.event_bytes();
-                l.store.write(|c, _| {
-                    Ok(Ok(prune_batch(c, tc_core::now_ms(), policy, live)?))
-                })
+                l.store
+                    .write(|c, _| Ok(Ok(prune_batch(c, tc_core::now_ms(), policy, live)?)))
             })
             .await?;
         // Only now, with the batch committed, do the counters and the size move.

@@ -241,7 +241,10 @@ impl Store {
         migrate(&mut conn)?;
         let counters = derive_counters(&conn)?;
         let event_bytes: i64 = conn.query_row(
-            &format!("SELECT coalesce(sum({}), 0) FROM events", crate::retention::EVENT_BYTES),
+            &format!(
+                "SELECT coalesce(sum({}), 0) FROM events",
+                crate::retention::EVENT_BYTES
+            ),
             [],
             |r| r.get(0),
         )?;
@@ -836,7 +839,11 @@ fn derive_counters(conn: &Connection) -> Result<BTreeMap<(String, String), u64>,
          UNION ALL SELECT '', sum(n), reason FROM events_pruned GROUP BY reason",
     )?;
     let rows = st.query_map([], |r| {
-        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?, r.get::<_, String>(2)?))
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, i64>(1)?,
+            r.get::<_, String>(2)?,
+        ))
     })?;
     for row in rows {
         let (kind, n, reason) = row?;

@@ -104,8 +104,11 @@ fn a_flood_of_refused_calls_is_rate_limited_and_the_db_stays_bounded() {
     assert!(!env.root.join("flood").exists(), "a refused call ran");
     let metrics = env.tcctl_metrics();
     assert!(
-        metric(&metrics, "tc_rate_limited_total{vault=\"fs\",caller=\"stdio\"}")
-            .is_some_and(|n| n >= limited.len() as u64),
+        metric(
+            &metrics,
+            "tc_rate_limited_total{vault=\"fs\",caller=\"stdio\"}"
+        )
+        .is_some_and(|n| n >= limited.len() as u64),
         "{metrics}"
     );
 
@@ -173,7 +176,10 @@ fn the_event_log_is_held_to_its_size_cap_and_pending_confirmations_survive() {
             .unwrap();
         (bytes as u64 <= cap).then_some(bytes as u64)
     });
-    assert!(kept > cap / 2, "pruned far more than needed: {kept} bytes left");
+    assert!(
+        kept > cap / 2,
+        "pruned far more than needed: {kept} bytes left"
+    );
     let log = env.tcd.stderr();
     assert!(log.contains("pruned") && log.contains("events"), "{log}");
 
