@@ -265,6 +265,9 @@ async fn metrics(socket: PathBuf) -> Result<(), CliError> {
     emit(&prometheus(&counters, &st))
 }
 
+/// Events the daemon's retention deleted from the audit log, by reason (`age`, `size`).
+const PRUNED: &str = "tc_events_pruned_total";
+
 /// Renders counters and status gauges in the Prometheus text exposition format.
 pub fn prometheus(counters: &[v1::Counter], st: &v1::StatusReply) -> String {
     let mut out = String::new();
@@ -286,6 +289,11 @@ pub fn prometheus(counters: &[v1::Counter], st: &v1::StatusReply) -> String {
     {
         out.push_str("# TYPE governor_truncations_total counter\ngovernor_truncations_total 0\n");
     }
+    if !counters.iter().any(|c| c.name == PRUNED) {
+        out.push_str(&format!(
+            "# TYPE {PRUNED} counter\n{PRUNED}{{reason=\"age\"}} 0\n{PRUNED}{{reason=\"size\"}} 0\n"
+        ));
+    }
     for (name, v) in [
         ("tc_pending_requests", st.pending_requests),
         ("tc_live_tokens", st.live_tokens),
@@ -304,6 +312,17 @@ async fn status(socket: PathBuf) -> Result<(), CliError> {
         .await
         .map_err(|s| status_error(&socket, &s))?
         .into_inner();
+    let pruned: u64 = d
+        .client
+        .counters(v1::CountersRequest {})
+        .await
+        .map_err(|s| status_error(&socket, &s))?
+        .into_inner()
+        .counters
+        .iter()
+        .filter(|c| c.name == PRUNED)
+        .map(|c| c.value)
+        .sum();
     let mut o = String::new();
     let _ = writeln!(o, "tcd {} (protocol {}) running", s.version, s.protocol);
     let _ = writeln!(o, "socket:     {}", s.socket);
@@ -322,7 +341,7 @@ async fn status(socket: PathBuf) -> Result<(), CliError> {
     let _ = writeln!(o, "uptime:     {} s", s.uptime_seconds);
     let _ = writeln!(
         o,
-        "pending:    {} requests, {} live tokens, {} events",
+        "pending:    {} requests, {} live tokens, {} events ({pruned} pruned by retention)",
         s.pending_requests, s.live_tokens, s.events
     );
     emit(&o)

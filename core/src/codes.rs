@@ -30,11 +30,14 @@ pub enum Reason {
     RequestMismatch,
     /// A request argument is malformed (empty binding field, bad hex, ...).
     BadArgument,
+    /// This (vault, caller) raised requests or reported events faster than
+    /// `daemon.rate_limit_per_minute` allows; nothing was recorded.
+    RateLimited,
 }
 
 impl Reason {
     /// All reasons, for exhaustive tests and docs.
-    pub const ALL: [Reason; 11] = [
+    pub const ALL: [Reason; 12] = [
         Reason::Unknown,
         Reason::Expired,
         Reason::Spent,
@@ -46,6 +49,7 @@ impl Reason {
         Reason::Foreign,
         Reason::RequestMismatch,
         Reason::BadArgument,
+        Reason::RateLimited,
     ];
 
     /// The wire spelling (snake_case), stable across versions.
@@ -62,6 +66,7 @@ impl Reason {
             Reason::Foreign => "foreign",
             Reason::RequestMismatch => "request_mismatch",
             Reason::BadArgument => "bad_argument",
+            Reason::RateLimited => "rate_limited",
         }
     }
 }
@@ -93,6 +98,7 @@ pub enum ErrorCode {
     AclDenied,
     ConfirmationUnavailable,
     GateNotConfigured,
+    RateLimited,
 }
 
 impl ErrorCode {
@@ -109,6 +115,7 @@ impl ErrorCode {
             ErrorCode::AclDenied => "acl_denied",
             ErrorCode::ConfirmationUnavailable => "confirmation_unavailable",
             ErrorCode::GateNotConfigured => "gate_not_configured",
+            ErrorCode::RateLimited => "rate_limited",
         }
     }
 }

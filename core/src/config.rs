@@ -16,6 +16,20 @@ use crate::paths::{self, PathError};
 pub const DEFAULT_TTL_SECONDS: u32 = 300;
 /// Default governor cap.
 pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 1_048_576;
+/// Default age past which audit events are pruned (a quarter of a year).
+pub const DEFAULT_EVENTS_MAX_AGE_DAYS: u32 = 90;
+/// Default size the audit log is held to (16 MiB of event fields): a normal user's
+/// ~100 events a day at ~400 bytes each is ~3.6 MB in 90 days, so the age limit is what
+/// normally prunes, and this only bounds a flood.
+pub const DEFAULT_EVENTS_MAX_BYTES: u64 = 16 * 1024 * 1024;
+/// Smallest `events_max_bytes` accepted: a few hundred events.
+pub const MIN_EVENTS_MAX_BYTES: u64 = 64 * 1024;
+/// Default sustained rate of model-causable writes per (vault, caller): two a second,
+/// far above an agent whose gated calls each wait for a human, far below a flood.
+pub const DEFAULT_RATE_LIMIT_PER_MINUTE: u32 = 120;
+/// Default burst of model-causable writes per (vault, caller): an agent may fire a few
+/// hundred refused calls at once (a batch of edits) before it is slowed down.
+pub const DEFAULT_RATE_LIMIT_BURST: u32 = 300;
 
 /// Why a configuration could not be used.
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +79,15 @@ pub struct DaemonConfig {
     /// Default: `$XDG_STATE_HOME/tc`, else `~/.local/state/tc`.
     pub cache_dir: Option<PathBuf>,
     pub elicit_ttl_seconds: u32,
+    /// Audit events older than this many days are pruned.
+    pub events_max_age_days: u32,
+    /// The audit log is pruned, oldest first, to this many bytes of event fields.
+    pub events_max_bytes: u64,
+    /// Raised requests, refusal events and client-reported events each (vault, caller)
+    /// may cause per minute, sustained (a token bucket); past it Raise is `rate_limited`.
+    pub rate_limit_per_minute: u32,
+    /// How many of those may come at once (the bucket's size).
+    pub rate_limit_burst: u32,
 }
 
 impl Default for DaemonConfig {
@@ -73,6 +96,10 @@ impl Default for DaemonConfig {
             socket: None,
             cache_dir: None,
             elicit_ttl_seconds: DEFAULT_TTL_SECONDS,
+            events_max_age_days: DEFAULT_EVENTS_MAX_AGE_DAYS,
+            events_max_bytes: DEFAULT_EVENTS_MAX_BYTES,
+            rate_limit_per_minute: DEFAULT_RATE_LIMIT_PER_MINUTE,
+            rate_limit_burst: DEFAULT_RATE_LIMIT_BURST,
         }
     }
 }
@@ -359,6 +386,33 @@ impl Config {
         if self.daemon.elicit_ttl_seconds == 0 {
             return Err(self.invalid("daemon.elicit_ttl_seconds".into(), "must be at least 1"));
         }
+        let d = &self.daemon;
+        for (key, ok, rule) in [
+            (
+                "events_max_age_days",
+                d.events_max_age_days >= 1,
+                "must be at least 1".to_string(),
+            ),
+            (
+                "events_max_bytes",
+                d.events_max_bytes >= MIN_EVENTS_MAX_BYTES,
+                format!("must be at least {MIN_EVENTS_MAX_BYTES}"),
+            ),
+            (
+                "rate_limit_per_minute",
+                d.rate_limit_per_minute >= 1,
+                "must be at least 1".into(),
+            ),
+            (
+                "rate_limit_burst",
+                d.rate_limit_burst >= 1,
+                "must be at least 1".into(),
+            ),
+        ] {
+            if !ok {
+                return Err(self.invalid(format!("daemon.{key}"), rule));
+            }
+        }
         if self.governor.max_response_bytes < 1024 {
             return Err(self.invalid(
                 "governor.max_response_bytes".into(),
@@ -506,6 +560,10 @@ mod tests {
     fn empty_file_is_all_defaults() {
         let c = parse("").unwrap();
         assert_eq!(c.daemon.elicit_ttl_seconds, 300);
+        assert_eq!(c.daemon.events_max_age_days, 90);
+        assert_eq!(c.daemon.events_max_bytes, 16 * 1024 * 1024);
+        assert_eq!(c.daemon.rate_limit_per_minute, 120);
+        assert_eq!(c.daemon.rate_limit_burst, 300);
         assert_eq!(c.governor.max_response_bytes, 1_048_576);
         assert!(c.vaults.is_empty());
     }
@@ -600,6 +658,22 @@ deny = ["private/**"]
                 "[daemon]\nelicit_ttl_seconds = 0\n",
                 "daemon.elicit_ttl_seconds",
             ),
+            (
+                "[daemon]\nevents_max_age_days = 0\n",
+                "daemon.events_max_age_days",
+            ),
+            (
+                "[daemon]\nevents_max_bytes = 1000\n",
+                "daemon.events_max_bytes",
+            ),
+            (
+                "[daemon]\nrate_limit_per_minute = 0\n",
+                "daemon.rate_limit_per_minute",
+            ),
+            (
+                "[daemon]\nrate_limit_burst = 0\n",
+                "daemon.rate_limit_burst",
+            ),
             ("[[vaults]]\nid = \"a\"\nroot = \"rel\"\n", "vaults[0].root"),
             (
                 "[[vaults]]\nid = \"a\"\nroot = \"/a\"\n[[vaults]]\nid = \"a\"\nroot = \"/b\"\n",
@@ -686,6 +760,10 @@ mod fuzz {
     /// A parsed config keeps every rule `validate` enforces.
     fn holds(c: &Config) -> bool {
         c.daemon.elicit_ttl_seconds >= 1
+            && c.daemon.events_max_age_days >= 1
+            && c.daemon.events_max_bytes >= MIN_EVENTS_MAX_BYTES
+            && c.daemon.rate_limit_per_minute >= 1
+            && c.daemon.rate_limit_burst >= 1
             && c.governor.max_response_bytes >= 1024
             && c.vaults.iter().all(|v| {
                 !v.id.is_empty()

@@ -44,6 +44,7 @@ fn code_for(reason: Reason) -> Code {
         Reason::Invalid | Reason::Foreign | Reason::RequestMismatch | Reason::BadArgument => {
             Code::InvalidArgument
         }
+        Reason::RateLimited => Code::ResourceExhausted,
     }
 }
 

@@ -149,6 +149,8 @@ pub struct Ledger {
     pub store: Store,
     secret: RwLock<Secret>,
     ttl_ms: i64,
+    /// What each (vault, caller) may make us write (`limits.rs`).
+    pub(crate) limits: crate::limits::Limits,
 }
 
 fn random_b64(n: usize) -> String {
@@ -163,7 +165,16 @@ impl Ledger {
             store,
             secret: RwLock::new(secret),
             ttl_ms: i64::from(ttl_seconds) * 1000,
+            limits: crate::limits::Limits::new(
+                tc_core::config::DEFAULT_RATE_LIMIT_PER_MINUTE,
+                tc_core::config::DEFAULT_RATE_LIMIT_BURST,
+            ),
         }
+    }
+
+    /// The same ledger with these rate limits instead of the defaults.
+    pub fn with_limits(self, limits: crate::limits::Limits) -> Ledger {
+        Ledger { limits, ..self }
     }
 
     fn keys<T>(&self, f: impl FnOnce(&Secret) -> T) -> T {
@@ -200,6 +211,8 @@ impl Ledger {
     ) -> Result<(i64, i64), DaemonError> {
         b.check()?;
         check_hash("state_fp", state_fp)?;
+        // A model can raise at will (each refused call does): bounded per caller.
+        self.charge(&b.vault, &b.caller)?;
         // The shim keeps summaries far below this; a longer one is cut visibly.
         let summary: String = if summary.chars().count() > SUMMARY_MAX {
             summary.chars().take(SUMMARY_MAX - 1).chain(['…']).collect()
@@ -335,7 +348,10 @@ impl Ledger {
                         fields.push(name);
                     }
                 }
-                evs.push(b.event(events::REFUSED, current_fp, json!({ "reason": "binding_mismatch", "fields": fields })));
+                // One unspent token can be presented for other calls at will.
+                if self.may_record(&b.vault, &b.caller, events::REFUSED) {
+                    evs.push(b.event(events::REFUSED, current_fp, json!({ "reason": "binding_mismatch", "fields": fields })));
+                }
                 return Ok(Err(DaemonError::refused(
                     Reason::BindingMismatch,
                     format!("this token was minted for a different call ({} differ)", fields.join(", ")),
@@ -547,11 +563,13 @@ impl Ledger {
             Ok(s) => s,
             Err(e) => {
                 if let DaemonError::Refused { reason, .. } = &e {
-                    self.store.append(b.event(
-                        events::REFUSED,
-                        "",
-                        json!({ "reason": reason.as_str(), "what": "request_state" }),
-                    ))?;
+                    if self.may_record(&b.vault, &b.caller, events::REFUSED) {
+                        self.store.append(b.event(
+                            events::REFUSED,
+                            "",
+                            json!({ "reason": reason.as_str(), "what": "request_state" }),
+                        ))?;
+                    }
                 }
                 return Err(e);
             }
@@ -574,7 +592,10 @@ impl Ledger {
                     }
                     return Ok(Ok(()));
                 }
-                evs.push(b.event(events::REFUSED, &s.state_fp, json!({ "reason": "spent", "what": "request_state" })));
+                // A spent state can be replayed at will.
+                if self.may_record(&b.vault, &b.caller, events::REFUSED) {
+                    evs.push(b.event(events::REFUSED, &s.state_fp, json!({ "reason": "spent", "what": "request_state" })));
+                }
                 Ok(Err(DaemonError::refused(Reason::Spent, "this requestState was already used to authorize a call")))
             })?;
         }
@@ -597,11 +618,13 @@ impl Ledger {
             Ok(p) => Ok(p),
             Err(e) => {
                 if let DaemonError::Refused { reason, .. } = &e {
-                    self.store.append(b.event(
-                        events::CURSOR_REJECTED,
-                        "",
-                        json!({ "reason": reason.as_str() }),
-                    ))?;
+                    if self.may_record(&b.vault, &b.caller, events::CURSOR_REJECTED) {
+                        self.store.append(b.event(
+                            events::CURSOR_REJECTED,
+                            "",
+                            json!({ "reason": reason.as_str() }),
+                        ))?;
+                    }
                 }
                 Err(e)
             }
@@ -676,10 +699,11 @@ impl Ledger {
         })
     }
 
-    /// Deletes rows nothing can use any more: request-state nonces and raised requests a
-    /// day past their expiry (the seal's own expiry already refuses those states), and
-    /// tokens [`TOKEN_RETENTION_MS`] past both their expiry and their last redemption.
-    /// The event log is the audit record and is never deleted.
+    /// Deletes rows nothing can use any more: request-state nonces a day past their
+    /// expiry (the seal's own expiry already refuses those states), raised requests once
+    /// expired (`mint` refuses them; kept longer, a flood of raises at the rate limit
+    /// would pile up a day of them), and tokens [`TOKEN_RETENTION_MS`] past both their
+    /// expiry and their last redemption. Events are pruned by `retention.rs`.
     pub fn gc(&self) -> Result<(), DaemonError> {
         self.gc_at(now_ms())
     }
@@ -692,7 +716,7 @@ impl Ledger {
                 tx.prepare_cached("DELETE FROM consumed_states WHERE expires_at <= ?1")?
                     .execute(params![now - 86_400_000])?;
                 tx.prepare_cached("DELETE FROM raised WHERE expires_at <= ?1")?
-                    .execute(params![now - 86_400_000])?;
+                    .execute(params![now])?;
                 // A deleted token is refused as `unknown` instead of `spent`: refused all
                 // the same. Its redemption can no longer be released or recorded, which
                 // only a call running for longer than the retention would notice.
@@ -728,11 +752,18 @@ impl Ledger {
                 format!("event kind {kind:?} cannot be appended by a client"),
             ));
         };
+        // Declines, unobtained approvals and overflows are the model's to cause at will.
+        self.charge(&ev.vault, &ev.caller)?;
         self.store.append(NewEvent { kind, ..ev })
     }
 
     /// Records a refused peer.
     pub fn auth_denied(&self, uid: Option<u32>, pid: Option<i32>) {
+        // Another uid's connections are not ours to pace, but they must not fill the log.
+        let who = format!("uid {}", uid.map_or("?".into(), |u| u.to_string()));
+        if !self.may_record("", &who, events::AUTH_DENIED) {
+            return;
+        }
         let ev = NewEvent {
             kind: events::AUTH_DENIED,
             detail: json!({ "uid": uid, "pid": pid }),

@@ -7,7 +7,9 @@
 pub mod error;
 pub mod fsutil;
 pub mod ledger;
+pub mod limits;
 pub mod listener;
+pub mod retention;
 pub mod seal;
 pub mod secret;
 pub mod service;
@@ -115,6 +117,30 @@ fn unwritable(dir: &std::path::Path) -> String {
     }
 }
 
+/// Garbage collection: every minute (and once at start) the ledger's expired rows and the
+/// events retention lets go; in between, retention alone whenever a commit pushed the
+/// log past its size cap by an eighth (at most once a second), so a flood is pruned
+/// within seconds.
+async fn collect(ledger: Arc<Ledger>, policy: retention::Retention) {
+    let mut tick = tokio::time::interval(Duration::from_secs(60));
+    loop {
+        let full = tokio::select! {
+            _ = tick.tick() => true,
+            _ = ledger.store.prune_wanted().notified() => false,
+        };
+        if full {
+            let l = ledger.clone();
+            if let Err(e) = ledger.store.call(move || l.gc()).await {
+                tracing::warn!(error = %e, "garbage collection failed");
+            }
+        }
+        if let Err(e) = retention::prune(&ledger, policy).await {
+            tracing::warn!(error = %e, "pruning the audit log failed");
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
 /// Opens the store, binds the socket and serves until a shutdown signal.
 pub async fn serve(opts: Options) -> anyhow::Result<()> {
     // First: a SIGTERM that arrives while starting (the socket accepts as soon as it is
@@ -142,7 +168,14 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
         )
     })?;
     let runner = tokio::spawn(store.runner()?);
-    let ledger = Arc::new(Ledger::new(store, secret, cfg.daemon.elicit_ttl_seconds));
+    let retention = retention::Retention::from_config(&cfg.daemon);
+    store.set_prune_threshold(retention::wake_threshold(retention.max_bytes));
+    let limits = limits::Limits::new(
+        cfg.daemon.rate_limit_per_minute,
+        cfg.daemon.rate_limit_burst,
+    );
+    let ledger =
+        Arc::new(Ledger::new(store, secret, cfg.daemon.elicit_ttl_seconds).with_limits(limits));
     let bound = listener::bind(&socket)?;
 
     let my_uid = nix::unistd::geteuid().as_raw();
@@ -182,17 +215,7 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
         draining.clone(),
     );
 
-    let gc_ledger = ledger.clone();
-    let gc = tokio::spawn(async move {
-        let mut tick = tokio::time::interval(Duration::from_secs(60));
-        loop {
-            tick.tick().await;
-            let l = gc_ledger.clone();
-            if let Err(e) = gc_ledger.store.call(move || l.gc()).await {
-                tracing::warn!(error = %e, "garbage collection failed");
-            }
-        }
-    });
+    let gc = tokio::spawn(collect(ledger.clone(), retention));
 
     let shutdown = {
         let draining = draining.clone();

@@ -1,6 +1,6 @@
 //! The SQLite store: opening in WAL with `synchronous=FULL`, the versioned schema and
 //! its migrations, transactions, the event log every change writes into, and the counters
-//! derived from it.
+//! derived from it (plus what retention pruned, so they never go backwards).
 //!
 //! - [`Store`]: one connection owned by a store thread that group-commits queued jobs.
 //! - [`NewEvent`]: an audit event, committed in the same transaction as its change.
@@ -8,6 +8,7 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 
 use rusqlite::{params, Connection, TransactionBehavior};
@@ -117,6 +118,15 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     CREATE INDEX tokens_expiry ON tokens (expires_at);
     CREATE INDEX tokens_args ON tokens (args_hash);
     "#,
+    // 5: events are pruned by retention (`retention.rs`); what was pruned is counted here
+    // per kind and reason, so the counters derived at start (live events + pruned ones)
+    // never go backwards.
+    r#"
+    CREATE TABLE events_pruned (
+        kind TEXT NOT NULL, reason TEXT NOT NULL, n INTEGER NOT NULL,
+        PRIMARY KEY (kind, reason)
+    ) WITHOUT ROWID;
+    "#,
 ];
 
 /// The schema version this build writes.
@@ -182,6 +192,11 @@ struct Shared {
     committed: broadcast::Sender<i64>,
     /// Jobs handed to the store thread and not finished yet (0: it is idle).
     on_thread: std::sync::atomic::AtomicUsize,
+    /// The audit log's size as retention counts it ([`crate::retention::EVENT_BYTES`]).
+    event_bytes: AtomicU64,
+    /// Past this many event bytes, a commit wakes the collector (`prune_wanted`).
+    prune_at: AtomicU64,
+    prune_wanted: tokio::sync::Notify,
 }
 
 /// Runs on the store thread inside the group transaction; returns how to deliver its
@@ -203,6 +218,7 @@ struct Group {
     conn: Connection,
     events: Vec<NewEvent>,
     last_event: i64,
+    event_bytes: u64,
 }
 
 thread_local! {
@@ -223,17 +239,15 @@ impl Store {
         // Every statement is `prepare_cached`; the default 16 slots would evict some.
         conn.set_prepared_statement_cache_capacity(64);
         migrate(&mut conn)?;
-        let mut counters = BTreeMap::new();
-        {
-            let mut st = conn.prepare("SELECT kind, count(*) FROM events GROUP BY kind")?;
-            let rows = st.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?)))?;
-            for row in rows {
-                let (kind, n) = row?;
-                for key in counter_keys(&kind) {
-                    *counters.entry(key).or_insert(0) += n as u64;
-                }
-            }
-        }
+        let counters = derive_counters(&conn)?;
+        let event_bytes: i64 = conn.query_row(
+            &format!(
+                "SELECT coalesce(sum({}), 0) FROM events",
+                crate::retention::EVENT_BYTES
+            ),
+            [],
+            |r| r.get(0),
+        )?;
         let (committed, _) = broadcast::channel(64);
         let shared = Arc::new(Shared {
             conn: Mutex::new(Some(conn)),
@@ -241,6 +255,9 @@ impl Store {
             counters: Mutex::new(counters),
             committed,
             on_thread: std::sync::atomic::AtomicUsize::new(0),
+            event_bytes: AtomicU64::new(event_bytes as u64),
+            prune_at: AtomicU64::new(u64::MAX),
+            prune_wanted: tokio::sync::Notify::new(),
         });
         let (tx, rx) = mpsc::channel();
         let thread_shared = shared.clone();
@@ -387,15 +404,20 @@ impl Store {
         &self,
         f: impl FnOnce(&Connection, &mut Vec<NewEvent>) -> Written<T>,
     ) -> Result<(Result<T, DaemonError>, i64), DaemonError> {
-        type Done<T> = (Result<T, DaemonError>, Vec<NewEvent>, i64);
         let run = |conn: &Connection| -> Result<Done<T>, DaemonError> {
             let mut events = Vec::new();
             let result = f(conn, &mut events)?;
-            let mut last = 0;
+            let (mut last, mut bytes) = (0, 0);
             for ev in &events {
-                last = insert_event(conn, ev)?;
+                let (id, b) = insert_event(conn, ev)?;
+                (last, bytes) = (id, bytes + b);
             }
-            Ok((result, events, last))
+            Ok(Done {
+                result,
+                events,
+                last,
+                bytes,
+            })
         };
         let mut run = Some(run);
         let grouped = GROUP.with(|g| {
@@ -409,7 +431,12 @@ impl Store {
             return r;
         }
         let run = run.take().expect("write runs once");
-        let (result, events, last) = self.alone(|conn| {
+        let Done {
+            result,
+            events,
+            last,
+            bytes,
+        } = self.alone(|conn| {
             conn.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
             let done = run(conn).and_then(|d| {
                 conn.prepare_cached("COMMIT")?.execute([])?;
@@ -420,7 +447,7 @@ impl Store {
             }
             done
         })?;
-        self.shared.count(&events);
+        self.shared.count(&events, bytes);
         if last > 0 {
             let _ = self.shared.committed.send(last);
         }
@@ -454,6 +481,42 @@ impl Store {
             Ok(Ok(()))
         })?;
         result.map(|()| id)
+    }
+
+    /// The audit log's size as retention counts it, as of the last commit.
+    pub fn event_bytes(&self) -> u64 {
+        self.shared.event_bytes.load(Relaxed)
+    }
+
+    /// Past `bytes` of events, a commit wakes [`Store::prune_wanted`] waiters.
+    pub fn set_prune_threshold(&self, bytes: u64) {
+        self.shared.prune_at.store(bytes, Relaxed);
+    }
+
+    /// Notified when the log outgrew the threshold (a permit is kept for the next waiter).
+    pub fn prune_wanted(&self) -> &tokio::sync::Notify {
+        &self.shared.prune_wanted
+    }
+
+    /// After a prune committed: its bytes leave the size, its rows join the counters.
+    pub fn note_pruned(&self, freed_bytes: u64, by_reason: &[(&'static str, u64)]) {
+        let _ = self
+            .shared
+            .event_bytes
+            .fetch_update(Relaxed, Relaxed, |b| Some(b.saturating_sub(freed_bytes)));
+        for (reason, n) in by_reason {
+            self.bump(crate::retention::pruned_key(reason), *n);
+        }
+    }
+
+    /// Adds `n` to the in-memory counter `key` (name, labels); not persisted.
+    pub fn bump(&self, key: (String, String), n: u64) {
+        let mut c = self
+            .shared
+            .counters
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        *c.entry(key).or_insert(0) += n;
     }
 
     /// Subscribes to "events up to id N committed".
@@ -497,7 +560,8 @@ impl Store {
             .collect()
     }
 
-    /// Number of events ever committed (ids start at 1, and events are never deleted).
+    /// Number of events ever committed (ids start at 1, and retention never deletes the
+    /// newest row, so `max(id)` is never handed out again).
     pub fn event_count(&self) -> Result<u64, DaemonError> {
         self.read(|c| {
             Ok(c.prepare_cached("SELECT coalesce(max(id), 0) FROM events")?
@@ -538,28 +602,47 @@ impl Drop for Store {
 }
 
 impl Shared {
-    fn count(&self, events: &[NewEvent]) {
+    /// Counts committed events (and their bytes; past the threshold, wakes the collector).
+    fn count(&self, events: &[NewEvent], bytes: u64) {
         let mut c = self.counters.lock().unwrap_or_else(|p| p.into_inner());
         for ev in events {
             for key in counter_keys(ev.kind) {
                 *c.entry(key).or_insert(0) += 1;
             }
         }
+        drop(c);
+        let total = self.event_bytes.fetch_add(bytes, Relaxed) + bytes;
+        if bytes > 0 && total > self.prune_at.load(Relaxed) {
+            self.prune_wanted.notify_one();
+        }
     }
 }
 
+/// What one write did, before its commit: its result, events, last event id and their bytes.
+struct Done<T> {
+    result: Result<T, DaemonError>,
+    events: Vec<NewEvent>,
+    last: i64,
+    bytes: u64,
+}
+
 /// One write of a group, in its own savepoint so that its failure undoes only itself.
-#[allow(clippy::type_complexity)]
 fn in_savepoint<T>(
     group: &mut Group,
-    f: impl FnOnce(&Connection) -> Result<(Result<T, DaemonError>, Vec<NewEvent>, i64), DaemonError>,
+    f: impl FnOnce(&Connection) -> Result<Done<T>, DaemonError>,
 ) -> Result<(Result<T, DaemonError>, i64), DaemonError> {
     let conn = &group.conn;
     conn.prepare_cached("SAVEPOINT tc_write")?.execute([])?;
     match f(conn) {
-        Ok((result, events, last)) => {
+        Ok(Done {
+            result,
+            events,
+            last,
+            bytes,
+        }) => {
             conn.prepare_cached("RELEASE tc_write")?.execute([])?;
             group.events.extend(events);
+            group.event_bytes += bytes;
             if last > 0 {
                 group.last_event = last;
             }
@@ -614,6 +697,7 @@ fn run_group(shared: &Shared, jobs: Vec<Job>) {
             conn,
             events: Vec::new(),
             last_event: 0,
+            event_bytes: 0,
         })
     });
     let mut deliveries = Vec::with_capacity(jobs.len());
@@ -645,6 +729,7 @@ fn run_group(shared: &Shared, jobs: Vec<Job>) {
         conn,
         events,
         last_event,
+        event_bytes,
         ..
     } = group;
     {
@@ -655,7 +740,7 @@ fn run_group(shared: &Shared, jobs: Vec<Job>) {
     if let Some(e) = &failure {
         tracing::error!(error = %e, "a group of writes could not be committed");
     } else {
-        shared.count(&events);
+        shared.count(&events, event_bytes);
         if last_event > 0 {
             let _ = shared.committed.send(last_event);
         }
@@ -707,12 +792,26 @@ fn migrate(conn: &mut Connection) -> Result<(), DaemonError> {
     Ok(())
 }
 
-fn insert_event(tx: &Connection, ev: &NewEvent) -> Result<i64, DaemonError> {
+/// Inserts `ev`; returns its id and its size as retention counts it.
+fn insert_event(tx: &Connection, ev: &NewEvent) -> Result<(i64, u64), DaemonError> {
     let detail = if ev.detail.is_null() {
         "{}".to_string()
     } else {
         ev.detail.to_string()
     };
+    let bytes = crate::retention::ROW_OVERHEAD
+        + [
+            ev.kind,
+            &ev.vault,
+            &ev.tool,
+            &ev.caller,
+            &ev.args_hash,
+            &ev.state_fp,
+            &detail,
+        ]
+        .iter()
+        .map(|f| f.len() as u64)
+        .sum::<u64>();
     tx.prepare_cached(
         "INSERT INTO events (at_ms, kind, vault, tool, caller, args_hash, state_fp, detail)
          VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
@@ -727,7 +826,37 @@ fn insert_event(tx: &Connection, ev: &NewEvent) -> Result<i64, DaemonError> {
         ev.state_fp,
         detail
     ])?;
-    Ok(tx.last_insert_rowid())
+    Ok((tx.last_insert_rowid(), bytes))
+}
+
+/// The counters at start: each kind's live events plus those retention pruned, and the
+/// pruned totals by reason.
+fn derive_counters(conn: &Connection) -> Result<BTreeMap<(String, String), u64>, DaemonError> {
+    let mut counters = BTreeMap::new();
+    let mut st = conn.prepare(
+        "SELECT kind, sum(n), '' FROM (SELECT kind, count(*) AS n FROM events GROUP BY kind
+           UNION ALL SELECT kind, n FROM events_pruned) GROUP BY kind
+         UNION ALL SELECT '', sum(n), reason FROM events_pruned GROUP BY reason",
+    )?;
+    let rows = st.query_map([], |r| {
+        Ok((
+            r.get::<_, String>(0)?,
+            r.get::<_, i64>(1)?,
+            r.get::<_, String>(2)?,
+        ))
+    })?;
+    for row in rows {
+        let (kind, n, reason) = row?;
+        let keys = if reason.is_empty() {
+            counter_keys(&kind)
+        } else {
+            vec![crate::retention::pruned_key(&reason)]
+        };
+        for key in keys {
+            *counters.entry(key).or_insert(0) += n as u64;
+        }
+    }
+    Ok(counters)
 }
 
 #[cfg(test)]

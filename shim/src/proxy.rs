@@ -1312,6 +1312,7 @@ impl Shim {
                         Some(json!({"command": "journalctl --user -u tcd"})),
                     )
                 }
+                Some(tc_core::Reason::RateLimited) => results::rate_limited(s, status.message()),
                 Some(tc_core::Reason::ReplayDrift) => {
                     let text = format!(
                         "The confirmation for `{}` no longer matches: its target changed since the human was asked, \

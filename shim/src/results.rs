@@ -147,6 +147,22 @@ pub fn approval_not_obtained(s: &Shown<'_>, why: &str) -> Value {
     )
 }
 
+/// tcd refused to record the call's confirmation request: this client raised requests
+/// (or caused refusals) faster than its per-caller rate limit. Nothing ran, and the agent
+/// is told to slow down rather than to ask the human.
+pub fn rate_limited(s: &Shown<'_>, why: &str) -> Value {
+    let text = format!(
+        "RATE LIMITED: slow down. This client sent too many calls that need a human's \
+         confirmation, or that were refused, in a short time, so the tc daemon did not record \
+         this one ({why}). Nothing was run and no confirmation was requested. Wait before \
+         sending `{tool}` again, send such calls one at a time, and never retry them in a loop.",
+        tool = s.tool,
+    );
+    let mut d = s.details();
+    d["reason"] = json!("rate_limited");
+    tool_error(ErrorCode::RateLimited, text, d, None)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,6 +203,12 @@ mod tests {
         assert_eq!(n["structuredContent"]["code"], "approval_not_obtained");
         assert_eq!(n["structuredContent"]["recovery"]["command"], cmd);
         assert!(n["content"][0]["text"].as_str().unwrap().contains(cmd));
+        let r = rate_limited(&s, "retry in 2 s");
+        assert_eq!(r["structuredContent"]["code"], "rate_limited");
+        assert_eq!(r["structuredContent"]["details"]["reason"], "rate_limited");
+        let text = r["content"][0]["text"].as_str().unwrap();
+        assert!(text.contains("slow down") && text.contains("Nothing was run"));
+        assert!(text.contains("retry in 2 s") && !text.contains("tcctl"));
         let lean = Shown { lean: true, ..s };
         let text = elicit_required(&lean)["content"][0]["text"]
             .as_str()

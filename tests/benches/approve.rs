@@ -200,9 +200,10 @@ fn bench() -> anyhow::Result<()> {
     std::fs::write(
         &config,
         format!(
-            "[[vaults]]\nid = \"{VAULT}\"\nroot = {}\nlegacy_elicitation_shim = true\n\n\
+            "[daemon]\n{}[[vaults]]\nid = \"{VAULT}\"\nroot = {}\nlegacy_elicitation_shim = true\n\n\
              [[vaults.gates]]\ntool = \"{}\"\ntargets = {{ paths = [\"path\"] }}\n\n\
              [[vaults.gates]]\ntool = \"{}\"\ntargets = \"none\"\n",
+            tc_tests::UNLIMITED_RATE,
             toml_str(&root.display().to_string()),
             Tool::Write.name(),
             Tool::Send.name(),

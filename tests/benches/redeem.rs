@@ -69,7 +69,7 @@ fn main() -> anyhow::Result<()> {
         inproc: InprocRedeem::new(&tmp.path().join("inproc-redeem.db"), 2 * (WARMUP + n))?,
     };
     let config = tmp.path().join("config.toml");
-    std::fs::write(&config, "")?;
+    std::fs::write(&config, format!("[daemon]\n{}", tc_tests::UNLIMITED_RATE))?;
     let mut daemon = Daemon::prepared_in(tmp.path(), config, DaemonOpts::default());
     daemon.program(tcd);
     daemon.start_again();

@@ -40,7 +40,7 @@ fn main() -> anyhow::Result<()> {
     let tmp = target_tempdir(&shim_bin, "soak")?;
     let base = std::fs::canonicalize(tmp.path())?;
     let config = base.join("tcd.toml");
-    std::fs::write(&config, "[daemon]\n")?;
+    std::fs::write(&config, format!("[daemon]\n{}", tc_tests::UNLIMITED_RATE))?;
     let mut daemon = Daemon::prepared_in(&base, config, DaemonOpts::default());
     daemon.program(tcd_bin.clone()).env("TCD_LOG", "warn");
     daemon.start_again();

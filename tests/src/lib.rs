@@ -139,6 +139,10 @@ pub fn refused<T: std::fmt::Debug>(r: Result<T, tonic::Status>, want: Reason) ->
     }
 }
 
+/// `[daemon]` keys that lift the per-caller rate limit, for daemons under load on purpose.
+pub const UNLIMITED_RATE: &str =
+    "rate_limit_per_minute = 100000000\nrate_limit_burst = 100000000\n";
+
 /// How to start a daemon.
 #[derive(Debug, Clone)]
 pub struct DaemonOpts {
@@ -198,7 +202,12 @@ impl Daemon {
         let config = dir.path().join("config.toml");
         std::fs::write(
             &config,
-            format!("[daemon]\nelicit_ttl_seconds = {}\n", opts.ttl_seconds),
+            // Unlimited raises: these daemons serve load tests and benchmarks, which raise
+            // thousands of requests as one caller (daemon_retention tests the limit).
+            format!(
+                "[daemon]\nelicit_ttl_seconds = {}\n{UNLIMITED_RATE}",
+                opts.ttl_seconds
+            ),
         )
         .expect("write config");
         Daemon::prepared_over(dir, socket, cache_dir, config, opts)
