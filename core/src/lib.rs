@@ -4,10 +4,12 @@
 //! - [`config`]: the TOML configuration types and their validation.
 //! - [`paths`]: where the config, cache dir and socket live, with documented fallbacks.
 //! - [`hash`]: the canonical `args_hash` and fingerprint helpers.
+//! - [`display`]: escaping model and server text before a person reads it.
 //! - [`codes`]: refusal reasons (daemon) and error codes (MCP-facing).
 
 pub mod codes;
 pub mod config;
+pub mod display;
 #[cfg(any(test, feature = "fuzz-corpus"))]
 pub mod fuzz_corpus;
 pub mod hash;

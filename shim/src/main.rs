@@ -16,6 +16,7 @@ mod proxy;
 mod regular;
 mod results;
 mod scan;
+mod summary;
 mod targets;
 mod value;
 
@@ -55,7 +56,7 @@ enum Cmd {
 
 fn main() {
     tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(tc_core::display::stderr_log)
         .with_ansi(false)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("TC_LOG")
