@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::CommandFactory;
 use tc_core::config::{Config, Targets};
-use tc_core::display::{escape, json_safe};
+use tc_core::display::{escape, json_safe, reescape};
 use tc_proto::v1;
 use tokio_stream::StreamExt;
 
@@ -179,7 +179,7 @@ async fn pending(socket: PathBuf, vault: Option<String>, json: bool) -> Result<(
             escape(&b.caller),
             rfc3339(p.raised_at_ms),
             rfc3339(p.expires_at_ms),
-            escape(&p.summary),
+            reescape(&p.summary),
             shell_word(&b.args_hash),
             shell_word(&b.tool),
             shell_word(&b.vault),
@@ -237,7 +237,7 @@ async fn events(
                 ));
             }
             if detail.as_object().is_some_and(|o| !o.is_empty()) {
-                s.push_str(&format!(" {}", escape(&detail.to_string())));
+                s.push_str(&format!(" {}", reescape(&detail.to_string())));
             }
             s
         };

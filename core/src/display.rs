@@ -78,6 +78,44 @@ pub fn escape(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Text that was escaped upstream (a summary the shim built, stored by tcd) made safe
+/// again without escaping its markers twice: a well-formed marker is kept, everything
+/// else is escaped as by [`escape`]. Idempotent; for text that only the shim produces, so
+/// a marker kept here was written by the shim's own [`escape`] (or is harmless text).
+pub fn reescape(s: &str) -> Cow<'_, str> {
+    if !s.chars().any(needs_escape) {
+        return Cow::Borrowed(s);
+    }
+    let mut out = String::with_capacity(s.len() + 16);
+    let mut rest = s;
+    while let Some(i) = rest.find(OPEN) {
+        escape_into(&mut out, &rest[..i]);
+        let m = marker_len(&rest[i..]);
+        if m > 0 {
+            out.push_str(&rest[i..i + m]);
+            rest = &rest[i + m..];
+        } else {
+            escape_into(&mut out, &rest[i..i + OPEN.len_utf8()]);
+            rest = &rest[i + OPEN.len_utf8()..];
+        }
+    }
+    escape_into(&mut out, rest);
+    Cow::Owned(out)
+}
+
+/// The byte length of the `⟨U+XXXX⟩` marker `s` starts with (4 to 6 hex digits), or 0.
+fn marker_len(s: &str) -> usize {
+    let Some(body) = s.strip_prefix("⟨U+") else {
+        return 0;
+    };
+    let hex = body.bytes().take_while(u8::is_ascii_hexdigit).count();
+    if (4..=6).contains(&hex) && body[hex..].starts_with('⟩') {
+        "⟨U+".len() + hex + '⟩'.len_utf8()
+    } else {
+        0
+    }
+}
+
 /// Serialized JSON made safe for a terminal without changing what it means: every
 /// [`needs_escape`] character (which JSON only allows inside strings) becomes a JSON
 /// `\uXXXX` escape, so a script reads the same value and a person sees no raw control.

@@ -117,9 +117,15 @@ mod tests {
         });
         let s = summarize("edit_file", &args);
         assert!(!s.chars().any(|c| c != '⟨' && needs_escape(c)), "{s}");
-        assert!(s.contains(r#""⟨U+000D⟩⟨U+001B⟩[2Kedit_file path=\"notes/todo.md\" edits=[]"="x""#), "{s}");
+        assert!(
+            s.contains(r#""\r\u001b[2Kedit_file path=\"notes/todo.md\" edits=[]"="x""#),
+            "{s}"
+        );
         assert!(s.contains(r#"content="abc⟨U+202E⟩gpj.exe""#), "{s}");
         assert!(s.contains(r#"path="notes/a.md""#), "{s}");
+        // What JSON leaves raw is a marker, in names too.
+        let s = summarize("t", &json!({"a\u{200b}": 1, "b\u{2028}c": 2}));
+        assert_eq!(s, r#"t "a⟨U+200B⟩"=1 "b⟨U+2028⟩c"=2"#);
         // A name that looks like `a=b c` is quoted, not shown as two arguments.
         let s = summarize("t", &json!({"a=\"1\" b": 2}));
         assert_eq!(s, r#"t "a=\"1\" b"=2"#);

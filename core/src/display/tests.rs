@@ -114,3 +114,11 @@ fn log_lines_keep_only_their_newline() {
     let out = String::from_utf8(w.0).unwrap();
     assert_eq!(out, "WARN tool=⟨U+001B⟩[2Kfake⟨U+000D⟩line⟨U+000A⟩injected\n");
 }
+
+#[test]
+fn reescape_keeps_markers_and_escapes_the_rest() {
+    let once = e("a\u{202e}⟨U+0041⟩\x1b");
+    assert_eq!(reescape(&once), once);
+    assert_eq!(reescape("⟨U+202E⟩\u{202e}⟨U+12⟩⟨"), "⟨U+202E⟩⟨U+202E⟩⟨U+27E8⟩U+12⟩⟨U+27E8⟩");
+    assert!(!reescape("x\u{9b}").contains('\u{9b}'));
+}
