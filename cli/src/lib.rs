@@ -60,7 +60,7 @@ pub fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             // Messages carry the daemon's and servers' words: escaped like everything shown.
-            eprintln!("tcctl: {}", tc_core::display::escape(&e.message));
+            tc_core::eprint_failure("tcctl", &tc_core::display::escape(&e.message));
             ExitCode::from(e.code)
         }
     }

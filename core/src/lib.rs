@@ -32,3 +32,10 @@ pub fn now_ms() -> i64 {
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
 }
+
+/// How each binary reports the failure it exits with: one message, `prog: error: cause:
+/// cause` (`{:#}`), never a backtrace. (Returning an `anyhow::Error` from `main` prints
+/// its Debug form, with a stack backtrace under `RUST_BACKTRACE=1`.)
+pub fn eprint_failure(prog: &str, e: &dyn std::fmt::Display) {
+    eprintln!("{prog}: {e:#}");
+}

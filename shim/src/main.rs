@@ -66,7 +66,7 @@ fn main() {
     match real_main() {
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            eprintln!("tc-shim: {e:#}");
+            tc_core::eprint_failure("tc-shim", &e);
             std::process::exit(2);
         }
     }
