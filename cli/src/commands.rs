@@ -408,8 +408,9 @@ fn policy_check(config: &Config) -> Result<(), CliError> {
 /// quoted (escaped for display too, so the line shows what it runs).
 fn shell_word(v: &str) -> String {
     let plain = !v.is_empty()
-        && v.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/' | ':' | '@' | ','));
+        && v.chars().all(|c| {
+            c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/' | ':' | '@' | ',')
+        });
     if plain {
         v.to_string()
     } else {

@@ -139,7 +139,9 @@ fn toml_str(s: &str) -> String {
     let mut out = String::new();
     for c in Value::String(s.to_string()).to_string().chars() {
         match c as u32 {
-            u if tc_core::display::needs_escape(c) && u > 0xFFFF => out.push_str(&format!("\\U{u:08X}")),
+            u if tc_core::display::needs_escape(c) && u > 0xFFFF => {
+                out.push_str(&format!("\\U{u:08X}"))
+            }
             u if tc_core::display::needs_escape(c) => out.push_str(&format!("\\u{u:04X}")),
             _ => out.push(c),
         }

@@ -162,7 +162,10 @@ mod tests {
         let mode = |m| std::fs::set_permissions(&d, std::fs::Permissions::from_mode(m)).unwrap();
         mode(0o700);
         assert!(is_private_dir_of(&d, uid));
-        assert!(!is_private_dir_of(&d, uid.wrapping_add(1)), "another user's");
+        assert!(
+            !is_private_dir_of(&d, uid.wrapping_add(1)),
+            "another user's"
+        );
         for loose in [0o770, 0o702, 0o777] {
             mode(loose);
             assert!(!is_private_dir_of(&d, uid), "{loose:o}");

@@ -254,7 +254,10 @@ mod tests {
         );
         assert!(m.contains("`move_file`") && m.contains("`notes`") && m.contains("`source`"));
         let m = message("t\u{202e}", "v\x1b[2K", "t", None);
-        assert!(m.contains("`t⟨U+202E⟩`") && m.contains("`v⟨U+001B⟩[2K`"), "{m}");
+        assert!(
+            m.contains("`t⟨U+202E⟩`") && m.contains("`v⟨U+001B⟩[2K`"),
+            "{m}"
+        );
         assert!(!m.contains('\u{202e}') && !m.contains('\x1b'), "{m}");
     }
 }

@@ -66,11 +66,7 @@ fn rest(keys: &[&String]) -> String {
         }
         names.push(n);
     }
-    let mut s = format!(
-        " … and {} more arguments: {}",
-        keys.len(),
-        names.join(", ")
-    );
+    let mut s = format!(" … and {} more arguments: {}", keys.len(), names.join(", "));
     if names.len() < keys.len() {
         s.push_str(&format!(
             " … and {} more names not shown",
@@ -138,15 +134,26 @@ mod tests {
     fn hostile_sizes_stay_under_the_daemon_cap_and_say_so() {
         // Names that escape tenfold, hundreds of them: still bounded, still counted.
         let many: serde_json::Map<String, Value> = (0..400)
-            .map(|i| (format!("{i:03}{}", "\u{202e}".repeat(300)), json!("\u{200b}".repeat(900))))
+            .map(|i| {
+                (
+                    format!("{i:03}{}", "\u{202e}".repeat(300)),
+                    json!("\u{200b}".repeat(900)),
+                )
+            })
             .collect();
         let s = summarize(&"\u{1b}".repeat(500), &Value::Object(many));
         assert!(s.chars().count() <= 8000, "{}", s.chars().count());
-        assert!(s.contains("characters in all") && s.contains("more arguments:"), "{s}");
+        assert!(
+            s.contains("characters in all") && s.contains("more arguments:"),
+            "{s}"
+        );
         assert!(s.contains("more names not shown"), "{s}");
         // Not an object: one clipped, escaped value.
         let s = summarize("t", &json!(["\u{1b}".repeat(3000)]));
-        assert!(s.chars().count() <= 1800 && s.contains("characters in all"), "{s}");
+        assert!(
+            s.chars().count() <= 1800 && s.contains("characters in all"),
+            "{s}"
+        );
         assert!(!s.contains('\u{1b}'));
     }
 }

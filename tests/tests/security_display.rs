@@ -44,7 +44,11 @@ fn raw_hazards(s: &str) -> Vec<String> {
 }
 
 fn assert_escaped(what: &str, shown: &str) {
-    assert!(raw_hazards(shown).is_empty(), "{what}: raw {:?} in {shown:?}", raw_hazards(shown));
+    assert!(
+        raw_hazards(shown).is_empty(),
+        "{what}: raw {:?} in {shown:?}",
+        raw_hazards(shown)
+    );
     // A name that is not a plain word is shown as a JSON string: the fake is visibly
     // inside the quotes of a name, its controls visible as escapes.
     assert!(
@@ -52,7 +56,10 @@ fn assert_escaped(what: &str, shown: &str) {
         "{what}: {shown}"
     );
     assert!(shown.contains("⟨U+202E⟩"), "{what}: {shown}");
-    assert!(!shown.contains("⟨U+27E8⟩"), "{what}: marker escaped twice: {shown}");
+    assert!(
+        !shown.contains("⟨U+27E8⟩"),
+        "{what}: marker escaped twice: {shown}"
+    );
     // The real target is still there, beside the (now visible) fake.
     assert!(shown.contains("secret.txt"), "{what}: {shown}");
 }
@@ -113,5 +120,8 @@ fn the_prompt_shows_hostile_names_and_values_escaped() {
     c.send(&json!({"jsonrpc": "2.0", "id": prompt["id"], "result": {"action": "decline"}}));
     let r = c.recv();
     assert_eq!(r["id"], json!(1), "{r}");
-    assert_eq!(std::fs::read_to_string(env.root.join("secret.txt")).unwrap(), "a");
+    assert_eq!(
+        std::fs::read_to_string(env.root.join("secret.txt")).unwrap(),
+        "a"
+    );
 }

@@ -18,14 +18,20 @@ fn plain_text_is_untouched_and_borrowed() {
 fn c0_del_and_c1_controls() {
     assert_eq!(e("a\rb\nc\td\0"), "a⟨U+000D⟩b⟨U+000A⟩c⟨U+0009⟩d⟨U+0000⟩");
     assert_eq!(e("\x7f"), "⟨U+007F⟩");
-    assert_eq!(e("\u{85}\u{9b}\u{80}\u{9f}"), "⟨U+0085⟩⟨U+009B⟩⟨U+0080⟩⟨U+009F⟩");
+    assert_eq!(
+        e("\u{85}\u{9b}\u{80}\u{9f}"),
+        "⟨U+0085⟩⟨U+009B⟩⟨U+0080⟩⟨U+009F⟩"
+    );
 }
 
 #[test]
 fn ansi_sequences_lose_their_escape() {
     let s = e("path\r\x1b[2K\x1b]0;title\x07 \u{9b}31m");
     assert!(!s.chars().any(|c| c.is_control()), "{s}");
-    assert_eq!(s, "path⟨U+000D⟩⟨U+001B⟩[2K⟨U+001B⟩]0;title⟨U+0007⟩ ⟨U+009B⟩31m");
+    assert_eq!(
+        s,
+        "path⟨U+000D⟩⟨U+001B⟩[2K⟨U+001B⟩]0;title⟨U+0007⟩ ⟨U+009B⟩31m"
+    );
 }
 
 #[test]
@@ -41,12 +47,37 @@ fn bidi_overrides_isolates_and_marks() {
 #[test]
 fn zero_width_and_other_invisible_characters() {
     for c in [
-        '\u{200b}', '\u{200c}', '\u{200d}', '\u{2060}', '\u{2061}', '\u{2064}', '\u{2065}',
-        '\u{feff}', '\u{00ad}', '\u{180e}', '\u{034f}', '\u{115f}', '\u{1160}', '\u{3164}',
-        '\u{ffa0}', '\u{17b4}', '\u{180b}', '\u{fe0f}', '\u{1d173}', '\u{e0001}', '\u{e0041}',
-        '\u{e007f}', '\u{e0100}', '\u{fff9}',
+        '\u{200b}',
+        '\u{200c}',
+        '\u{200d}',
+        '\u{2060}',
+        '\u{2061}',
+        '\u{2064}',
+        '\u{2065}',
+        '\u{feff}',
+        '\u{00ad}',
+        '\u{180e}',
+        '\u{034f}',
+        '\u{115f}',
+        '\u{1160}',
+        '\u{3164}',
+        '\u{ffa0}',
+        '\u{17b4}',
+        '\u{180b}',
+        '\u{fe0f}',
+        '\u{1d173}',
+        '\u{e0001}',
+        '\u{e0041}',
+        '\u{e007f}',
+        '\u{e0100}',
+        '\u{fff9}',
     ] {
-        assert_eq!(e(&c.to_string()), format!("⟨U+{:04X}⟩", c as u32), "{:x}", c as u32);
+        assert_eq!(
+            e(&c.to_string()),
+            format!("⟨U+{:04X}⟩", c as u32),
+            "{:x}",
+            c as u32
+        );
     }
 }
 
@@ -56,7 +87,10 @@ fn separators_odd_spaces_private_use_and_unassigned() {
     // Only U+0020 is shown as a space: the others pass for it.
     assert_eq!(e("a\u{a0}b\u{3000}\u{2007}"), "a⟨U+00A0⟩b⟨U+3000⟩⟨U+2007⟩");
     assert_eq!(e("\u{e000}\u{10fffd}"), "⟨U+E000⟩⟨U+10FFFD⟩");
-    assert_eq!(e("\u{fdd0}\u{fffe}\u{10ffff}"), "⟨U+FDD0⟩⟨U+FFFE⟩⟨U+10FFFF⟩");
+    assert_eq!(
+        e("\u{fdd0}\u{fffe}\u{10ffff}"),
+        "⟨U+FDD0⟩⟨U+FFFE⟩⟨U+10FFFF⟩"
+    );
 }
 
 #[test]
@@ -83,7 +117,10 @@ fn json_stays_the_same_value() {
     let raw = v.to_string();
     let safe = json_safe(&raw);
     assert!(!safe.chars().any(needs_escape), "{safe}");
-    assert!(safe.contains("\\u202e") && safe.contains("\\udb40\\udc41"), "{safe}");
+    assert!(
+        safe.contains("\\u202e") && safe.contains("\\udb40\\udc41"),
+        "{safe}"
+    );
     assert_eq!(serde_json::from_str::<serde_json::Value>(&safe).unwrap(), v);
 }
 
@@ -92,7 +129,10 @@ fn clip_says_what_it_shortened_and_keeps_markers_whole() {
     assert_eq!(clip("short", 10), "short");
     let long = "x".repeat(500);
     let c = clip(&long, 100);
-    assert!(c.contains('…') && c.ends_with("(500 characters in all)"), "{c}");
+    assert!(
+        c.contains('…') && c.ends_with("(500 characters in all)"),
+        "{c}"
+    );
     assert!(c.chars().count() <= 100, "{}", c.chars().count());
     // Markers straddling either cut are dropped whole, never left half-open.
     let s = e(&"\u{202e}".repeat(100));
@@ -102,7 +142,10 @@ fn clip_says_what_it_shortened_and_keeps_markers_whole() {
         let tail = rest.rsplit_once(" (").unwrap().0;
         for part in [head, tail] {
             assert_eq!(part.matches(OPEN).count(), part.matches('⟩').count(), "{c}");
-            assert!(part.is_empty() || part.starts_with(OPEN) && part.ends_with('⟩'), "{c}");
+            assert!(
+                part.is_empty() || part.starts_with(OPEN) && part.ends_with('⟩'),
+                "{c}"
+            );
         }
     }
 }
@@ -110,15 +153,22 @@ fn clip_says_what_it_shortened_and_keeps_markers_whole() {
 #[test]
 fn log_lines_keep_only_their_newline() {
     let mut w = LogWriter(Vec::new());
-    w.write_all(b"WARN tool=\x1b[2Kfake\rline\ninjected\n").unwrap();
+    w.write_all(b"WARN tool=\x1b[2Kfake\rline\ninjected\n")
+        .unwrap();
     let out = String::from_utf8(w.0).unwrap();
-    assert_eq!(out, "WARN tool=⟨U+001B⟩[2Kfake⟨U+000D⟩line⟨U+000A⟩injected\n");
+    assert_eq!(
+        out,
+        "WARN tool=⟨U+001B⟩[2Kfake⟨U+000D⟩line⟨U+000A⟩injected\n"
+    );
 }
 
 #[test]
 fn reescape_keeps_markers_and_escapes_the_rest() {
     let once = e("a\u{202e}⟨U+0041⟩\x1b");
     assert_eq!(reescape(&once), once);
-    assert_eq!(reescape("⟨U+202E⟩\u{202e}⟨U+12⟩⟨"), "⟨U+202E⟩⟨U+202E⟩⟨U+27E8⟩U+12⟩⟨U+27E8⟩");
+    assert_eq!(
+        reescape("⟨U+202E⟩\u{202e}⟨U+12⟩⟨"),
+        "⟨U+202E⟩⟨U+202E⟩⟨U+27E8⟩U+12⟩⟨U+27E8⟩"
+    );
     assert!(!reescape("x\u{9b}").contains('\u{9b}'));
 }
