@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use clap::CommandFactory;
 use tc_core::config::{Config, Targets};
+use tc_core::display::{escape, json_safe, reescape};
 use tc_proto::v1;
 use tokio_stream::StreamExt;
 
@@ -166,24 +167,24 @@ async fn pending(socket: PathBuf, vault: Option<String>, json: bool) -> Result<(
                 "state_fp": p.state_fp, "summary": p.summary, "raised_at_ms": p.raised_at_ms,
                 "expires_at_ms": p.expires_at_ms, "minted": p.minted,
             });
-            let _ = writeln!(out, "{line}");
+            let _ = writeln!(out, "{}", json_safe(&line.to_string()));
             continue;
         }
         let _ = writeln!(
             out,
             "{}{} · vault {} · caller {} · raised {} · expires {}\n  {}\n  approve: tcctl elicit --hash {} --tool {} --vault {} --caller {} --state-fp {}\n",
-            b.tool,
+            escape(&b.tool),
             if p.minted { " (token minted)" } else { "" },
-            b.vault,
-            b.caller,
+            escape(&b.vault),
+            escape(&b.caller),
             rfc3339(p.raised_at_ms),
             rfc3339(p.expires_at_ms),
-            p.summary,
-            b.args_hash,
-            b.tool,
-            b.vault,
-            b.caller,
-            p.state_fp
+            reescape(&p.summary),
+            shell_word(&b.args_hash),
+            shell_word(&b.tool),
+            shell_word(&b.vault),
+            shell_word(&b.caller),
+            shell_word(&p.state_fp)
         );
     }
     emit(&out)
@@ -212,30 +213,31 @@ async fn events(
         let detail: serde_json::Value =
             serde_json::from_str(&e.detail_json).unwrap_or(serde_json::Value::Null);
         let line = if json {
-            serde_json::json!({
+            let line = serde_json::json!({
                 "id": e.id, "at_ms": e.at_ms, "kind": e.kind, "vault": e.vault, "tool": e.tool,
                 "caller": e.caller, "args_hash": e.args_hash, "state_fp": e.state_fp, "detail": detail,
             })
-            .to_string()
+            .to_string();
+            json_safe(&line).into_owned()
         } else {
-            let mut s = format!("{:>6} {} {}", e.id, rfc3339(e.at_ms), e.kind);
+            let mut s = format!("{:>6} {} {}", e.id, rfc3339(e.at_ms), escape(&e.kind));
             for (k, v) in [
                 ("vault", &e.vault),
                 ("tool", &e.tool),
                 ("caller", &e.caller),
             ] {
                 if !v.is_empty() {
-                    s.push_str(&format!(" {k}={v}"));
+                    s.push_str(&format!(" {k}={}", escape(v)));
                 }
             }
             if !e.args_hash.is_empty() {
                 s.push_str(&format!(
                     " args_hash={}",
-                    &e.args_hash[..e.args_hash.len().min(12)]
+                    escape(&e.args_hash.chars().take(12).collect::<String>())
                 ));
             }
             if detail.as_object().is_some_and(|o| !o.is_empty()) {
-                s.push_str(&format!(" {detail}"));
+                s.push_str(&format!(" {}", reescape(&detail.to_string())));
             }
             s
         };
@@ -324,13 +326,18 @@ async fn status(socket: PathBuf) -> Result<(), CliError> {
         .map(|c| c.value)
         .sum();
     let mut o = String::new();
-    let _ = writeln!(o, "tcd {} (protocol {}) running", s.version, s.protocol);
-    let _ = writeln!(o, "socket:     {}", s.socket);
-    let _ = writeln!(o, "cache dir:  {}", s.cache_dir);
+    let _ = writeln!(
+        o,
+        "tcd {} (protocol {}) running",
+        escape(&s.version),
+        s.protocol
+    );
+    let _ = writeln!(o, "socket:     {}", escape(&s.socket));
+    let _ = writeln!(o, "cache dir:  {}", escape(&s.cache_dir));
     let _ = writeln!(
         o,
         "key:        {}{}",
-        s.key_source,
+        escape(&s.key_source),
         if s.ephemeral {
             " (nothing survives a restart)"
         } else {
@@ -414,6 +421,20 @@ fn policy_check(config: &Config) -> Result<(), CliError> {
         let _ = writeln!(o, "  floors: tools the server marks destructiveHint: true are gated even if not listed here");
     }
     emit(&o)
+}
+
+/// `v` as one shell word a person can paste: bare when it is plainly safe, else single
+/// quoted (escaped for display too, so the line shows what it runs).
+fn shell_word(v: &str) -> String {
+    let plain = !v.is_empty()
+        && v.chars().all(|c| {
+            c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/' | ':' | '@' | ',')
+        });
+    if plain {
+        v.to_string()
+    } else {
+        format!("'{}'", escape(&v.replace('\'', "'\\''")))
+    }
 }
 
 /// `YYYY-MM-DDTHH:MM:SSZ` from Unix milliseconds (UTC, no time-zone database needed).

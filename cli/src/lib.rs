@@ -59,7 +59,8 @@ pub fn main() -> ExitCode {
     match rt.block_on(commands::run(args)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("tcctl: {}", e.message);
+            // Messages carry the daemon's and servers' words: escaped like everything shown.
+            tc_core::eprint_failure("tcctl", &tc_core::display::escape(&e.message));
             ExitCode::from(e.code)
         }
     }

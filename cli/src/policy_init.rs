@@ -135,7 +135,19 @@ fn is_path_like(name: &str, schema: &Value) -> bool {
 }
 
 fn toml_str(s: &str) -> String {
-    Value::String(s.to_string()).to_string()
+    // JSON's escapes are TOML's, but a raw bidi or invisible character from the server
+    // must not reach the file a person reviews: those become TOML `\u`/`\U` escapes.
+    let mut out = String::new();
+    for c in Value::String(s.to_string()).to_string().chars() {
+        match c as u32 {
+            u if tc_core::display::needs_escape(c) && u > 0xFFFF => {
+                out.push_str(&format!("\\U{u:08X}"))
+            }
+            u if tc_core::display::needs_escape(c) => out.push_str(&format!("\\u{u:04X}")),
+            _ => out.push(c),
+        }
+    }
+    out
 }
 
 /// The starter policy for `tools`.

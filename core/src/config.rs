@@ -74,7 +74,8 @@ pub struct Config {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct DaemonConfig {
-    /// Default: `$XDG_RUNTIME_DIR/tc/tcd.sock`, else `<cache_dir>/tcd.sock`.
+    /// Default: `$XDG_RUNTIME_DIR/tc/tcd.sock`; when that is unset, `/run/user/<uid>/tc/tcd.sock`
+    /// if `/run/user/<uid>` is the user's own private directory; else `<cache_dir>/tcd.sock`.
     pub socket: Option<PathBuf>,
     /// Default: `$XDG_STATE_HOME/tc`, else `~/.local/state/tc`.
     pub cache_dir: Option<PathBuf>,
@@ -538,7 +539,16 @@ impl Config {
     ) -> Result<PathBuf, PathError> {
         match &self.daemon.socket {
             Some(p) => Ok(paths::expand_home(p, env)),
-            None => Ok(paths::default_socket(env, &self.cache_dir_with_env(env)?)),
+            None => Ok(paths::default_socket(
+                env,
+                &self.cache_dir_with_env(env)?,
+                // Probed only when the variable is unset: the one case it is for.
+                env("XDG_RUNTIME_DIR")
+                    .is_none()
+                    .then(paths::user_runtime_dir)
+                    .flatten()
+                    .as_deref(),
+            )),
         }
     }
 

@@ -4,10 +4,12 @@
 //! - [`config`]: the TOML configuration types and their validation.
 //! - [`paths`]: where the config, cache dir and socket live, with documented fallbacks.
 //! - [`hash`]: the canonical `args_hash` and fingerprint helpers.
+//! - [`display`]: escaping model and server text before a person reads it.
 //! - [`codes`]: refusal reasons (daemon) and error codes (MCP-facing).
 
 pub mod codes;
 pub mod config;
+pub mod display;
 #[cfg(any(test, feature = "fuzz-corpus"))]
 pub mod fuzz_corpus;
 pub mod hash;
@@ -29,4 +31,11 @@ pub fn now_ms() -> i64 {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_millis() as i64)
         .unwrap_or(0)
+}
+
+/// How each binary reports the failure it exits with: one message, `prog: error: cause:
+/// cause` (`{:#}`), never a backtrace. (Returning an `anyhow::Error` from `main` prints
+/// its Debug form, with a stack backtrace under `RUST_BACKTRACE=1`.)
+pub fn eprint_failure(prog: &str, e: &dyn std::fmt::Display) {
+    eprintln!("{prog}: {e:#}");
 }

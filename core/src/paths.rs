@@ -5,7 +5,7 @@
 //! the process's own.
 
 use std::ffi::OsString;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Reads a variable from the real process environment, treating empty as unset.
 pub fn process_env(name: &str) -> Option<OsString> {
@@ -57,19 +57,40 @@ pub fn default_cache_dir(env: &dyn Fn(&str) -> Option<OsString>) -> Result<PathB
         })
 }
 
-/// `$XDG_RUNTIME_DIR/tc/tcd.sock`, else `<cache_dir>/tcd.sock` (root has no runtime dir).
+/// `$XDG_RUNTIME_DIR/tc/tcd.sock`; without that variable (MCP clients start servers with
+/// a scrubbed environment) `<user_runtime>/tc/tcd.sock`, where `user_runtime` is
+/// [`user_runtime_dir`]'s answer; else `<cache_dir>/tcd.sock`. tcd, tcctl and the shim
+/// all come here, so they agree on the socket whatever their environment.
 pub fn default_socket(
     env: &dyn Fn(&str) -> Option<OsString>,
-    cache_dir: &std::path::Path,
+    cache_dir: &Path,
+    user_runtime: Option<&Path>,
 ) -> PathBuf {
-    match env("XDG_RUNTIME_DIR") {
-        Some(x) => PathBuf::from(x).join("tc/tcd.sock"),
-        None => cache_dir.join("tcd.sock"),
+    match (env("XDG_RUNTIME_DIR"), user_runtime) {
+        (Some(x), _) => PathBuf::from(x).join("tc/tcd.sock"),
+        (None, Some(r)) => r.join("tc/tcd.sock"),
+        (None, None) => cache_dir.join("tcd.sock"),
     }
 }
 
+/// `/run/user/<uid>` (what systemd-logind makes `$XDG_RUNTIME_DIR`) when it is this
+/// user's own private directory, else None.
+pub fn user_runtime_dir() -> Option<PathBuf> {
+    let uid = nix::unistd::getuid().as_raw();
+    let dir = PathBuf::from(format!("/run/user/{uid}"));
+    is_private_dir_of(&dir, uid).then_some(dir)
+}
+
+/// Whether `dir` is a directory itself (not a link to one), owned by `uid`, and not
+/// writable by group or others: a socket path under it cannot be planted by another user.
+pub fn is_private_dir_of(dir: &Path, uid: u32) -> bool {
+    use std::os::unix::fs::MetadataExt as _;
+    std::fs::symlink_metadata(dir)
+        .is_ok_and(|m| m.file_type().is_dir() && m.uid() == uid && m.mode() & 0o022 == 0)
+}
+
 /// Expands a leading `~/` against `$HOME`; other paths are returned unchanged.
-pub fn expand_home(p: &std::path::Path, env: &dyn Fn(&str) -> Option<OsString>) -> PathBuf {
+pub fn expand_home(p: &Path, env: &dyn Fn(&str) -> Option<OsString>) -> PathBuf {
     match (p.strip_prefix("~"), home(env)) {
         (Ok(rest), Some(h)) => h.join(rest),
         _ => p.to_path_buf(),
@@ -95,8 +116,13 @@ mod tests {
         let cache = default_cache_dir(&env).unwrap();
         assert_eq!(cache, PathBuf::from("/root/.local/state/tc"));
         assert_eq!(
-            default_socket(&env, &cache),
+            default_socket(&env, &cache, None),
             PathBuf::from("/root/.local/state/tc/tcd.sock")
+        );
+        // With the user's own /run/user/<uid>, the scrubbed environment finds it there.
+        assert_eq!(
+            default_socket(&env, &cache, Some(Path::new("/run/user/0"))),
+            PathBuf::from("/run/user/0/tc/tcd.sock")
         );
         assert_eq!(
             config_file(&env).unwrap(),
@@ -115,7 +141,7 @@ mod tests {
         let cache = default_cache_dir(&env).unwrap();
         assert_eq!(cache, PathBuf::from("/s/tc"));
         assert_eq!(
-            default_socket(&env, &cache),
+            default_socket(&env, &cache, Some(Path::new("/run/user/2"))),
             PathBuf::from("/run/user/1/tc/tcd.sock")
         );
         assert_eq!(
@@ -124,6 +150,35 @@ mod tests {
         );
         let env = env_of(&[("TC_CONFIG", "/x.toml")]);
         assert_eq!(config_file(&env).unwrap(), (PathBuf::from("/x.toml"), true));
+    }
+
+    #[test]
+    fn only_a_private_directory_of_the_user_is_a_runtime_dir() {
+        use std::os::unix::fs::{symlink, PermissionsExt as _};
+        let uid = nix::unistd::getuid().as_raw();
+        let t = tempfile::tempdir().unwrap();
+        let d = t.path().join("d");
+        std::fs::create_dir(&d).unwrap();
+        let mode = |m| std::fs::set_permissions(&d, std::fs::Permissions::from_mode(m)).unwrap();
+        mode(0o700);
+        assert!(is_private_dir_of(&d, uid));
+        assert!(
+            !is_private_dir_of(&d, uid.wrapping_add(1)),
+            "another user's"
+        );
+        for loose in [0o770, 0o702, 0o777] {
+            mode(loose);
+            assert!(!is_private_dir_of(&d, uid), "{loose:o}");
+        }
+        mode(0o755);
+        assert!(is_private_dir_of(&d, uid));
+        let link = t.path().join("link");
+        symlink(&d, &link).unwrap();
+        assert!(!is_private_dir_of(&link, uid), "a symlink");
+        let f = t.path().join("f");
+        std::fs::write(&f, "").unwrap();
+        assert!(!is_private_dir_of(&f, uid), "a file");
+        assert!(!is_private_dir_of(&t.path().join("absent"), uid));
     }
 
     #[test]

@@ -69,7 +69,7 @@ pub fn run() -> anyhow::Result<()> {
     // sets the same with UMask=0077.
     nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o077));
     tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(tc_core::display::stderr_log)
         .with_ansi(false)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("TCD_LOG")

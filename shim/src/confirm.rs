@@ -4,6 +4,7 @@
 
 use serde_json::{json, Value};
 use tc_core::config::Targets;
+use tc_core::display::escape;
 
 use crate::era::Era;
 
@@ -64,8 +65,10 @@ pub fn requested_schema() -> Value {
 }
 
 /// What the human is asked: the tool, the vault, the arguments and what the approval
-/// is bound to.
+/// is bound to. `summary` comes from `summary::summarize`, already escaped; the rest is
+/// escaped here, so no part of the message can act on the client's display.
 pub fn message(tool: &str, vault: &str, summary: &str, targets: Option<&Targets>) -> String {
+    let (tool, vault) = (escape(tool), escape(vault));
     format!(
         "An AI agent wants to run `{tool}` on `{vault}`.\n\nCall: {summary}\n\n\
          The approval covers {}. If that changes before the call runs, it is refused.\n\n\
@@ -85,24 +88,30 @@ fn describe_targets(t: Option<&Targets>) -> String {
             quoted(a.iter().map(String::as_str))
         ),
         Some(Targets::Tree { root, glob }) => {
-            format!("the files matching `{glob}` under the folder in `{root}`, as they are now")
+            format!(
+                "the files matching `{}` under the folder in `{}`, as they are now",
+                escape(glob),
+                escape(root)
+            )
         }
         Some(Targets::Matching { root, contains }) => format!(
-            "the files under the folder in `{root}` that contain the value of `{contains}`, as they are now"
+            "the files under the folder in `{}` that contain the value of `{}`, as they are now",
+            escape(root),
+            escape(contains)
         ),
         Some(Targets::Git(repo)) => format!(
             "the repository's HEAD and staged index{}",
             repo.as_ref()
-                .map(|r| format!(" (repository in `{r}`)"))
+                .map(|r| format!(" (repository in `{}`)", escape(r)))
                 .unwrap_or_default()
         ),
-        Some(Targets::Probe { tool, .. }) => format!("what `{tool}` reports right now"),
+        Some(Targets::Probe { tool, .. }) => format!("what `{}` reports right now", escape(tool)),
     }
 }
 
 fn quoted<'a>(names: impl Iterator<Item = &'a str>) -> String {
     names
-        .map(|n| format!("`{n}`"))
+        .map(|n| format!("`{}`", escape(n)))
         .collect::<Vec<_>>()
         .join(", ")
 }
@@ -244,5 +253,11 @@ mod tests {
             Some(&Targets::Paths(vec!["source".into()])),
         );
         assert!(m.contains("`move_file`") && m.contains("`notes`") && m.contains("`source`"));
+        let m = message("t\u{202e}", "v\x1b[2K", "t", None);
+        assert!(
+            m.contains("`t⟨U+202E⟩`") && m.contains("`v⟨U+001B⟩[2K`"),
+            "{m}"
+        );
+        assert!(!m.contains('\u{202e}') && !m.contains('\x1b'), "{m}");
     }
 }

@@ -18,6 +18,7 @@ mod regular;
 mod results;
 mod roots;
 mod scan;
+mod summary;
 mod targets;
 mod value;
 
@@ -57,7 +58,7 @@ enum Cmd {
 
 fn main() {
     tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
+        .with_writer(tc_core::display::stderr_log)
         .with_ansi(false)
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("TC_LOG")
@@ -67,7 +68,7 @@ fn main() {
     match real_main() {
         Ok(code) => std::process::exit(code),
         Err(e) => {
-            eprintln!("tc-shim: {e:#}");
+            tc_core::eprint_failure("tc-shim", &e);
             std::process::exit(2);
         }
     }
