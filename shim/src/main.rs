@@ -9,6 +9,7 @@ mod framing;
 mod fuzz_checks;
 mod gitindex;
 mod governor;
+mod ids;
 mod lean;
 mod names;
 mod policy;
