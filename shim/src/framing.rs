@@ -445,7 +445,8 @@ mod tests {
             #[allow(dead_code)]
             a: serde::de::IgnoredAny,
         }
-        for b in [0x0bu8, 0x0c, 0x1c, 0x1d, 0x1e, 0x85] {
+        // Raw control characters are refused even where nothing is built (the envelope).
+        for b in [0x0bu8, 0x0c, 0x1c, 0x1d, 0x1e] {
             let in_string = [&b"{\"a\":\"x"[..], &[b], &b"\"}"[..]].concat();
             let between = [&b"{\"a\":"[..], &[b], &b"1}"[..]].concat();
             for line in [in_string, between] {
@@ -454,5 +455,10 @@ mod tests {
                 assert!(parse_message(&line).is_err());
             }
         }
+        // A lone 0x85 byte (NEL in Latin-1) is not UTF-8: refused where a value is built;
+        // the envelope does not look, so the proxy checks UTF-8 before passing a line on.
+        let nel = b"{\"a\":\"x\x85\"}";
+        assert!(serde_json::from_slice::<Value>(nel).is_err());
+        assert!(parse_message(nel).is_err());
     }
 }

@@ -165,9 +165,10 @@ impl Governor {
         }
     }
 
-    /// A fresh id for a page request (its own id space).
+    /// A fresh id for a page request: in the shim's reserved `tc-shim-` namespace, which
+    /// a client request cannot use, so no client id collides with a page's.
     pub fn page_id(&self) -> String {
-        format!("tc-gov-{}", self.next_page.fetch_add(1, Ordering::Relaxed))
+        format!("tc-shim-gov-{}", self.next_page.fetch_add(1, Ordering::Relaxed))
     }
 
     pub fn ratio(&self, tool: &str) -> f64 {
@@ -844,7 +845,7 @@ mod tests {
         assert!(!g.passes(&k(json!(1.0)), 1001), "over the cap, whatever the spelling");
         let (tx, _rx) = oneshot::channel();
         g.untrack(&k(json!(1.0)));
-        g.track(k(json!("tc-gov-1")), Track::Page(tx));
+        g.track(k(json!("tc-shim-gov-1")), Track::Page(tx));
         assert_eq!(
             g.line_limit(std::iter::empty(), big),
             1000,

@@ -1238,6 +1238,12 @@ impl Shim {
         };
         let method = msg.get("method").and_then(Value::as_str);
         let id = msg.get("id").filter(|i| !i.is_null()).cloned();
+        // An id a downstream could echo as another value, or a full table: refused first.
+        if let (Some(_), Some(i)) = (method, &id) {
+            if !self.admit(i) {
+                return;
+            }
+        }
         let meta = era::request_meta(&msg).cloned();
         if let (Some(m), Some(_)) = (&meta, &id) {
             self.lock().envelope = Some(era::envelope(m));
@@ -1253,9 +1259,6 @@ impl Shim {
             }
         }
         if let (Some(_), Some(i)) = (method, &id) {
-            if !self.admit(i) {
-                return;
-            }
             if reserved_id(i) {
                 // Our own requests downstream use these ids: a client request with one
                 // could take the answer meant for the shim (a probe's, say).
@@ -1497,7 +1500,11 @@ impl Shim {
         if line.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
             return false;
         }
-        let Ok(env) = serde_json::from_slice::<Envelope>(line) else {
+        // Only UTF-8 goes out as it came (the envelope's parse skips strings unchecked).
+        let Ok(text) = std::str::from_utf8(line) else {
+            return false;
+        };
+        let Ok(env) = serde_json::from_str::<Envelope>(text) else {
             return false;
         };
         if let Some(m) = env.method {
