@@ -75,7 +75,7 @@ impl Shim {
     /// matches nothing and is dropped (see `on_child_line`), so it cannot pass the cap.
     pub(super) fn admit(&self, id: &Value) -> bool {
         if let Err(why) = ids::check_request_id(id) {
-            tracing::warn!("refusing a client request: {why}");
+            tracing::debug!("refusing a client request: {why}");
             self.send_client(&results::error(
                 &ids::answer_id(id),
                 results::INVALID_REQUEST,
@@ -104,7 +104,7 @@ impl Shim {
             ));
         }
         if !room {
-            tracing::warn!("refusing a client request: {MAX_IN_FLIGHT} requests in flight");
+            tracing::debug!("refusing a client request: {MAX_IN_FLIGHT} requests in flight");
             self.send_client(&results::error(
                 id,
                 results::INTERNAL_ERROR,
