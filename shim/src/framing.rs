@@ -391,27 +391,47 @@ mod tests {
 
     #[tokio::test]
     async fn a_raw_cr_inside_a_line_is_refused_both_ways() {
-        let data = b"{\"a\":1}\r\n{\"method\":\"x\",\"params\":\r{\"b\":2}}\n\r\r\n{\"c\":3}\n".to_vec();
+        let data =
+            b"{\"a\":1}\r\n{\"method\":\"x\",\"params\":\r{\"b\":2}}\n\r\r\n{\"c\":3}\n".to_vec();
         let mut r = tokio::io::BufReader::with_capacity(3, &data[..]);
-        assert!(matches!(read_frame(&mut r, 100).await.unwrap(), Frame::Line(l) if l == b"{\"a\":1}"));
+        assert!(
+            matches!(read_frame(&mut r, 100).await.unwrap(), Frame::Line(l) if l == b"{\"a\":1}")
+        );
         assert!(
             matches!(read_frame(&mut r, 100).await.unwrap(), Frame::InnerCr(l) if l.starts_with(b"{\"method\""))
         );
         // A blank line of two `\r`: one is the allowed trailing one, the other is inside.
         assert!(matches!(read_frame(&mut r, 100).await.unwrap(), Frame::InnerCr(l) if l == b"\r"));
-        assert!(matches!(read_frame(&mut r, 100).await.unwrap(), Frame::Line(l) if l == b"{\"c\":3}"));
+        assert!(
+            matches!(read_frame(&mut r, 100).await.unwrap(), Frame::Line(l) if l == b"{\"c\":3}")
+        );
         let mut r = tokio::io::BufReader::with_capacity(3, &data[..]);
         let mut lim = || 100;
-        assert!(matches!(read_down(&mut r, &mut lim).await.unwrap(), Down::Line(_)));
-        assert!(matches!(read_down(&mut r, &mut lim).await.unwrap(), Down::InnerCr(_)));
-        assert!(matches!(read_down(&mut r, &mut lim).await.unwrap(), Down::InnerCr(_)));
-        assert!(matches!(read_down(&mut r, &mut lim).await.unwrap(), Down::Line(_)));
+        assert!(matches!(
+            read_down(&mut r, &mut lim).await.unwrap(),
+            Down::Line(_)
+        ));
+        assert!(matches!(
+            read_down(&mut r, &mut lim).await.unwrap(),
+            Down::InnerCr(_)
+        ));
+        assert!(matches!(
+            read_down(&mut r, &mut lim).await.unwrap(),
+            Down::InnerCr(_)
+        ));
+        assert!(matches!(
+            read_down(&mut r, &mut lim).await.unwrap(),
+            Down::Line(_)
+        ));
         assert_eq!(Rejected::InnerCr.code(), INVALID_REQUEST);
     }
 
     #[test]
     fn refusals_answer_a_request_under_its_id_only() {
-        assert_eq!(refusal_id(b"{\"method\":\"x\",\r\"id\":7}"), serde_json::json!(7));
+        assert_eq!(
+            refusal_id(b"{\"method\":\"x\",\r\"id\":7}"),
+            serde_json::json!(7)
+        );
         assert_eq!(refusal_id(b"{\"method\":\"x\",\r\"id\":7.0}"), Value::Null);
         assert_eq!(refusal_id(b"{\"result\":{},\r\"id\":7}"), Value::Null);
         assert_eq!(refusal_id(b"{\"method\":\"x\"\r}"), Value::Null);
@@ -420,7 +440,8 @@ mod tests {
 
     #[test]
     fn line_breaks_other_readers_see_are_escaped_losslessly() {
-        let v = serde_json::json!({"a": "x\u{2028}y\u{2029}z\u{85}w \u{201c}q\u{201d} \u{e9}\u{c2}"});
+        let v =
+            serde_json::json!({"a": "x\u{2028}y\u{2029}z\u{85}w \u{201c}q\u{201d} \u{e9}\u{c2}"});
         let raw = serde_json::to_vec(&v).unwrap();
         let out = escape_breaks(&raw);
         let text = std::str::from_utf8(&out).unwrap();
@@ -434,8 +455,13 @@ mod tests {
         let ws = b"{\"a\":\r\n1}";
         assert_eq!(&*escape_breaks(ws), b"{\"a\":  1}");
         // The common case is not copied.
-        assert!(matches!(escape_breaks(b"{\"id\":1,\"result\":{}}"), Cow::Borrowed(_)));
-        assert!(matches!(escape_breaks("{\"a\":\"\u{e9}\u{201c}\"}".as_bytes()), Cow::Owned(o) if o == "{\"a\":\"\u{e9}\u{201c}\"}".as_bytes()));
+        assert!(matches!(
+            escape_breaks(b"{\"id\":1,\"result\":{}}"),
+            Cow::Borrowed(_)
+        ));
+        assert!(
+            matches!(escape_breaks("{\"a\":\"\u{e9}\u{201c}\"}".as_bytes()), Cow::Owned(o) if o == "{\"a\":\"\u{e9}\u{201c}\"}".as_bytes())
+        );
     }
 
     #[test]

@@ -16,8 +16,8 @@ use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 
 use crate::framing::{escape_breaks, parse_message, read_down, read_frame, Down, Frame, Rejected};
-use crate::ids::{check_request_id, IdKey};
 use crate::gitindex::{parse_index, Entry, IndexError};
+use crate::ids::{check_request_id, IdKey};
 use crate::results::{INVALID_REQUEST, PARSE_ERROR};
 use crate::scan::{scan, Scanner, MAX_ID_LEN};
 
@@ -201,7 +201,13 @@ proptest! {
 /// and it reads back as `v`.
 fn assert_forwardable(line: &[u8], v: &Value) -> Result<(), TestCaseError> {
     let out = escape_breaks(line);
-    for bad in [&b"\r"[..], b"\n", "\u{85}".as_bytes(), "\u{2028}".as_bytes(), "\u{2029}".as_bytes()] {
+    for bad in [
+        &b"\r"[..],
+        b"\n",
+        "\u{85}".as_bytes(),
+        "\u{2028}".as_bytes(),
+        "\u{2029}".as_bytes(),
+    ] {
         prop_assert!(
             !out.windows(bad.len()).any(|w| w == bad),
             "{:?} in {:?}",
@@ -228,8 +234,13 @@ fn json_leaf() -> impl Strategy<Value = Value> {
             .prop_map(|f| json!(f)),
         ".{0,12}".prop_map(Value::String),
         // What some readers take for line breaks, inside strings.
-        prop::sample::select(vec!["\u{85}", "a\u{2028}b", "\u{2029}", "\r\n\u{b}\u{c}\u{1c}\u{1e}"])
-            .prop_map(|s| Value::String(s.into())),
+        prop::sample::select(vec![
+            "\u{85}",
+            "a\u{2028}b",
+            "\u{2029}",
+            "\r\n\u{b}\u{c}\u{1c}\u{1e}"
+        ])
+        .prop_map(|s| Value::String(s.into())),
         // The texts a scanner must not take for structure.
         prop::sample::select(vec![
             r#""id":1,"#,

@@ -168,7 +168,10 @@ impl Governor {
     /// A fresh id for a page request: in the shim's reserved `tc-shim-` namespace, which
     /// a client request cannot use, so no client id collides with a page's.
     pub fn page_id(&self) -> String {
-        format!("tc-shim-gov-{}", self.next_page.fetch_add(1, Ordering::Relaxed))
+        format!(
+            "tc-shim-gov-{}",
+            self.next_page.fetch_add(1, Ordering::Relaxed)
+        )
     }
 
     pub fn ratio(&self, tool: &str) -> f64 {
@@ -842,7 +845,10 @@ mod tests {
         let two = [k(json!(1)), k(json!(2))];
         assert_eq!(g.line_limit(two.iter(), big), big);
         // An answer that spells the id another way is the same request's, by value.
-        assert!(!g.passes(&k(json!(1.0)), 1001), "over the cap, whatever the spelling");
+        assert!(
+            !g.passes(&k(json!(1.0)), 1001),
+            "over the cap, whatever the spelling"
+        );
         let (tx, _rx) = oneshot::channel();
         g.untrack(&k(json!(1.0)));
         g.track(k(json!("tc-shim-gov-1")), Track::Page(tx));

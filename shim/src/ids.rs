@@ -189,14 +189,26 @@ mod tests {
         assert!(matches!(IdKey::of(&big), IdKey::Other(_)));
         assert!(matches!(IdKey::of(&json!(true)), IdKey::Other(_)));
         assert!(matches!(IdKey::of(&json!([1])), IdKey::Other(_)));
-        for v in [json!(7), json!(-7), json!("x\u{2028}y"), json!(MAX_SAFE_INT)] {
+        for v in [
+            json!(7),
+            json!(-7),
+            json!("x\u{2028}y"),
+            json!(MAX_SAFE_INT),
+        ] {
             assert_eq!(IdKey::of(&v).to_value(), v);
         }
     }
 
     #[test]
     fn request_ids_must_echo_faithfully() {
-        for ok in ["1", "-1", "0", "9007199254740991", "-9007199254740991", "\"a\""] {
+        for ok in [
+            "1",
+            "-1",
+            "0",
+            "9007199254740991",
+            "-9007199254740991",
+            "\"a\"",
+        ] {
             let v: Value = serde_json::from_str(ok).unwrap();
             assert!(check_request_id(&v).is_ok(), "{ok}");
         }
@@ -229,7 +241,9 @@ mod tests {
         let t0 = Instant::now();
         t.insert_at(IdKey::of(&json!(1)), "a", t0);
         t.insert_at(IdKey::of(&json!("b")), "b", t0 + Duration::from_secs(60));
-        assert!(t.take_older(STALE_AFTER, t0 + Duration::from_secs(59)).is_empty());
+        assert!(t
+            .take_older(STALE_AFTER, t0 + Duration::from_secs(59))
+            .is_empty());
         let old = t.take_older(STALE_AFTER, t0 + STALE_AFTER);
         assert_eq!(old, vec![(IdKey::Num(1), "a")]);
         assert_eq!(t.len(), 1);

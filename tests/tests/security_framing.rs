@@ -118,7 +118,11 @@ fn framing_a_call_smuggled_behind_a_raw_cr_does_not_reach_a_python_sdk_server() 
     env.start_tcd();
     let mut s = Shim::start(&env.shim_argv("py"), "warn", None);
     initialize(&mut s);
-    s.send(&smuggle(&call(json!(7), "touch", json!({"path": "smuggled.txt"}))));
+    s.send(&smuggle(&call(
+        json!(7),
+        "touch",
+        json!({"path": "smuggled.txt"}),
+    )));
     // The same bytes with the request's own id at the top: answered under it.
     let own = format!(
         "{{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\",\"params\":\r{{\"name\":\"touch\",\"arguments\":{{\"path\":\"own.txt\"}}}}}}"
@@ -210,7 +214,10 @@ fn framing_a_server_line_with_a_raw_cr_never_reaches_the_client() {
         {
             break g;
         }
-        seen = vec![s.lines.recv_timeout(std::time::Duration::from_secs(60)).unwrap()];
+        seen = vec![s
+            .lines
+            .recv_timeout(std::time::Duration::from_secs(60))
+            .unwrap()];
         no_raw_cr(&seen);
     };
     let answer: Value = serde_json::from_str(got["params"]["raw"].as_str().unwrap()).unwrap();

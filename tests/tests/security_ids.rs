@@ -105,7 +105,9 @@ fn ids_an_answer_no_request_waits_for_is_dropped() {
 fn hangs(n: usize) -> Vec<u8> {
     let mut b = Vec::new();
     for i in 0..n {
-        b.extend_from_slice(format!("{{\"jsonrpc\":\"2.0\",\"id\":{i},\"method\":\"hang\"}}\n").as_bytes());
+        b.extend_from_slice(
+            format!("{{\"jsonrpc\":\"2.0\",\"id\":{i},\"method\":\"hang\"}}\n").as_bytes(),
+        );
     }
     b
 }
@@ -118,15 +120,22 @@ fn ids_a_full_in_flight_table_refuses_new_requests_clearly() {
     s.send_json(&json!({"jsonrpc": "2.0", "id": "one-more", "method": "echo"}));
     let r = next(&mut s);
     assert_eq!(r["id"], "one-more", "{r}");
-    let msg = r["error"]["message"].as_str().unwrap_or_else(|| panic!("{r}"));
+    let msg = r["error"]["message"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{r}"));
     assert!(msg.contains("too many requests in flight"), "{r}");
     // A notification still goes through; a cancelled request does not free its slot
     // (the downstream may still answer it), so requests are still refused.
-    s.send_json(&json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 0}}));
+    s.send_json(
+        &json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": 0}}),
+    );
     s.send_json(&json!({"jsonrpc": "2.0", "id": "again", "method": "echo"}));
     let r = next(&mut s);
     assert_eq!(r["id"], "again", "{r}");
-    assert!(r["error"]["message"].as_str().unwrap().contains("in flight"));
+    assert!(r["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("in flight"));
 }
 
 /// The shim's resident memory (kB), from /proc.
@@ -176,7 +185,9 @@ fn ids_masses_of_odd_id_and_unanswered_requests_do_not_grow_the_shim() {
     let pid = s.child.id();
     let before = rss_kb(pid);
     // Ids a JavaScript server answers under another spelling (`7.0` as `7`).
-    let odd: Vec<_> = (0..PINGS).map(|i| ping(&format!("{i}.0"), "ping")).collect();
+    let odd: Vec<_> = (0..PINGS)
+        .map(|i| ping(&format!("{i}.0"), "ping"))
+        .collect();
     pump(&mut s, &odd, |_| true);
     let after = rss_kb(pid);
     assert!(

@@ -64,7 +64,11 @@ impl Shim {
         }
         let pending = self.lock().pending.remove(&k);
         if let Some(p) = pending {
-            self.send_client(&results::error(&p.id, results::INTERNAL_ERROR, DOWN_INNER_CR));
+            self.send_client(&results::error(
+                &p.id,
+                results::INTERNAL_ERROR,
+                DOWN_INNER_CR,
+            ));
         }
     }
 
