@@ -124,9 +124,8 @@ fn framing_a_call_smuggled_behind_a_raw_cr_does_not_reach_a_python_sdk_server() 
         json!({"path": "smuggled.txt"}),
     )));
     // The same bytes with the request's own id at the top: answered under it.
-    let own = format!(
-        "{{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\",\"params\":\r{{\"name\":\"touch\",\"arguments\":{{\"path\":\"own.txt\"}}}}}}"
-    );
+    let own = "{\"jsonrpc\":\"2.0\",\"id\":8,\"method\":\"tools/call\",\"params\":\r\
+               {\"name\":\"touch\",\"arguments\":{\"path\":\"own.txt\"}}}";
     s.send(own.as_bytes());
     let (eight, _) = s.until_id(&json!(8), "own id");
     assert_eq!(eight["error"]["code"], -32600, "{eight}");
