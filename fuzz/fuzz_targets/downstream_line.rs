@@ -7,10 +7,15 @@ use tc_fuzz::scan::Scanner;
 fuzz_target!(|data: &[u8]| {
     let mut r = tokio::io::BufReader::with_capacity(5, data);
     let mut limit = || 64;
-    while !matches!(
-        tc_fuzz::block(read_down(&mut r, &mut limit)).unwrap(),
-        Down::Eof
-    ) {}
+    loop {
+        match tc_fuzz::block(read_down(&mut r, &mut limit)).unwrap() {
+            // What may be passed on never holds a raw `\r` or `\n`.
+            Down::Line(l) => assert!(!l.contains(&b'\r') && !l.contains(&b'\n')),
+            Down::InnerCr(l) => assert!(l.contains(&b'\r')),
+            Down::Oversize { .. } => {}
+            Down::Eof => break,
+        }
+    }
     let mut whole = Scanner::new();
     whole.feed(data);
     let mut split = Scanner::new();

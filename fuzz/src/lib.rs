@@ -4,6 +4,8 @@
 
 #[path = "../../shim/src/framing.rs"]
 pub mod framing;
+#[path = "../../shim/src/ids.rs"]
+pub mod ids;
 #[path = "../../shim/src/gitindex.rs"]
 pub mod gitindex;
 #[path = "../../shim/src/names.rs"]

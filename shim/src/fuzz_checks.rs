@@ -15,8 +15,9 @@ use std::task::{Context, Poll, Waker};
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 
-use crate::framing::{parse_message, read_down, read_frame, Down, Frame, Rejected};
+use crate::framing::{escape_breaks, parse_message, read_down, read_frame, Down, Frame, Rejected};
 use crate::gitindex::{parse_index, Entry, IndexError};
+use crate::ids::{check_request_id, IdKey};
 use crate::results::{INVALID_REQUEST, PARSE_ERROR};
 use crate::scan::{scan, Scanner, MAX_ID_LEN};
 
@@ -50,11 +51,13 @@ fn block<F: Future>(f: F) -> F::Output {
 enum M {
     Line(Vec<u8>),
     Long(usize, Option<crate::scan::Top>),
+    /// A raw `\r` left inside after the one trailing `\r` is taken: refused, never forwarded.
+    InnerCr(Vec<u8>),
 }
 
 /// What the readers must return for `data`: split at `\n`; a line over `max` is reported
-/// by length (before the `\r` strip); blank lines are skipped; a last line without `\n`
-/// still counts.
+/// by length (before the `\r` strip); a line still holding a `\r` after one trailing `\r`
+/// is taken is refused; blank lines are skipped; a last line without `\n` still counts.
 fn model(data: &[u8], max: usize, with_top: bool) -> Vec<M> {
     let mut segs: Vec<&[u8]> = data.split(|b| *b == b'\n').collect();
     let last = segs.pop().unwrap_or_default();
@@ -68,7 +71,9 @@ fn model(data: &[u8], max: usize, with_top: bool) -> Vec<M> {
             continue;
         }
         let s = s.strip_suffix(b"\r").unwrap_or(s);
-        if !s.iter().all(u8::is_ascii_whitespace) {
+        if s.contains(&b'\r') {
+            out.push(M::InnerCr(s.to_vec()));
+        } else if !s.iter().all(u8::is_ascii_whitespace) {
             out.push(M::Line(s.to_vec()));
         }
     }
@@ -82,6 +87,7 @@ fn frames(data: &[u8], cap: usize, max: usize) -> Vec<M> {
         match block(read_frame(&mut r, max)).expect("in-memory reads do not fail") {
             Frame::Line(l) => out.push(M::Line(l)),
             Frame::TooLong(n) => out.push(M::Long(n, None)),
+            Frame::InnerCr(l) => out.push(M::InnerCr(l)),
             Frame::Eof => return out,
         }
     }
@@ -95,6 +101,7 @@ fn downs(data: &[u8], cap: usize, limit: usize) -> Vec<M> {
         match block(read_down(&mut r, &mut lim)).expect("in-memory reads do not fail") {
             Down::Line(l) => out.push(M::Line(l)),
             Down::Oversize { bytes, top } => out.push(M::Long(bytes as usize, Some(top))),
+            Down::InnerCr(l) => out.push(M::InnerCr(l)),
             Down::Eof => return out,
         }
     }
@@ -140,9 +147,77 @@ proptest! {
                 prop_assert!(!serde_json::from_slice::<Value>(&data).unwrap().is_object());
                 prop_assert_eq!(e.code(), INVALID_REQUEST);
             }
-            Err(Rejected::TooLong(_)) => prop_assert!(false, "parse_message never measures"),
+            Err(Rejected::TooLong(_) | Rejected::InnerCr) => {
+                prop_assert!(false, "parse_message never measures nor frames")
+            }
         }
     }
+
+    /// What the proxy may forward (a line read and parsed, then written) holds nothing
+    /// any common reader splits on, and is the same JSON.
+    #[test]
+    fn forwarded_lines_hold_no_line_break(data in line_bytes(), cap in 1usize..40) {
+        for f in frames(&data, cap, 1 << 20) {
+            if let M::Line(l) = f {
+                if let Ok(v) = parse_message(&l) {
+                    assert_forwardable(&l, &v)?;
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn written_messages_hold_no_line_break(m in message(), pretty in any::<bool>()) {
+        let v = Value::Object(m);
+        let text = if pretty {
+            serde_json::to_vec_pretty(&v).unwrap()
+        } else {
+            serde_json::to_vec(&v).unwrap()
+        };
+        let back: Value = serde_json::from_slice(&text).unwrap();
+        assert_forwardable(&text, &back)?;
+    }
+
+    /// Ids match by value, and an id that passes the request check echoes as itself.
+    #[test]
+    fn ids_match_by_value(id in id_value()) {
+        let text = id.to_string();
+        let back: Value = serde_json::from_str(&text).unwrap();
+        // (`Other` keys never match a request; a float may come back one ulp off.)
+        if !matches!(IdKey::of(&id), IdKey::Other(_)) {
+            prop_assert_eq!(IdKey::of(&back), IdKey::of(&id));
+        }
+        if check_request_id(&id).is_ok() {
+            prop_assert_eq!(IdKey::of(&id).to_value(), id.clone());
+            // What a JavaScript server echoes (a double) is the same key.
+            if let Some(f) = id.as_f64() {
+                prop_assert_eq!(IdKey::of(&json!(f)), IdKey::of(&id));
+            }
+        }
+    }
+}
+
+/// `line` (parsed as `v`) written by the proxy: no `\r`, `\n`, U+0085, U+2028, U+2029,
+/// and it reads back as `v`.
+fn assert_forwardable(line: &[u8], v: &Value) -> Result<(), TestCaseError> {
+    let out = escape_breaks(line);
+    for bad in [
+        &b"\r"[..],
+        b"\n",
+        "\u{85}".as_bytes(),
+        "\u{2028}".as_bytes(),
+        "\u{2029}".as_bytes(),
+    ] {
+        prop_assert!(
+            !out.windows(bad.len()).any(|w| w == bad),
+            "{:?} in {:?}",
+            bad,
+            String::from_utf8_lossy(&out)
+        );
+    }
+    let back: Value = serde_json::from_slice(&out).unwrap();
+    prop_assert_eq!(&back, v);
+    Ok(())
 }
 
 // ---------------------------------------------------------------------------------------
@@ -158,6 +233,14 @@ fn json_leaf() -> impl Strategy<Value = Value> {
             .prop_filter("finite", |f| f.is_finite())
             .prop_map(|f| json!(f)),
         ".{0,12}".prop_map(Value::String),
+        // What some readers take for line breaks, inside strings.
+        prop::sample::select(vec![
+            "\u{85}",
+            "a\u{2028}b",
+            "\u{2029}",
+            "\r\n\u{b}\u{c}\u{1c}\u{1e}"
+        ])
+        .prop_map(|s| Value::String(s.into())),
         // The texts a scanner must not take for structure.
         prop::sample::select(vec![
             r#""id":1,"#,
@@ -456,6 +539,7 @@ fn corpus_client_lines() {
             let outcome = match f {
                 M::Line(l) => parse_message(&l),
                 M::Long(n, _) => Err(Rejected::TooLong(n)),
+                M::InnerCr(_) => Err(Rejected::InnerCr),
             };
             match outcome {
                 Ok(_) => valid += 1,

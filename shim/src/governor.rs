@@ -15,6 +15,7 @@ use tc_core::config::{GovernorConfig, Paged};
 use tc_core::ErrorCode;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::ids::IdKey;
 use crate::results;
 
 /// `_meta` key of a paged result's paging information.
@@ -70,7 +71,7 @@ pub struct Governor {
     pub cap: usize,
     /// Paged tool → the array argument holding its items.
     paged: HashMap<String, String>,
-    tracked: Mutex<HashMap<String, Track>>,
+    tracked: Mutex<HashMap<IdKey, Track>>,
     next_page: AtomicU64,
     /// Learned bytes of answer per estimated byte of items, per tool.
     ratios: Mutex<HashMap<String, f64>>,
@@ -95,7 +96,7 @@ impl Governor {
         }
     }
 
-    fn tracked(&self) -> std::sync::MutexGuard<'_, HashMap<String, Track>> {
+    fn tracked(&self) -> std::sync::MutexGuard<'_, HashMap<IdKey, Track>> {
         self.tracked.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -104,18 +105,18 @@ impl Governor {
         self.paged.get(tool).map(String::as_str)
     }
 
-    pub fn track(&self, key: String, t: Track) {
+    pub fn track(&self, key: IdKey, t: Track) {
         self.tracked().insert(key, t);
     }
 
-    pub fn untrack(&self, key: &str) -> Option<Track> {
+    pub fn untrack(&self, key: &IdKey) -> Option<Track> {
         self.tracked().remove(key)
     }
 
     /// Whether an answer of `bytes` to `key` may pass as it is: not a page answer and not
     /// over the cap. If so its entry is dropped; if not nothing changes (the caller then
     /// parses the answer and goes through `untrack`).
-    pub fn passes(&self, key: &str, bytes: usize) -> bool {
+    pub fn passes(&self, key: &IdKey, bytes: usize) -> bool {
         let mut t = self.tracked();
         match t.get(key) {
             None => true,
@@ -130,7 +131,7 @@ impl Governor {
 
     /// Drops entries whose request is no longer waiting (answered by the shim itself),
     /// once there are clearly more of them than waiting requests.
-    pub fn prune(&self, waiting: usize, keep: impl Fn(&str) -> bool) {
+    pub fn prune(&self, waiting: usize, keep: impl Fn(&IdKey) -> bool) {
         let mut t = self.tracked();
         if t.len() > 2 * waiting + 64 {
             t.retain(|k, v| matches!(v, Track::Page(_)) || keep(k));
@@ -146,7 +147,7 @@ impl Governor {
     /// (canonical ids) wait: the cap when every one of them is capped, else `uncapped`.
     pub fn line_limit<'a>(
         &self,
-        waiting: impl Iterator<Item = &'a String>,
+        waiting: impl Iterator<Item = &'a IdKey>,
         uncapped: usize,
     ) -> usize {
         let t = self.tracked();
@@ -164,9 +165,13 @@ impl Governor {
         }
     }
 
-    /// A fresh id for a page request (its own id space).
+    /// A fresh id for a page request: in the shim's reserved `tc-shim-` namespace, which
+    /// a client request cannot use, so no client id collides with a page's.
     pub fn page_id(&self) -> String {
-        format!("tc-gov-{}", self.next_page.fetch_add(1, Ordering::Relaxed))
+        format!(
+            "tc-shim-gov-{}",
+            self.next_page.fetch_add(1, Ordering::Relaxed)
+        )
     }
 
     pub fn ratio(&self, tool: &str) -> f64 {
@@ -827,20 +832,26 @@ mod tests {
         );
         let big = 1 << 24;
         assert_eq!(g.line_limit(std::iter::empty(), big), big, "nothing waits");
+        let k = |v: Value| IdKey::of(&v);
         g.track(
-            "1".into(),
+            k(json!(1)),
             Track::Call {
                 tool: "t".into(),
                 args: Value::Null,
             },
         );
-        let one = ["1".to_string()];
+        let one = [k(json!(1))];
         assert_eq!(g.line_limit(one.iter(), big), 1000);
-        let two = ["1".to_string(), "2".to_string()];
+        let two = [k(json!(1)), k(json!(2))];
         assert_eq!(g.line_limit(two.iter(), big), big);
+        // An answer that spells the id another way is the same request's, by value.
+        assert!(
+            !g.passes(&k(json!(1.0)), 1001),
+            "over the cap, whatever the spelling"
+        );
         let (tx, _rx) = oneshot::channel();
-        g.untrack("1");
-        g.track("tc-gov-1".into(), Track::Page(tx));
+        g.untrack(&k(json!(1.0)));
+        g.track(k(json!("tc-shim-gov-1")), Track::Page(tx));
         assert_eq!(
             g.line_limit(std::iter::empty(), big),
             1000,

@@ -10,6 +10,7 @@ mod framing;
 mod fuzz_checks;
 mod gitindex;
 mod governor;
+mod ids;
 mod lean;
 mod names;
 mod policy;

@@ -1,6 +1,7 @@
 //! The stdio proxy: spawns the downstream, pumps newline-delimited JSON-RPC both ways
 //! (original bytes when unmodified), intercepts `tools/list` and gates `tools/call`.
 
+mod admit;
 mod continued;
 mod governed;
 
@@ -27,6 +28,7 @@ use crate::framing::{
     parse_message, read_down, read_frame, write_line, Down, Frame, Rejected, MAX_LINE,
 };
 use crate::governor::Governor;
+use crate::ids::{IdKey, IdTable};
 use crate::lean;
 use crate::policy::{self, Policy, PolicyError};
 use crate::results::{self, Shown};
@@ -106,16 +108,16 @@ struct Approval {
 #[derive(Default)]
 struct State {
     /// Client requests forwarded downstream and not yet answered, by canonical id.
-    pending: HashMap<String, Forwarded>,
+    pending: IdTable<Forwarded>,
     /// The shim's own requests to the downstream.
     internal: HashMap<String, oneshot::Sender<Value>>,
     /// Tool definitions learned from `tools/list` (None until the first one).
     /// Shared, so looking a definition up per call does not copy its schema.
     tools: Option<HashMap<String, Arc<Value>>>,
     /// `tools/call`s the shim holds (not yet forwarded): id → cancelled.
-    held: HashMap<String, Held>,
+    held: HashMap<IdKey, Held>,
     /// Wakes a held call that waits on the human when the client cancels it.
-    wakers: HashMap<String, oneshot::Sender<()>>,
+    wakers: HashMap<IdKey, oneshot::Sender<()>>,
     /// The shim's own requests to the client (`elicitation/create`), by our id.
     client_requests: HashMap<String, oneshot::Sender<Value>>,
     /// The client's capabilities from its `initialize` (legacy era).
@@ -195,8 +197,9 @@ fn reserved_id_error(id: &Value) -> Value {
     )
 }
 
-fn key(id: &Value) -> String {
-    id.to_string()
+/// How requests are matched to answers: by JSON value (`ids.rs`).
+fn key(id: &Value) -> IdKey {
+    IdKey::of(id)
 }
 
 impl Shim {
@@ -1357,6 +1360,12 @@ impl Shim {
         };
         let method = msg.get("method").and_then(Value::as_str);
         let id = msg.get("id").filter(|i| !i.is_null()).cloned();
+        // An id a downstream could echo as another value, or a full table: refused first.
+        if let (Some(_), Some(i)) = (method, &id) {
+            if !self.admit(i) {
+                return;
+            }
+        }
         let meta = era::request_meta(&msg).cloned();
         if let (Some(m), Some(_)) = (&meta, &id) {
             self.lock().envelope = Some(era::envelope(m));
@@ -1581,46 +1590,61 @@ impl Shim {
                     let _ = internal.send(msg);
                     return;
                 }
+                if id.is_null() {
+                    // An error about a line the downstream could not read: no request
+                    // to match, nothing the cap covers.
+                    let _ = self.to_client.send((line, None));
+                    return;
+                }
                 let pending = self.lock().pending.remove(&key(&id));
-                if let Some(mut p) = pending {
-                    if let Some(w) = p.wrap.take() {
-                        match self.wrap_answer(id, msg, w) {
-                            Some(m) => msg = m,
-                            None => return,
+                let Some(mut p) = pending else {
+                    // No request waits for it (a late answer to one the shim stopped
+                    // waiting for, or never sent): passing it on could pass the cap.
+                    tracing::warn!("dropping a downstream answer to unknown id {id}");
+                    return;
+                };
+                // Matched by value: the client gets its id back as it wrote it.
+                let respelled = p.id != id;
+                if respelled {
+                    msg["id"] = p.id.clone();
+                }
+                if let Some(w) = p.wrap.take() {
+                    match self.wrap_answer(p.id.clone(), msg, w) {
+                        Some(m) => msg = m,
+                        None => return,
+                    }
+                }
+                if p.kind == Pending::Initialize {
+                    let v = at(&msg, &["result", "protocolVersion"])
+                        .and_then(Value::as_str)
+                        .map(String::from);
+                    if let Some(v) = v {
+                        let mut st = self.lock();
+                        if st.down_era.is_none() {
+                            st.down_era = Some((Era::Legacy, v.clone()));
+                        }
+                        // The client asked for its newest version; this answer is the
+                        // one it agrees to, and our own prompts must be shaped for it.
+                        if let Some((Era::Legacy, cv)) = &mut st.client_era {
+                            *cv = v;
                         }
                     }
-                    if p.kind == Pending::Initialize {
-                        let v = at(&msg, &["result", "protocolVersion"])
-                            .and_then(Value::as_str)
-                            .map(String::from);
-                        if let Some(v) = v {
-                            let mut st = self.lock();
-                            if st.down_era.is_none() {
-                                st.down_era = Some((Era::Legacy, v.clone()));
-                            }
-                            // The client asked for its newest version; this answer is the
-                            // one it agrees to, and our own prompts must be shaped for it.
-                            if let Some((Era::Legacy, cv)) = &mut st.client_era {
-                                *cv = v;
-                            }
-                        }
-                        self.note_eras();
+                    self.note_eras();
+                }
+                let down_legacy = matches!(self.lock().down_era, Some((Era::Legacy, _)));
+                let mut changed = respelled;
+                if let Some(result) = msg.get_mut("result") {
+                    if p.kind == Pending::ToolsList {
+                        self.rewrite_tools_list(result);
+                        changed = true;
                     }
-                    let down_legacy = matches!(self.lock().down_era, Some((Era::Legacy, _)));
-                    let mut changed = false;
-                    if let Some(result) = msg.get_mut("result") {
-                        if p.kind == Pending::ToolsList {
-                            self.rewrite_tools_list(result);
-                            changed = true;
-                        }
-                        if let (Some(m), true) = (&p.modern, down_legacy) {
-                            changed |= era::mark_complete(result, m);
-                        }
+                    if let (Some(m), true) = (&p.modern, down_legacy) {
+                        changed |= era::mark_complete(result, m);
                     }
-                    if changed {
-                        self.send_client(&msg);
-                        return;
-                    }
+                }
+                if changed {
+                    self.send_client(&msg);
+                    return;
                 }
             }
         }
@@ -1636,7 +1660,11 @@ impl Shim {
         if line.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
             return false;
         }
-        let Ok(env) = serde_json::from_slice::<Envelope>(line) else {
+        // Only UTF-8 goes out as it came (the envelope's parse skips strings unchecked).
+        let Ok(text) = std::str::from_utf8(line) else {
+            return false;
+        };
+        let Ok(env) = serde_json::from_str::<Envelope>(text) else {
             return false;
         };
         if let Some(m) = env.method {
@@ -1667,6 +1695,7 @@ impl Shim {
         match st.pending.get(&k) {
             Some(p)
                 if p.kind == Pending::Plain
+                    && p.id == id
                     && p.wrap.is_none()
                     && !(p.modern.is_some() && down_legacy) => {}
             // Rewritten by the shim, or not a client request's (the governor's own page
@@ -1700,9 +1729,9 @@ impl Shim {
             ));
         }
         for (k, h) in held {
-            if let (Ok(id), false) = (serde_json::from_str::<Value>(&k), h.cancelled) {
+            if !h.cancelled {
                 self.send_client(&results::error(
-                    &id,
+                    &k.to_value(),
                     results::INTERNAL_ERROR,
                     "the downstream MCP server exited before answering",
                 ));
@@ -1903,6 +1932,7 @@ pub async fn run(
             loop {
                 match read_frame(&mut r, MAX_LINE).await {
                     Ok(Frame::Line(l)) => shim.on_client_line(l),
+                    Ok(Frame::InnerCr(l)) => shim.on_client_inner_cr(&l),
                     Ok(Frame::TooLong(n)) => {
                         let e = Rejected::TooLong(n);
                         tracing::warn!("client sent a line that is not a JSON-RPC message: {e}");
@@ -1930,6 +1960,7 @@ pub async fn run(
             loop {
                 match read_down(&mut r, &mut limit).await {
                     Ok(Down::Line(l)) => shim.on_child_line(l),
+                    Ok(Down::InnerCr(l)) => shim.on_child_inner_cr(&l),
                     Ok(Down::Oversize { bytes, top }) => shim.on_child_oversize(bytes, top),
                     Ok(Down::Eof) | Err(_) => break,
                 }

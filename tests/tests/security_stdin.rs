@@ -45,12 +45,23 @@ fn env() -> Env {
     env
 }
 
-/// What the shim must answer a client line with: Some(code) for a rejection, None for a
-/// message object (forwarded or handled; nothing to check but survival).
-/// (Only rejections with `id: null` are collected; a `tools/call` with `"id": null` is one:
-/// it can be neither answered nor gated.)
+/// What the shim must answer a client line with: Some(code) for a rejection under id null,
+/// None for anything else (a message forwarded or handled, or refused under its own id;
+/// nothing to check but survival).
+/// A raw `\r` inside the line refuses it whatever it holds (a downstream could split it
+/// there): under the id of the request it holds, if it parses as one with a usable id.
+/// A request whose id a downstream could echo as another value is refused, under id null
+/// when that id is not even a string or a number. A `tools/call` with `"id": null` is
+/// refused too: it can be neither answered nor gated.
 fn expected(line: &[u8]) -> Option<i64> {
-    match serde_json::from_slice::<Value>(line) {
+    let parsed = serde_json::from_slice::<Value>(line);
+    if line.contains(&b'\r') {
+        let own_id = parsed.as_ref().ok().is_some_and(|v| {
+            v.get("method").is_some_and(Value::is_string) && v.get("id").is_some_and(usable_id)
+        });
+        return (!own_id).then_some(-32600);
+    }
+    match parsed {
         Err(_) => Some(-32700),
         Ok(v) if !v.is_object() => Some(-32600),
         Ok(v)
@@ -59,16 +70,35 @@ fn expected(line: &[u8]) -> Option<i64> {
         {
             Some(-32600)
         }
+        Ok(v) if v.get("method").is_some_and(Value::is_string) => match v.get("id") {
+            Some(id) if !id.is_null() && !usable_id(id) && !id.is_string() && !id.is_number() => {
+                Some(-32600)
+            }
+            _ => None,
+        },
         Ok(_) => None,
     }
 }
 
+/// An id every downstream echoes as itself: a short string, or an integer written as one
+/// within ±(2^53−1).
+fn usable_id(id: &Value) -> bool {
+    match id {
+        Value::String(s) => s.len() <= 1024,
+        Value::Number(n) => n.as_i64().is_some_and(|i| i.abs() < 1 << 53),
+        _ => false,
+    }
+}
+
 /// Lines the echo fixture cannot take (it is a stdlib Python loop, not under test):
-/// `exit`/`hang`, and raw `\r` (Python's text stdin splits lines there too).
+/// `exit`/`hang`. A line with a raw `\r` inside is refused by the shim, never forwarded.
 fn safe_to_forward(line: &[u8]) -> bool {
+    if line.contains(&b'\r') {
+        return true;
+    }
     let v: Value = serde_json::from_slice(line).unwrap();
     let method = v.get("method").and_then(Value::as_str).unwrap_or("");
-    !line.contains(&b'\r') && !["exit", "hang"].contains(&method)
+    !["exit", "hang"].contains(&method)
 }
 
 /// Splits a corpus file into the lines tc-shim's reader will see.

@@ -85,7 +85,7 @@ impl Shim {
         // The request just noted is not in `pending`/`held` yet: keep it by name.
         let st = self.lock();
         self.gov.prune(st.pending.len() + st.held.len() + 1, |t| {
-            t == k || st.pending.contains_key(t) || st.held.contains_key(t)
+            *t == k || st.pending.contains_key(t) || st.held.contains_key(t)
         });
         false
     }

@@ -1,0 +1,124 @@
+//! What the proxy refuses before acting on a line: a line with a raw inner `\r` (either
+//! side; `framing.rs` finds it) and a client request whose id or number in flight it
+//! cannot track (`ids.rs` holds the rules).
+//!
+//! A child module of `proxy` so it can use the proxy's state.
+
+use std::time::Instant;
+
+use serde_json::Value;
+
+use super::Shim;
+use crate::framing::{refusal_id, Rejected};
+use crate::governor::{PageReply, Track};
+use crate::ids::{self, IdKey, MAX_IN_FLIGHT, STALE_AFTER};
+use crate::results;
+
+/// Why a downstream line with a raw inner `\r` is not passed on.
+const DOWN_INNER_CR: &str = "the downstream MCP server sent a message with a raw carriage \
+     return inside it; tc-shim does not pass such a line on (a client could split it there)";
+
+impl Shim {
+    /// A client line holding a raw inner `\r`: answered with an error, never forwarded
+    /// nor acted on.
+    pub(super) fn on_client_inner_cr(&self, line: &[u8]) {
+        let e = Rejected::InnerCr;
+        tracing::warn!("refusing a client line: {e}");
+        self.send_client(&results::error(&refusal_id(line), e.code(), e.to_string()));
+    }
+
+    /// A downstream line holding a raw inner `\r`: never passed to the client as its
+    /// bytes. A request is answered with an error; a response fails whoever waits for
+    /// it (so no client request hangs); anything else is dropped.
+    pub(super) fn on_child_inner_cr(&self, line: &[u8]) {
+        let msg = serde_json::from_slice::<Value>(line).ok();
+        let id = msg
+            .as_ref()
+            .and_then(|m| m.get("id"))
+            .filter(|i| !i.is_null());
+        let (Some(msg), Some(id)) = (msg.as_ref(), id) else {
+            tracing::warn!("dropping a downstream line with a raw carriage return inside it");
+            return;
+        };
+        if msg.get("method").is_some() {
+            tracing::warn!("refusing a downstream request (id {id}): raw carriage return inside");
+            let e = Rejected::InnerCr;
+            let answer = results::error(&ids::answer_id(id), e.code(), e.to_string());
+            self.send_child(answer.to_string().into_bytes(), None);
+            return;
+        }
+        tracing::warn!("{DOWN_INNER_CR} (id {id})");
+        let err = results::error(id, results::INTERNAL_ERROR, DOWN_INNER_CR);
+        let k = IdKey::of(id);
+        if let Some(Track::Page(tx)) = self.gov.untrack(&k) {
+            let _ = tx.send(PageReply::Full {
+                msg: err,
+                bytes: line.len(),
+            });
+            return;
+        }
+        let internal = id.as_str().and_then(|s| self.lock().internal.remove(s));
+        if let Some(tx) = internal {
+            let _ = tx.send(err);
+            return;
+        }
+        let pending = self.lock().pending.remove(&k);
+        if let Some(p) = pending {
+            self.send_client(&results::error(
+                &p.id,
+                results::INTERNAL_ERROR,
+                DOWN_INNER_CR,
+            ));
+        }
+    }
+
+    /// Whether a client request with this id may go on. Refused (and answered): an id a
+    /// downstream could echo as another value, and any request while [`MAX_IN_FLIGHT`]
+    /// are in flight and none of them is stale; stale ones make room, their callers
+    /// answered with an error. Their governor entries go with them, and a late answer
+    /// matches nothing and is dropped (see `on_child_line`), so it cannot pass the cap.
+    pub(super) fn admit(&self, id: &Value) -> bool {
+        if let Err(why) = ids::check_request_id(id) {
+            tracing::debug!("refusing a client request: {why}");
+            self.send_client(&results::error(
+                &ids::answer_id(id),
+                results::INVALID_REQUEST,
+                why,
+            ));
+            return false;
+        }
+        let stale = {
+            let mut st = self.lock();
+            if st.pending.len() + st.held.len() < MAX_IN_FLIGHT {
+                return true;
+            }
+            st.pending.take_older(STALE_AFTER, Instant::now())
+        };
+        let room = !stale.is_empty();
+        for (k, p) in stale {
+            self.gov.untrack(&k);
+            self.send_client(&results::error(
+                &p.id,
+                results::INTERNAL_ERROR,
+                format!(
+                    "tc-shim stopped waiting: the downstream did not answer within {} \
+                     minutes while {MAX_IN_FLIGHT} requests were in flight",
+                    STALE_AFTER.as_secs() / 60
+                ),
+            ));
+        }
+        if !room {
+            tracing::debug!("refusing a client request: {MAX_IN_FLIGHT} requests in flight");
+            self.send_client(&results::error(
+                id,
+                results::INTERNAL_ERROR,
+                format!(
+                    "too many requests in flight: tc-shim tracks at most {MAX_IN_FLIGHT} \
+                     unanswered requests; this one was not sent. Wait for answers (or cancel \
+                     requests) and retry"
+                ),
+            ));
+        }
+        room
+    }
+}
