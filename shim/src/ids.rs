@@ -123,6 +123,10 @@ impl<V> IdTable<V> {
         self.map.get(k).map(|(_, v)| v)
     }
 
+    pub fn get_mut(&mut self, k: &IdKey) -> Option<&mut V> {
+        self.map.get_mut(k).map(|(_, v)| v)
+    }
+
     pub fn remove(&mut self, k: &IdKey) -> Option<V> {
         self.map.remove(k).map(|(_, v)| v)
     }

@@ -136,7 +136,7 @@ struct State {
     eras_logged: bool,
     /// Ids of the downstream's requests shown to the client and not yet answered: the only
     /// answers the client may send downstream.
-    down_requests: std::collections::HashSet<String>,
+    down_requests: std::collections::HashSet<IdKey>,
 }
 
 /// Everything the pumps and call handlers share.
@@ -620,7 +620,7 @@ impl Shim {
     /// A forwarded call the client cancelled keeps its place until it is answered, or for
     /// [`CANCEL_GRACE`]: a server need not answer a cancelled call, and the calls behind it
     /// must not wait forever (THREAT-MODEL: a server that goes on running a cancelled call).
-    fn release_after_grace(self: &Arc<Self>, k: String, t: crate::barrier::Ticket) {
+    fn release_after_grace(self: &Arc<Self>, k: IdKey, t: crate::barrier::Ticket) {
         let shim = Arc::clone(self);
         tokio::spawn(async move {
             tokio::time::sleep(CANCEL_GRACE).await;
