@@ -13,6 +13,7 @@ mod governor;
 mod ids;
 mod lean;
 mod names;
+mod outbox;
 mod policy;
 mod proxy;
 mod regular;

@@ -18,7 +18,7 @@ use tc_core::ErrorCode;
 use tc_proto::v1::Binding;
 use tokio::io::BufReader;
 use tokio::process::Command;
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{oneshot, Semaphore};
 
 use crate::barrier::{Barrier, Kind, Place};
 use crate::confirm::{self, Answer, Route};
@@ -30,6 +30,7 @@ use crate::framing::{
 use crate::governor::Governor;
 use crate::ids::{IdKey, IdTable};
 use crate::lean;
+use crate::outbox::Outbox;
 use crate::policy::{self, Policy, PolicyError};
 use crate::results::{self, Shown};
 use crate::roots;
@@ -49,9 +50,6 @@ const MAX_DOWN_REQUESTS: usize = 4096;
 
 /// How long an internal request (tools/list, probe) may take.
 const INTERNAL_TIMEOUT: Duration = Duration::from_secs(30);
-
-/// A line to write, with an optional acknowledgement once it was written.
-type Out = (Vec<u8>, Option<oneshot::Sender<()>>);
 
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Pending {
@@ -146,8 +144,8 @@ pub struct Shim {
     calls: Arc<Semaphore>,
     policy: Policy,
     daemon: Daemon,
-    to_child: Mutex<Option<mpsc::UnboundedSender<Out>>>,
-    to_client: mpsc::UnboundedSender<Out>,
+    to_child: Outbox,
+    to_client: Outbox,
     state: Mutex<State>,
     next_id: AtomicU64,
     /// Serializes finding out the downstream's era.
@@ -208,19 +206,11 @@ impl Shim {
     }
 
     fn send_client(&self, v: &Value) {
-        let _ = self.to_client.send((v.to_string().into_bytes(), None));
+        self.to_client.send(v.to_string().into_bytes(), None);
     }
 
     fn send_child(&self, line: Vec<u8>, ack: Option<oneshot::Sender<()>>) -> bool {
-        match self
-            .to_child
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-        {
-            Some(tx) => tx.send((line, ack)).is_ok(),
-            None => false,
-        }
+        self.to_child.send(line, ack)
     }
 
     /// Forwards a client request downstream, remembering it so its response can be matched.
@@ -1546,7 +1536,7 @@ impl Shim {
     /// Handles one line from the downstream.
     fn on_child_line(self: &Arc<Self>, line: Vec<u8>) {
         if self.pass_through(&line) {
-            let _ = self.to_client.send((line, None));
+            self.to_client.send(line, None);
             return;
         }
         let mut msg: Value = match serde_json::from_slice(&line) {
@@ -1593,7 +1583,7 @@ impl Shim {
                 if id.is_null() {
                     // An error about a line the downstream could not read: no request
                     // to match, nothing the cap covers.
-                    let _ = self.to_client.send((line, None));
+                    self.to_client.send(line, None);
                     return;
                 }
                 let pending = self.lock().pending.remove(&key(&id));
@@ -1648,7 +1638,7 @@ impl Shim {
                 }
             }
         }
-        let _ = self.to_client.send((line, None));
+        self.to_client.send(line, None);
     }
 
     /// The fast path for a downstream line that goes to the client unchanged: a request
@@ -1877,14 +1867,14 @@ pub async fn run(
         anyhow::bail!("downstream stdio pipes missing");
     };
 
-    let (child_tx, mut child_rx) = mpsc::unbounded_channel::<Out>();
-    let (client_tx, mut client_rx) = mpsc::unbounded_channel::<Out>();
+    let (child_box, mut child_rx) = Outbox::new();
+    let (client_box, mut client_rx) = Outbox::new();
     let shim = Arc::new(Shim {
         calls: Arc::new(Semaphore::new(CALL_PERMITS as usize)),
         policy,
         daemon: Daemon::new(socket),
-        to_child: Mutex::new(Some(child_tx)),
-        to_client: client_tx,
+        to_child: child_box,
+        to_client: client_box,
         state: Mutex::new(State::default()),
         next_id: AtomicU64::new(1),
         probe: tokio::sync::Mutex::new(()),
@@ -1897,32 +1887,44 @@ pub async fn run(
     }
 
     // Writer to the downstream's stdin.
-    tokio::spawn(async move {
-        while let Some((line, ack)) = child_rx.recv().await {
-            if let Err(e) = write_line(&mut child_in, &line).await {
-                tracing::warn!("writing to the downstream failed: {e}");
-                break;
-            }
-            if let Some(a) = ack {
-                let _ = a.send(());
-            }
-        }
-    });
-    // Writer to our stdout (the client).
-    let client_writer = tokio::spawn(async move {
-        let mut out = client_output();
-        while let Some((line, ack)) = client_rx.recv().await {
-            if line.is_empty() {
+    {
+        let shim = Arc::clone(&shim);
+        tokio::spawn(async move {
+            while let Some((line, ack)) = child_rx.recv().await {
+                let written = write_line(&mut child_in, &line).await;
+                shim.to_child.wrote(line.len());
+                if let Err(e) = written {
+                    tracing::warn!("writing to the downstream failed: {e}");
+                    break;
+                }
                 if let Some(a) = ack {
                     let _ = a.send(());
                 }
-                continue;
             }
-            if write_line(&mut out, &line).await.is_err() {
-                break;
+            shim.to_child.writer_gone();
+        });
+    }
+    // Writer to our stdout (the client).
+    let client_writer = {
+        let shim = Arc::clone(&shim);
+        tokio::spawn(async move {
+            let mut out = client_output();
+            while let Some((line, ack)) = client_rx.recv().await {
+                if line.is_empty() {
+                    if let Some(a) = ack {
+                        let _ = a.send(());
+                    }
+                    continue;
+                }
+                let written = write_line(&mut out, &line).await;
+                shim.to_client.wrote(line.len());
+                if written.is_err() {
+                    break;
+                }
             }
-        }
-    });
+            shim.to_client.writer_gone();
+        })
+    };
     // Reader from the client (our stdin).
     let (eof_tx, eof_rx) = oneshot::channel::<()>();
     {
@@ -1930,6 +1932,10 @@ pub async fn run(
         tokio::spawn(async move {
             let mut r = BufReader::with_capacity(64 * 1024, client_input());
             loop {
+                // A client that does not read its answers (or a downstream that does not
+                // read its input) is not read from either: memory stays bounded.
+                shim.to_client.room().await;
+                shim.to_child.room().await;
                 match read_frame(&mut r, MAX_LINE).await {
                     Ok(Frame::Line(l)) => shim.on_client_line(l),
                     Ok(Frame::InnerCr(l)) => shim.on_client_inner_cr(&l),
@@ -1942,10 +1948,7 @@ pub async fn run(
                 }
             }
             // Client went away: close the downstream's stdin so it can exit.
-            shim.to_child
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .take();
+            shim.to_child.close();
             let _ = eof_tx.send(());
         });
     }
@@ -1958,6 +1961,7 @@ pub async fn run(
             // Governor: what may be buffered depends on who waits; longer lines are scanned.
             let mut limit = || shim.line_limit();
             loop {
+                shim.to_client.room().await;
                 match read_down(&mut r, &mut limit).await {
                     Ok(Down::Line(l)) => shim.on_child_line(l),
                     Ok(Down::InnerCr(l)) => shim.on_child_inner_cr(&l),
@@ -1987,7 +1991,7 @@ pub async fn run(
     shim.fail_pending();
     shim.flush_events().await;
     let (tx, rx) = oneshot::channel();
-    let _ = shim.to_client.send((Vec::new(), Some(tx)));
+    shim.to_client.send(Vec::new(), Some(tx));
     let _ = tokio::time::timeout(Duration::from_secs(2), rx).await;
     drop(client_writer);
     use std::os::unix::process::ExitStatusExt;

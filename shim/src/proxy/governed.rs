@@ -571,7 +571,7 @@ impl Shim {
     /// Sends a finished page line, unless the call was cancelled meanwhile.
     fn send_page_line(&self, id: &Value, line: Vec<u8>) {
         if !self.unhold(id).is_some_and(|h| h.cancelled) {
-            let _ = self.to_client.send((line, None));
+            self.to_client.send(line, None);
         }
     }
 
