@@ -1371,6 +1371,17 @@ impl Shim {
             }
         }
         if let (Some(_), Some(i)) = (method, &id) {
+            if msg.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+                // A downstream drops such a request without a word (the TypeScript SDK
+                // does): the call would hold its barrier place, and every change behind
+                // it, for ever. Refused here, where it can be answered.
+                self.send_client(&results::error(
+                    i,
+                    results::INVALID_REQUEST,
+                    "a request must carry \"jsonrpc\": \"2.0\"",
+                ));
+                return;
+            }
             if reserved_id(i) {
                 // Our own requests downstream use these ids: a client request with one
                 // could take the answer meant for the shim (a probe's, say).
