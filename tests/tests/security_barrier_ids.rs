@@ -1,5 +1,7 @@
-//! Review of issue 15 §2 (roots) and §3 (the barrier): attacks a hostile client (and a
-//! quirky server) can make through the real tc-shim, each failing on the reviewed code.
+//! The barrier (issue 15 §3) holds only if every call that takes a place is answered, and
+//! answered under its own id: attacks on that through the real tc-shim in front of
+//! server-filesystem (look-alike ids, requests the server silently drops, a cancelled
+//! change). Each failed on the first version of the barrier.
 
 mod shim_support;
 
@@ -110,7 +112,6 @@ fn answered(c: &mut RawClient, want: &[Value]) -> Vec<Value> {
 /// runs, and the overwrite-gated write behind it is judged (and runs) before the edit has
 /// landed. Item 7 (ids by value) closes this; the barrier depends on it.
 #[test]
-#[ignore = "fails until issue 15 item 7 (ids keyed by value) lands; passes with it"]
 fn an_answer_under_a_look_alike_id_does_not_release_a_change_in_flight() {
     let mut env = Env::with(&vault());
     let mut c = started(&mut env);
