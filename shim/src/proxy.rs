@@ -589,12 +589,9 @@ impl Shim {
     /// back. A table full of unanswered questions refuses the newcomer (answered here with
     /// an error) rather than growing without bound.
     fn note_down_request(&self, id: &Value) -> bool {
-        let mut st = self.lock();
-        if st.down_requests.len() < MAX_DOWN_REQUESTS {
-            st.down_requests.insert(key(id));
+        if self.try_note_down_request(id) {
             return true;
         }
-        drop(st);
         tracing::warn!(
             "refusing a downstream request: {MAX_DOWN_REQUESTS} already wait on the client"
         );
@@ -622,6 +619,16 @@ impl Shim {
                 }
             }
         });
+    }
+
+    /// [`Shim::note_down_request`] without the refusal: false when the table is full.
+    fn try_note_down_request(&self, id: &Value) -> bool {
+        let mut st = self.lock();
+        if st.down_requests.len() < MAX_DOWN_REQUESTS {
+            st.down_requests.insert(key(id));
+            return true;
+        }
+        false
     }
 
     fn unhold(&self, id: &Value) -> Option<Held> {
@@ -663,6 +670,11 @@ impl Shim {
         // Everything below judges the call against the vault as it is now: no change made
         // through this shim may land between that and the downstream running it.
         self.wait_turn(&id).await;
+        if self.lock().held.get(&key(&id)).is_some_and(|h| h.cancelled) {
+            // Cancelled while it waited: judging it would only raise a request nobody gets.
+            self.unhold(&id);
+            return;
+        }
         let Some(name) = at(&msg, &["params", "name"])
             .and_then(Value::as_str)
             .map(String::from)
@@ -1577,6 +1589,12 @@ impl Shim {
             if id.is_some_and(|id| !self.note_down_request(id)) {
                 return;
             }
+            if m == "notifications/cancelled" {
+                // The downstream withdrew its question: the client's answer may no longer go.
+                if let Some(rid) = at(&msg, &["params", "requestId"]) {
+                    self.lock().down_requests.remove(&key(rid));
+                }
+            }
         }
         let is_response = msg.get("method").is_none()
             && (msg.get("result").is_some() || msg.get("error").is_some());
@@ -1669,13 +1687,19 @@ impl Shim {
             return false;
         };
         if let Some(m) = env.method {
-            if env.id.as_ref().is_some_and(reserved_id) || m == roots::LIST {
+            if env.id.as_ref().is_some_and(reserved_id)
+                || m == roots::LIST
+                || m == "notifications/cancelled"
+            {
                 return false;
             }
-            if let Some(id) = &env.id {
-                if !self.note_down_request(id) {
-                    return false;
-                }
+            // A full table: the full path refuses it (once).
+            if env
+                .id
+                .as_ref()
+                .is_some_and(|id| !self.try_note_down_request(id))
+            {
+                return false;
             }
             if m == "notifications/tools/list_changed" {
                 // Definitions may have changed (a tool may have become destructive): the
@@ -1817,8 +1841,15 @@ fn remove_token(msg: &mut Value) {
 fn strip(msg: &Value) -> Value {
     let mut m = msg.clone();
     if let Some(p) = m.get_mut("params").and_then(Value::as_object_mut) {
-        p.remove("requestState");
-        p.remove("inputResponses");
+        // The snake_case spellings too: the Python SDK reads every field under both.
+        for f in [
+            "requestState",
+            "inputResponses",
+            "request_state",
+            "input_responses",
+        ] {
+            p.remove(f);
+        }
     }
     m
 }

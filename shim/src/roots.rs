@@ -42,11 +42,11 @@ pub fn strip_client_roots(msg: &mut Value, root: &Path, vault: &str) -> bool {
     {
         changed |= caps.remove("roots").is_some();
     }
-    if let Some(answers) = params
-        .get_mut("inputResponses")
-        .and_then(Value::as_object_mut)
-    {
-        changed |= replace_root_answers(answers, root, vault);
+    // The Python SDK also reads every field under its snake_case name.
+    for field in ["inputResponses", "input_responses"] {
+        if let Some(answers) = params.get_mut(field).and_then(Value::as_object_mut) {
+            changed |= replace_root_answers(answers, root, vault);
+        }
     }
     changed
 }
@@ -123,6 +123,17 @@ mod tests {
         let r = &m["params"]["inputResponses"];
         assert_eq!(r["r"]["roots"][0]["uri"], "file:///home/me/my%20notes");
         assert_eq!(r["confirm"]["action"], "accept");
+    }
+
+    #[test]
+    fn a_snake_case_roots_answer_is_replaced_too() {
+        let (c, m) = strip(json!({"method": "tools/call", "params": {"name": "x",
+            "input_responses": {"r": {"roots": [{"uri": "file:///"}]}}}}));
+        assert!(c);
+        assert_eq!(
+            m["params"]["input_responses"]["r"]["roots"][0]["uri"],
+            "file:///home/me/my%20notes"
+        );
     }
 
     #[test]

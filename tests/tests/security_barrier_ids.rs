@@ -106,11 +106,11 @@ fn answered(c: &mut RawClient, want: &[Value]) -> Vec<Value> {
     got
 }
 
-/// The barrier matches a change's answer by `id.to_string()`, but server-filesystem (the
-/// TypeScript SDK) reads `1.0` as `1` and answers a `ping` sent as `1.0` under id `1`: that
-/// answer is taken for the edit's (id 1), whose place is released while the edit still
-/// runs, and the overwrite-gated write behind it is judged (and runs) before the edit has
-/// landed. Item 7 (ids by value) closes this; the barrier depends on it.
+/// server-filesystem (the TypeScript SDK) reads `1.0` as `1` and answers a `ping` sent as
+/// `1.0` under id `1`: matched by `id.to_string()`, that answer was taken for the edit's
+/// (id 1), whose place was released while the edit still ran, and the overwrite-gated
+/// write behind it was judged (and ran) before the edit had landed. Ids are matched by
+/// value and `1.0` is refused (item 7), which the barrier depends on.
 #[test]
 fn an_answer_under_a_look_alike_id_does_not_release_a_change_in_flight() {
     let mut env = Env::with(&vault());
