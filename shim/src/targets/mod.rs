@@ -55,8 +55,28 @@ fn one_arg(args: &Value, name: &str) -> Result<String, TargetError> {
         .ok_or_else(|| TargetError::MissingArg(name.into()))
 }
 
-/// Computes the fingerprint of every kind except `probe` (see [`probe_arguments`]).
+/// Computes the fingerprint of every kind except `probe` (see [`probe_arguments`]),
+/// logging (at debug) what it cost.
 pub fn local_fp(policy: &Policy, targets: &Targets, args: &Value) -> Result<String, TargetError> {
+    let start = std::time::Instant::now();
+    let mut counts = walk::Counts::default();
+    let fp = compute(policy, targets, args, &mut counts)?;
+    tracing::debug!(
+        entries = counts.entries,
+        read = counts.read,
+        cached = policy.fp_cache.len(),
+        elapsed_us = start.elapsed().as_micros() as u64,
+        "state fingerprint"
+    );
+    Ok(fp)
+}
+
+fn compute(
+    policy: &Policy,
+    targets: &Targets,
+    args: &Value,
+    counts: &mut walk::Counts,
+) -> Result<String, TargetError> {
     let cache = &policy.fp_cache;
     match targets {
         Targets::None => Ok(none_fp()),
@@ -93,10 +113,10 @@ pub fn local_fp(policy: &Policy, targets: &Targets, args: &Value) -> Result<Stri
             // {"files": [...], "glob": …, "links"?: […]}: keys in canonical order.
             let mut fp = stream::Fp::new("tree");
             fp.open_array(false, "files");
-            let counts = w.run(&dir, &mut |rel, v| fp.pair(rel, v))?;
+            *counts = w.run(&dir, &mut |rel, v| fp.pair(rel, v))?;
             fp.raw("]");
             fp.key_value(true, "glob", &json!(glob));
-            finish_walked(fp, policy, &dir, "tree", counts)
+            finish_walked(fp, policy, &dir)
         }
         Targets::Matching { root, contains } => {
             let dir = policy.resolve(root, &one_arg(args, root)?)?;
@@ -119,9 +139,9 @@ pub fn local_fp(policy: &Policy, targets: &Targets, args: &Value) -> Result<Stri
             let mut fp = stream::Fp::new("matching");
             fp.key_value(false, "contains", &json!(needle));
             fp.open_array(true, "files");
-            let counts = w.run(&dir, &mut |rel, v| fp.pair(rel, v))?;
+            *counts = w.run(&dir, &mut |rel, v| fp.pair(rel, v))?;
             fp.raw("]");
-            finish_walked(fp, policy, &dir, "matching", counts)
+            finish_walked(fp, policy, &dir)
         }
         Targets::Git(arg) => {
             let repo = match arg {
@@ -142,35 +162,24 @@ pub fn local_fp(policy: &Policy, targets: &Targets, args: &Value) -> Result<Stri
                 fp.raw(&format!(",{}]", e.stage));
             }
             fp.raw("]");
-            let links = fs::link_chain(policy.base_of(&repo), &repo, true)?;
-            if !links.is_empty() {
-                fp.key_value(true, "links", &Value::Array(links));
-            }
-            Ok(fp.finish())
+            counts.entries = snap.entries.len();
+            finish_walked(fp, policy, &repo)
         }
         Targets::Probe { .. } => unreachable_probe(),
     }
 }
 
-/// Ends a walked state with its `links` (sorted after `files`, `glob` and `contains`).
+/// Ends a streamed state with its `links`, the last key of each (after `files`,
+/// `glob`, `contains`, `head` and `index`); a state with none has no `links` key.
 fn finish_walked(
     mut fp: stream::Fp,
     policy: &Policy,
     dir: &std::path::Path,
-    kind: &str,
-    counts: walk::Counts,
 ) -> Result<String, TargetError> {
     let links = fs::link_chain(policy.base_of(dir), dir, true)?;
     if !links.is_empty() {
         fp.key_value(true, "links", &Value::Array(links));
     }
-    tracing::debug!(
-        kind,
-        entries = counts.entries,
-        read = counts.read,
-        cached = policy.fp_cache.len(),
-        "state fingerprint"
-    );
     Ok(fp.finish())
 }
 
