@@ -319,7 +319,9 @@ struct Shim {
 }
 
 impl Ctx {
-    fn start(&self, k: usize) -> anyhow::Result<Shim> {
+    fn start(&self) -> anyhow::Result<Shim> {
+        static STARTED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+        let k = STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let log = self.root.join(format!("shim-{k}.log"));
         let mut c = Command::new("sh");
         c.args(["-c", "log=$1; shift; exec \"$@\" 2>>\"$log\"", "sh"])
@@ -357,7 +359,7 @@ impl Ctx {
             (vec![], vec![], vec![], vec![], vec![], vec![]);
         let mut hwm_kb = 0;
         for k in 0..cold_n {
-            let mut s = self.start(k)?;
+            let mut s = self.start()?;
             let (call, r) = timed(|| s.call(tool, args.clone()))?;
             cold.push(s.fp_time()?);
             cold_call.push(call);
