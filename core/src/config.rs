@@ -14,6 +14,12 @@ use crate::paths::{self, PathError};
 
 /// Default confirmation lifetime.
 pub const DEFAULT_TTL_SECONDS: u32 = 300;
+/// Default `max_target_files`: the entries (files, links, folders) a `tree` or
+/// `matching` target walks before it is refused. The walk streams (memory holds one
+/// folder's listing and a batch of files), so the bound is on time and on the stat
+/// cache (at most twice this many entries, ~100 bytes each): a million-note vault
+/// fits, a runaway `root = "/"` does not.
+pub const DEFAULT_MAX_TARGET_FILES: usize = 1_000_000;
 /// Default governor cap.
 pub const DEFAULT_MAX_RESPONSE_BYTES: u64 = 1_048_576;
 /// Default age past which audit events are pruned (a quarter of a year).
@@ -141,6 +147,13 @@ pub struct VaultConfig {
     /// `[[vaults.paths]]`: what the arguments that name files are (beyond schema discovery).
     #[serde(default)]
     pub paths: Vec<PathArgs>,
+    /// Most entries a `tree`/`matching` target walks (and the stat cache's size).
+    #[serde(default = "default_max_target_files")]
+    pub max_target_files: usize,
+}
+
+fn default_max_target_files() -> usize {
+    DEFAULT_MAX_TARGET_FILES
 }
 
 /// `[[vaults.gates]]`: a tool that needs confirmation.
@@ -439,6 +452,9 @@ impl Config {
             if !v.root.is_absolute() {
                 return Err(self.invalid(format!("{at}.root"), "must be an absolute path"));
             }
+            if v.max_target_files == 0 {
+                return Err(self.invalid(format!("{at}.max_target_files"), "must be at least 1"));
+            }
             let mut tools = std::collections::HashSet::new();
             for (j, g) in v.gates.iter().enumerate() {
                 let key = format!("{at}.gates[{j}]");
@@ -685,6 +701,10 @@ deny = ["private/**"]
                 "daemon.rate_limit_burst",
             ),
             ("[[vaults]]\nid = \"a\"\nroot = \"rel\"\n", "vaults[0].root"),
+            (
+                "[[vaults]]\nid = \"a\"\nroot = \"/a\"\nmax_target_files = 0\n",
+                "vaults[0].max_target_files",
+            ),
             (
                 "[[vaults]]\nid = \"a\"\nroot = \"/a\"\n[[vaults]]\nid = \"a\"\nroot = \"/b\"\n",
                 "vaults[1].id",

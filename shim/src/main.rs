@@ -98,6 +98,7 @@ fn real_main() -> anyhow::Result<i32> {
                 paged: Vec::new(),
                 acl: Default::default(),
                 paths: Vec::new(),
+                max_target_files: tc_core::config::DEFAULT_MAX_TARGET_FILES,
             }
         }
         None => anyhow::bail!(

@@ -51,6 +51,10 @@ pub struct Policy {
     has_acl: bool,
     /// `[[vaults.paths]]`.
     decls: Vec<PathArgs>,
+    /// `max_target_files`: most entries a `tree`/`matching` target walks.
+    pub max_target_files: usize,
+    /// This vault's stat cache of content hashes, for every target fingerprint.
+    pub fp_cache: crate::targets::cache::Cache,
 }
 
 /// Compiles ACL globs; the second half maps each compiled glob back to the one written.
@@ -126,6 +130,8 @@ impl Policy {
             read_only: compile(&v.acl.read_only)?,
             has_acl: !(v.acl.deny.is_empty() && v.acl.read_only.is_empty()),
             decls: v.paths.clone(),
+            max_target_files: v.max_target_files,
+            fp_cache: crate::targets::cache::Cache::new(v.max_target_files),
         })
     }
 

@@ -1,5 +1,5 @@
 //! Filesystem state for `paths`, `tree` and `matching` targets: existence, type,
-//! content hashes and sorted directory listings, with a cap on how much is walked.
+//! content hashes (through the stat cache), sorted directory listings and link chains.
 
 use std::io::Read;
 use std::os::unix::ffi::OsStrExt;
@@ -9,16 +9,14 @@ use std::path::Path;
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
+use super::cache::Cache;
 use super::{lossless, TargetError};
 use crate::regular;
-
-/// Most entries (files, links and folders) a tree/matching target walks before refusing.
-pub const MAX_FILES: usize = 100_000;
 
 /// Bytes read at a time while hashing a file: memory stays bounded whatever its size.
 const CHUNK: usize = 64 * 1024;
 
-fn io(path: &Path, source: std::io::Error) -> TargetError {
+pub(super) fn io(path: &Path, source: std::io::Error) -> TargetError {
     TargetError::Io {
         path: path.display().to_string(),
         source,
@@ -26,19 +24,60 @@ fn io(path: &Path, source: std::io::Error) -> TargetError {
 }
 
 /// What hashing one file found.
-struct Hashed {
-    sha256: String,
-    len: u64,
+pub(super) struct Hashed {
+    pub sha256: [u8; 32],
+    pub len: u64,
     /// Whether the needle (if any) occurs in the content.
-    contains: bool,
+    pub contains: bool,
+    /// Whether the bytes were read (not all taken from the cache).
+    pub read: bool,
+}
+
+/// The content hash of the regular file at `p` (and whether it contains `needle`),
+/// from the cache while `meta` (the caller's `stat`/`lstat` of it) shows it unchanged;
+/// else read, and recorded. `nofollow` as for [`hash_file`].
+pub(super) fn content(
+    cache: &Cache,
+    p: &Path,
+    meta: &std::fs::Metadata,
+    nofollow: bool,
+    needle: Option<&[u8]>,
+) -> Result<Hashed, TargetError> {
+    let needle_sha: Option<[u8; 32]> = needle.map(|n| Sha256::digest(n).into());
+    if let Some(sha) = cache.hash(meta) {
+        let contains = match needle_sha {
+            None => Some(true),
+            Some(n) => cache.contains(sha, n),
+        };
+        if let Some(contains) = contains {
+            return Ok(Hashed {
+                sha256: sha,
+                len: std::os::unix::fs::MetadataExt::size(meta),
+                contains,
+                read: false,
+            });
+        }
+    }
+    let read_at = std::time::SystemTime::now();
+    let (h, fmeta) = hash_file(p, nofollow, needle)?;
+    cache.put_hash(&fmeta, read_at, h.sha256);
+    if let Some(n) = needle_sha {
+        cache.put_contains(h.sha256, n, h.contains);
+    }
+    Ok(h)
 }
 
 /// Hashes a regular file chunk by chunk and tells whether it contains `needle` (also
 /// across chunk boundaries). A path swapped for a FIFO or a device after it was looked
 /// at is refused ([`regular::open`]); `nofollow` refuses one swapped for a symlink
 /// (walks never follow links).
-fn hash_file(p: &Path, nofollow: bool, needle: Option<&[u8]>) -> Result<Hashed, TargetError> {
-    let (mut f, _) = regular::open(p, nofollow)
+/// Also returns the `fstat` of the open file, taken before the first byte is read.
+fn hash_file(
+    p: &Path,
+    nofollow: bool,
+    needle: Option<&[u8]>,
+) -> Result<(Hashed, std::fs::Metadata), TargetError> {
+    let (mut f, meta) = regular::open(p, nofollow)
         .map_err(|e| io(p, e))?
         .ok_or_else(|| {
             io(
@@ -72,16 +111,18 @@ fn hash_file(p: &Path, nofollow: bool, needle: Option<&[u8]>) -> Result<Hashed, 
         carried = keep.min(filled);
         buf.copy_within(filled - carried..filled, 0);
     }
-    Ok(Hashed {
-        sha256: hex::encode(h.finalize()),
+    let h = Hashed {
+        sha256: h.finalize().into(),
         len,
         contains,
-    })
+        read: true,
+    };
+    Ok((h, meta))
 }
 
 /// The kind a state records for a file type; FIFOs, sockets and devices each have their
 /// own, so one replaced by another is drift. Those are never opened.
-fn kind_of(t: std::fs::FileType) -> &'static str {
+pub(super) fn kind_of(t: std::fs::FileType) -> &'static str {
     if t.is_dir() {
         "dir"
     } else if t.is_symlink() {
@@ -104,17 +145,17 @@ fn kind_of(t: std::fs::FileType) -> &'static str {
 /// Existence, type and content of one path (directories: sorted entry names with types).
 /// The path itself is looked at with `lstat`: a link records its target text and the
 /// state of what it leads to, so a file swapped for a link to identical bytes is drift.
-pub fn path_state(p: &Path) -> Result<Value, TargetError> {
+pub fn path_state(cache: &Cache, p: &Path) -> Result<Value, TargetError> {
     match std::fs::symlink_metadata(p) {
         Ok(m) if m.file_type().is_symlink() => {
             let to = std::fs::read_link(p).map_err(|e| io(p, e))?;
             Ok(json!({
                 "kind": "symlink",
                 "to": lossless(to.as_os_str().as_bytes()),
-                "leads_to": followed_state(p)?,
+                "leads_to": followed_state(cache, p)?,
             }))
         }
-        _ => followed_state(p),
+        _ => followed_state(cache, p),
     }
 }
 
@@ -156,7 +197,7 @@ pub fn link_chain(base: &Path, p: &Path, with_last: bool) -> Result<Vec<Value>, 
 }
 
 /// [`path_state`] of what `p` leads to (links followed).
-fn followed_state(p: &Path) -> Result<Value, TargetError> {
+fn followed_state(cache: &Cache, p: &Path) -> Result<Value, TargetError> {
     let meta = match std::fs::metadata(p) {
         Ok(m) => m,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -167,8 +208,8 @@ fn followed_state(p: &Path) -> Result<Value, TargetError> {
         Err(e) => return Err(io(p, e)),
     };
     if meta.is_file() {
-        let h = hash_file(p, false, None)?;
-        Ok(json!({"kind": "file", "sha256": h.sha256, "len": h.len}))
+        let h = content(cache, p, &meta, false, None)?;
+        Ok(json!({"kind": "file", "sha256": hex::encode(h.sha256), "len": h.len}))
     } else if meta.is_dir() {
         let mut names = Vec::new();
         for e in std::fs::read_dir(p).map_err(|e| io(p, e))? {
@@ -182,66 +223,6 @@ fn followed_state(p: &Path) -> Result<Value, TargetError> {
     } else {
         Ok(json!({"kind": kind_of(meta.file_type())}))
     }
-}
-
-/// Files under `dir` (relative paths, sorted) for which `keep(rel)` holds and, if a
-/// `needle` is given, whose content contains it, with content hashes; and symlinks for
-/// which `keep_link(rel)` holds, with their link text. A file `keep` refuses is never
-/// read. Links are never followed (they may point out of the root), but adding,
-/// removing or retargeting one is part of the state.
-pub fn walk(
-    dir: &Path,
-    keep: &dyn Fn(&Path) -> bool,
-    needle: Option<&[u8]>,
-    keep_link: &dyn Fn(&Path) -> bool,
-) -> Result<Vec<Value>, TargetError> {
-    let mut out = Vec::new();
-    let mut stack = vec![dir.to_path_buf()];
-    let mut seen = 0usize;
-    while let Some(d) = stack.pop() {
-        let rd = match std::fs::read_dir(&d) {
-            Ok(rd) => rd,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound && d == dir => return Ok(out),
-            Err(e) => return Err(io(&d, e)),
-        };
-        for e in rd {
-            let e = e.map_err(|e| io(&d, e))?;
-            let path = e.path();
-            let ft = e.file_type().map_err(|e2| io(&path, e2))?;
-            if !(ft.is_dir() || ft.is_file() || ft.is_symlink()) {
-                continue;
-            }
-            // Folders count too: a tree of empty folders is as costly to walk as files.
-            seen += 1;
-            if seen > MAX_FILES {
-                return Err(TargetError::TooMany(MAX_FILES));
-            }
-            if ft.is_dir() {
-                stack.push(path);
-                continue;
-            }
-            // Globs see the name's bytes; the state records them losslessly.
-            let rel_path = path.strip_prefix(dir).unwrap_or(&path);
-            let rel = lossless(rel_path.as_os_str().as_bytes());
-            if ft.is_symlink() {
-                if keep_link(rel_path) {
-                    let to = std::fs::read_link(&path).map_err(|e2| io(&path, e2))?;
-                    let to = lossless(to.as_os_str().as_bytes());
-                    out.push(json!([rel, format!("symlink:{to}")]));
-                }
-                continue;
-            }
-            if !keep(rel_path) {
-                continue;
-            }
-            let h = hash_file(&path, true, needle)?;
-            if h.contains {
-                out.push(json!([rel, h.sha256]));
-            }
-        }
-    }
-    out.sort_by(|a, b| a[0].as_str().cmp(&b[0].as_str()));
-    Ok(out)
 }
 
 #[cfg(test)]
@@ -260,9 +241,9 @@ mod tests {
         let (tx, rx) = std::sync::mpsc::channel();
         let dir = d.path().to_path_buf();
         std::thread::spawn(move || {
-            let fifo = hash_file(&dir.join("fifo"), false, None).map(|h| h.len);
-            let link = hash_file(&dir.join("link"), true, None).map(|h| h.len);
-            let zero = hash_file(Path::new("/dev/zero"), false, None).map(|h| h.len);
+            let fifo = hash_file(&dir.join("fifo"), false, None).map(|h| h.0.len);
+            let link = hash_file(&dir.join("link"), true, None).map(|h| h.0.len);
+            let zero = hash_file(Path::new("/dev/zero"), false, None).map(|h| h.0.len);
             tx.send((fifo.is_err(), link.is_err(), zero.is_err()))
                 .unwrap();
         });
@@ -271,7 +252,10 @@ mod tests {
             .expect("hashing must not block on a FIFO");
         assert_eq!(got, (true, true, true));
         assert_eq!(
-            hash_file(&d.path().join("link"), false, None).unwrap().len,
+            hash_file(&d.path().join("link"), false, None)
+                .unwrap()
+                .0
+                .len,
             1
         );
     }

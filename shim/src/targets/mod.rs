@@ -1,7 +1,10 @@
 //! Confirmation targets → `state_fp`: a SHA-256 over what a confirmation is about,
 //! for every kind in DESIGN section 4 (probe results are fetched by the proxy).
 
+pub mod cache;
 pub mod fs;
+mod stream;
+mod walk;
 
 use serde_json::{json, Value};
 use tc_core::config::Targets;
@@ -27,7 +30,10 @@ pub enum TargetError {
     EmptyArg(String),
     #[error("bad glob: {0}")]
     Glob(#[from] globset::Error),
-    #[error("target too large: more than {0} files")]
+    #[error(
+        "target too large: more than {0} files, links and folders under it \
+         (the vault's max_target_files)"
+    )]
     TooMany(usize),
 }
 
@@ -49,8 +55,29 @@ fn one_arg(args: &Value, name: &str) -> Result<String, TargetError> {
         .ok_or_else(|| TargetError::MissingArg(name.into()))
 }
 
-/// Computes the fingerprint of every kind except `probe` (see [`probe_arguments`]).
+/// Computes the fingerprint of every kind except `probe` (see [`probe_arguments`]),
+/// logging (at debug) what it cost.
 pub fn local_fp(policy: &Policy, targets: &Targets, args: &Value) -> Result<String, TargetError> {
+    let start = std::time::Instant::now();
+    let mut counts = walk::Counts::default();
+    let fp = compute(policy, targets, args, &mut counts)?;
+    tracing::debug!(
+        entries = counts.entries,
+        read = counts.read,
+        cached = policy.fp_cache.len(),
+        elapsed_us = start.elapsed().as_micros() as u64,
+        "state fingerprint"
+    );
+    Ok(fp)
+}
+
+fn compute(
+    policy: &Policy,
+    targets: &Targets,
+    args: &Value,
+    counts: &mut walk::Counts,
+) -> Result<String, TargetError> {
+    let cache = &policy.fp_cache;
     match targets {
         Targets::None => Ok(none_fp()),
         Targets::Paths(names) => {
@@ -61,7 +88,7 @@ pub fn local_fp(policy: &Policy, targets: &Targets, args: &Value) -> Result<Stri
                     let mut item = json!({
                         "arg": name,
                         "path": policy.relative(&p).display().to_string(),
-                        "state": fs::path_state(&p)?,
+                        "state": fs::path_state(cache, &p)?,
                     });
                     with_links(&mut item, policy, &p, false)?;
                     items.push(item);
@@ -75,12 +102,21 @@ pub fn local_fp(policy: &Policy, targets: &Targets, args: &Value) -> Result<Stri
                 .literal_separator(false)
                 .build()?
                 .compile_matcher();
-            let files = fs::walk(&dir, &|rel| set.is_match(rel), None, &|rel| {
-                set.is_match(rel)
-            })?;
-            let mut doc = json!({ "glob": glob, "files": files });
-            with_links(&mut doc, policy, &dir, true)?;
-            Ok(fp_of("tree", doc))
+            let keep = |rel: &std::path::Path| set.is_match(rel);
+            let w = walk::Walk {
+                cache,
+                limit: policy.max_target_files,
+                keep: &keep,
+                needle: None,
+                keep_link: &keep,
+            };
+            // {"files": [...], "glob": …, "links"?: […]}: keys in canonical order.
+            let mut fp = stream::Fp::new("tree");
+            fp.open_array(false, "files");
+            *counts = w.run(&dir, &mut |rel, v| fp.pair(rel, v))?;
+            fp.raw("]");
+            fp.key_value(true, "glob", &json!(glob));
+            finish_walked(fp, policy, &dir)
         }
         Targets::Matching { root, contains } => {
             let dir = policy.resolve(root, &one_arg(args, root)?)?;
@@ -92,10 +128,20 @@ pub fn local_fp(policy: &Policy, targets: &Targets, args: &Value) -> Result<Stri
             }
             // Whether a link's target contains the value cannot be known without
             // following it, so every link under the root is part of the state.
-            let files = fs::walk(&dir, &|_| true, Some(needle.as_bytes()), &|_| true)?;
-            let mut doc = json!({ "contains": needle, "files": files });
-            with_links(&mut doc, policy, &dir, true)?;
-            Ok(fp_of("matching", doc))
+            let all = |_: &std::path::Path| true;
+            let w = walk::Walk {
+                cache,
+                limit: policy.max_target_files,
+                keep: &all,
+                needle: Some(needle.as_bytes()),
+                keep_link: &all,
+            };
+            let mut fp = stream::Fp::new("matching");
+            fp.key_value(false, "contains", &json!(needle));
+            fp.open_array(true, "files");
+            *counts = w.run(&dir, &mut |rel, v| fp.pair(rel, v))?;
+            fp.raw("]");
+            finish_walked(fp, policy, &dir)
         }
         Targets::Git(arg) => {
             let repo = match arg {
@@ -103,17 +149,38 @@ pub fn local_fp(policy: &Policy, targets: &Targets, args: &Value) -> Result<Stri
                 None => policy.root.clone(),
             };
             let snap = crate::gitindex::snapshot(&repo)?;
-            let entries: Vec<Value> = snap
-                .entries
-                .iter()
-                .map(|e| json!([e.path, e.mode, e.oid, e.stage]))
-                .collect();
-            let mut doc = json!({ "head": snap.head, "index": entries });
-            with_links(&mut doc, policy, &repo, true)?;
-            Ok(fp_of("git", doc))
+            // {"head": …, "index": [[path, mode, oid, stage], …], "links"?: […]}
+            let mut fp = stream::Fp::new("git");
+            fp.key_value(false, "head", &json!(snap.head));
+            fp.open_array(true, "index");
+            for e in &snap.entries {
+                fp.element();
+                fp.raw("[");
+                fp.string(&e.path);
+                fp.raw(&format!(",{},", e.mode));
+                fp.string(&e.oid);
+                fp.raw(&format!(",{}]", e.stage));
+            }
+            fp.raw("]");
+            counts.entries = snap.entries.len();
+            finish_walked(fp, policy, &repo)
         }
         Targets::Probe { .. } => unreachable_probe(),
     }
+}
+
+/// Ends a streamed state with its `links`, the last key of each (after `files`,
+/// `glob`, `contains`, `head` and `index`); a state with none has no `links` key.
+fn finish_walked(
+    mut fp: stream::Fp,
+    policy: &Policy,
+    dir: &std::path::Path,
+) -> Result<String, TargetError> {
+    let links = fs::link_chain(policy.base_of(dir), dir, true)?;
+    if !links.is_empty() {
+        fp.key_value(true, "links", &Value::Array(links));
+    }
+    Ok(fp.finish())
 }
 
 /// Adds `links` (the links on the way to `p` under the root, see [`fs::link_chain`]) to
@@ -174,7 +241,14 @@ mod tests {
     use std::path::Path;
 
     fn policy(root: &Path) -> Policy {
-        let text = format!("[[vaults]]\nid = \"v\"\nroot = \"{}\"\n", root.display());
+        policy_with(root, "")
+    }
+
+    fn policy_with(root: &Path, keys: &str) -> Policy {
+        let text = format!(
+            "[[vaults]]\nid = \"v\"\nroot = \"{}\"\n{keys}",
+            root.display()
+        );
         let c = tc_core::Config::parse(&text, Path::new("/t.toml")).unwrap();
         Policy::new(&c.vaults[0]).unwrap()
     }
@@ -209,7 +283,7 @@ mod tests {
         std::fs::write(root.join("g.md"), "same").unwrap();
         let a = json!({"path": "f.md"});
         let plain = local_fp(&p, &t, &a).unwrap();
-        let doc = json!([{"arg": "path", "path": "f.md", "state": fs::path_state(&root.join("g.md")).unwrap()}]);
+        let doc = json!([{"arg": "path", "path": "f.md", "state": fs::path_state(&p.fp_cache, &root.join("g.md")).unwrap()}]);
         assert_eq!(
             plain,
             fp_of("paths", doc),
@@ -332,7 +406,7 @@ mod tests {
             .set_len(size)
             .unwrap();
         let before = peak_rss();
-        let st = fs::path_state(&root.join("big.bin")).unwrap();
+        let st = fs::path_state(&p.fp_cache, &root.join("big.bin")).unwrap();
         let m = Targets::Matching {
             root: "dir".into(),
             contains: "needle".into(),
@@ -403,7 +477,7 @@ mod tests {
             let p = policy(&r);
             let kinds: Vec<Value> = ["fifo", "sock", "/dev/zero"]
                 .iter()
-                .map(|n| fs::path_state(&r.join(n)).unwrap()["kind"].clone())
+                .map(|n| fs::path_state(&p.fp_cache, &r.join(n)).unwrap()["kind"].clone())
                 .collect();
             let tree = Targets::Tree {
                 root: "dir".into(),
@@ -426,8 +500,10 @@ mod tests {
     fn a_walk_counts_folders_against_the_cap() {
         let d = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(d.path()).unwrap();
-        let p = policy(&root);
-        for i in 0..=fs::MAX_FILES {
+        let p = policy_with(&root, "max_target_files = 50\n");
+        let max = p.max_target_files;
+        assert_eq!(max, 50);
+        for i in 0..=max {
             std::fs::create_dir(root.join(format!("d{i}"))).unwrap();
         }
         let tree = Targets::Tree {
@@ -436,7 +512,7 @@ mod tests {
         };
         assert!(matches!(
             local_fp(&p, &tree, &json!({"dir": "."})),
-            Err(TargetError::TooMany(fs::MAX_FILES))
+            Err(TargetError::TooMany(m)) if m == max
         ));
     }
 
@@ -468,6 +544,92 @@ mod tests {
         );
         // Valid UTF-8 names are bound as they are.
         assert_eq!(lossless(b"caf\xc3\xa9.md"), "café.md");
+    }
+
+    /// The streamed states are the documents they were: a tree's, a matching's and a
+    /// git target's fingerprint is SHA-256 of the canonical JSON of the same document.
+    #[test]
+    fn streamed_fingerprints_are_the_documents_they_were() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let p = policy(&root);
+        std::fs::create_dir_all(root.join("s/a")).unwrap();
+        std::fs::write(root.join("s/a/x.md"), "x [[k]]").unwrap();
+        std::fs::write(root.join("s/a.md"), "a").unwrap();
+        std::os::unix::fs::symlink("a.md", root.join("s/l.md")).unwrap();
+        let sha = |rel: &str| sha256_hex(&std::fs::read(root.join(rel)).unwrap());
+        let args = json!({"dir": "s", "needle": "[[k]]"});
+        let tree = Targets::Tree {
+            root: "dir".into(),
+            glob: "*.md".into(),
+        };
+        let doc = json!({"glob": "*.md", "files": [
+            ["a.md", sha("s/a.md")], ["a/x.md", sha("s/a/x.md")], ["l.md", "symlink:a.md"],
+        ]});
+        assert_eq!(local_fp(&p, &tree, &args).unwrap(), fp_of("tree", doc));
+        let m = Targets::Matching {
+            root: "dir".into(),
+            contains: "needle".into(),
+        };
+        let doc = json!({"contains": "[[k]]", "files": [
+            ["a/x.md", sha("s/a/x.md")], ["l.md", "symlink:a.md"],
+        ]});
+        assert_eq!(local_fp(&p, &m, &args).unwrap(), fp_of("matching", doc));
+        std::fs::create_dir_all(root.join(".git")).unwrap();
+        std::fs::write(root.join(".git/HEAD"), "ref: refs/heads/main\n").unwrap();
+        let doc = json!({"head": "ref:refs/heads/main", "index": []});
+        let g = Targets::Git(None);
+        assert_eq!(local_fp(&p, &g, &args).unwrap(), fp_of("git", doc));
+    }
+
+    /// With every hash cached, a file rewritten to the same size and touched back to
+    /// its old mtime, or swapped for another with the same size and mtime, is drift.
+    #[test]
+    fn a_warm_cache_is_not_fooled_by_size_and_mtime() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let p = policy(&root);
+        for n in ["a", "b"] {
+            std::fs::write(root.join(format!("{n}.md")), "aaaa").unwrap();
+        }
+        std::thread::sleep(cache::RACY + std::time::Duration::from_millis(200));
+        let tree = Targets::Tree {
+            root: "dir".into(),
+            glob: "*.md".into(),
+        };
+        let paths = Targets::Paths(vec!["f".into()]);
+        let args = json!({"dir": ".", "f": "a.md"});
+        let (t0, p0) = (
+            local_fp(&p, &tree, &args).unwrap(),
+            local_fp(&p, &paths, &args).unwrap(),
+        );
+        assert_eq!(p.fp_cache.len(), 2, "both hashes are cached");
+        let mtime = std::fs::metadata(root.join("a.md"))
+            .unwrap()
+            .modified()
+            .unwrap();
+        let back = |f: &std::path::Path| {
+            let f = std::fs::File::options().write(true).open(f).unwrap();
+            f.set_modified(mtime).unwrap();
+        };
+        std::fs::write(root.join("a.md"), "bbbb").unwrap();
+        back(&root.join("a.md"));
+        assert_ne!(
+            t0,
+            local_fp(&p, &tree, &args).unwrap(),
+            "tree: touched back"
+        );
+        assert_ne!(
+            p0,
+            local_fp(&p, &paths, &args).unwrap(),
+            "paths: touched back"
+        );
+        std::fs::write(root.join("a.md"), "aaaa").unwrap();
+        assert_eq!(t0, local_fp(&p, &tree, &args).unwrap());
+        std::fs::write(root.join("new"), "cccc").unwrap();
+        back(&root.join("new"));
+        std::fs::rename(root.join("new"), root.join("b.md")).unwrap();
+        assert_ne!(t0, local_fp(&p, &tree, &args).unwrap(), "tree: replaced");
     }
 
     #[test]
