@@ -516,11 +516,12 @@ pub fn missing_gate_hint(tool: &str, def: Option<&Value>) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use serde_json::json;
 
-    fn policy(root: &Path, extra: &str) -> Policy {
+    /// A policy for one vault `v` at `root`, `extra` added to its table.
+    pub(crate) fn policy(root: &Path, extra: &str) -> Policy {
         let text = format!(
             "[[vaults]]\nid = \"v\"\nroot = \"{}\"\n{extra}",
             root.display()

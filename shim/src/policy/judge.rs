@@ -193,14 +193,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn policy(root: &Path, extra: &str) -> Policy {
-        let text = format!(
-            "[[vaults]]\nid = \"v\"\nroot = \"{}\"\n{extra}",
-            root.display()
-        );
-        let c = tc_core::Config::parse(&text, Path::new("/t.toml")).unwrap();
-        Policy::new(&c.vaults[0]).unwrap()
-    }
+    use crate::policy::tests::policy;
 
     fn git_def(props: Value) -> Value {
         json!({"inputSchema": {"properties": props}})
