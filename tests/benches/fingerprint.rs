@@ -124,6 +124,7 @@ fn bench() -> anyhow::Result<()> {
         &config,
         format!(
             "[daemon]\n{}\n[[vaults]]\nid = \"bench\"\nroot = \"{}\"\ncommand = [\"{}\"]\n\
+             max_target_files = 4000000\n\
              [[vaults.gates]]\ntool = \"sync\"\ntargets = {{ tree = {{ root = \"dir\", glob = \"*.md\" }} }}\n\
              [[vaults.gates]]\ntool = \"commit\"\ntargets = {{ git = \"repo\" }}\n",
             tc_tests::UNLIMITED_RATE,
