@@ -1,0 +1,68 @@
+//! Review of issue 15 items 1, 4, 5 and 7 as a hostile model (review2): Python `mcp`
+//! client → real tc-shim → real mcp-server-git with `deny = ["private/**"]`.
+
+#[path = "shim_support.rs"]
+mod support;
+
+use serde_json::json;
+use support::*;
+
+const SECRET: &str = "s3cret-key-material";
+
+fn setup() -> (Env, PyClient, String) {
+    let mut env = Env::with(&Vault::git("repo").acl_deny(&["private/**"]));
+    env.start_tcd();
+    let root = env.root.clone();
+    git_repo_with_base(&root);
+    std::fs::create_dir_all(root.join("private")).unwrap();
+    std::fs::write(root.join("public.txt"), "hello public").unwrap();
+    git(&root, &["add", "."]);
+    git(&root, &["commit", "-q", "-m", "public"]);
+    // The secret is staged by the user (never committed): not in history.
+    std::fs::write(root.join("private/key.txt"), SECRET).unwrap();
+    git(&root, &["add", "private/key.txt"]);
+    let c = PyClient::start(&env.shim_argv("repo"));
+    let repo = root.display().to_string();
+    (env, c, repo)
+}
+
+/// `git_branch`'s `contains`/`not_contains` are revisions (`git branch --contains
+/// <rev>`): `:private/key.txt` there names a denied file, and git's refusal ("object
+/// <sha> is a blob, not a commit") hands out the blob's name, which `git_show` then
+/// reads with no `:` in sight (object names are a documented residual; the revision
+/// argument that names the file is not).
+#[test]
+fn review2_git_branch_contains_is_a_revision_the_acl_judges() {
+    let (env, mut c, repo) = setup();
+    let blob = git(&env.root, &["rev-parse", ":private/key.txt"]);
+    let blob = blob.trim();
+    for arg in ["contains", "not_contains"] {
+        for rev in [":private/key.txt", ":0:private/key.txt", "HEAD:private"] {
+            let r = c.call(
+                "git_branch",
+                json!({"repo_path": repo, "branch_type": "local", arg: rev}),
+            );
+            assert_eq!(code(&r).as_deref(), Some("acl_denied"), "{arg}={rev}: {r}");
+            assert!(!r.to_string().contains(blob), "blob name leaked: {r}");
+        }
+    }
+    // An ordinary use still works.
+    let r = c.call(
+        "git_branch",
+        json!({"repo_path": repo, "branch_type": "local", "contains": "HEAD"}),
+    );
+    assert_eq!(code(&r), None, "{r}");
+}
+
+/// Finding (not fixed here): the argument-less diffs show what denied files hold now in
+/// the worktree and the index, which is neither "committed to history" nor a listing.
+#[test]
+#[ignore = "review2 finding: git_diff_staged/git_diff_unstaged print denied files (no argument names them)"]
+fn review2_whole_tree_diffs_show_denied_files_not_in_history() {
+    let (env, mut c, repo) = setup();
+    let r = c.call("git_diff_staged", json!({"repo_path": repo}));
+    assert!(!r.to_string().contains(SECRET), "staged secret shown: {r}");
+    std::fs::write(env.root.join("private/key.txt"), format!("{SECRET}-v2")).unwrap();
+    let r = c.call("git_diff_unstaged", json!({"repo_path": repo}));
+    assert!(!r.to_string().contains("-v2"), "worktree secret shown: {r}");
+}
