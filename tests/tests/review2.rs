@@ -66,3 +66,35 @@ fn review2_whole_tree_diffs_show_denied_files_not_in_history() {
     let r = c.call("git_diff_unstaged", json!({"repo_path": repo}));
     assert!(!r.to_string().contains("-v2"), "worktree secret shown: {r}");
 }
+
+/// The Python SDK (`MCPServer`) pre-parses a string argument holding JSON into a list
+/// or object for any parameter not typed `str`: `paths: "[\"private/key.txt\"]"` is
+/// the list `["private/key.txt"]` to the server. The ACL must judge what the server
+/// reads (or refuse what it cannot), not the literal file name `["private/key.txt"]`.
+#[test]
+fn review2_a_json_string_standing_for_a_list_of_paths_is_judged_as_the_server_reads_it() {
+    let python = peers().join("venv/bin/python").display().to_string();
+    let server = fixture("read_many_server.py").display().to_string();
+    let mut env =
+        Env::with(&Vault::new("py", &[&python, &server, "$ROOT"]).acl_deny(&["private/**"]));
+    env.start_tcd();
+    std::fs::create_dir_all(env.root.join("private")).unwrap();
+    std::fs::write(env.root.join("private/key.txt"), SECRET).unwrap();
+    std::fs::write(env.root.join("public.txt"), "hello public").unwrap();
+    let mut c = PyClient::start(&env.shim_argv("py"));
+    let r = c.call("read_many", json!({"paths": ["public.txt"]}));
+    assert!(r.to_string().contains("hello public"), "{r}");
+    let r = c.call("read_many", json!({"paths": ["private/key.txt"]}));
+    assert_eq!(code(&r).as_deref(), Some("acl_denied"), "{r}");
+    for smuggled in [
+        r#"["private/key.txt"]"#,
+        r#" [ "public.txt", "private/key.txt" ] "#,
+    ] {
+        let r = c.call("read_many", json!({ "paths": smuggled }));
+        assert!(
+            !r.to_string().contains(SECRET),
+            "{smuggled}: the secret leaked: {r}"
+        );
+        assert_eq!(code(&r).as_deref(), Some("acl_denied"), "{smuggled}: {r}");
+    }
+}
