@@ -1,9 +1,12 @@
 //! Review of issue 15 items 1, 4, 5 and 7 as a hostile model (review2): Python `mcp`
 //! client → real tc-shim → real mcp-server-git with `deny = ["private/**"]`.
 
+#[path = "security_support.rs"]
+mod security_support;
 #[path = "shim_support.rs"]
 mod support;
 
+use security_support::Shim;
 use serde_json::json;
 use support::*;
 
@@ -97,4 +100,50 @@ fn review2_a_json_string_standing_for_a_list_of_paths_is_judged_as_the_server_re
         );
         assert_eq!(code(&r).as_deref(), Some("acl_denied"), "{smuggled}: {r}");
     }
+}
+
+/// A hostile server's request ids are held until the client answers (`down_requests`,
+/// 4 096 of them): each must be an id a request may carry (a string of at most 1 KiB,
+/// a safe integer), as the client's are, or one server could make the shim hold 4 096
+/// lines' worth of ids. A long one is refused back to the server, never shown.
+#[test]
+fn review2_a_server_request_with_an_overlong_id_is_refused_not_held() {
+    let mut env = Env::with(&Vault::fixture("fr", "frame_server.py"));
+    env.start_tcd();
+    let mut s = Shim::start(&env.shim_argv("fr"), "warn", None);
+    s.send_json(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "long_id_request",
+                        "params": {"n": 100_000}}),
+    );
+    let (_, before) = s.until_id(&json!(1), "long_id_request");
+    assert!(
+        !before.iter().any(|v| v
+            .get("method")
+            .is_some_and(|m| m == "sampling/createMessage")),
+        "the request reached the client: {:?}",
+        before
+            .iter()
+            .map(|v| v["method"].clone())
+            .collect::<Vec<_>>()
+    );
+    let got = loop {
+        let v = s.recv("the server's report");
+        if v["method"] == "got" {
+            break v;
+        }
+    };
+    assert_eq!(got["params"]["id_len"], 100_000, "{got}");
+    assert_eq!(got["params"]["error"]["code"], -32600, "{got}");
+    // An ordinary server request still reaches the client.
+    s.send_json(
+        &json!({"jsonrpc": "2.0", "id": 2, "method": "long_id_request",
+                        "params": {"n": 10}}),
+    );
+    let (_, before) = s.until_id(&json!(2), "long_id_request");
+    assert!(
+        before
+            .iter()
+            .any(|v| v["method"] == "sampling/createMessage"),
+        "{before:?}"
+    );
 }
