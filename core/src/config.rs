@@ -335,6 +335,20 @@ pub const KNOWN_PATH_ARGS: &[(&str, &str, ArgKind, Option<&str>)] = &[
         ArgKind::Revision,
         Some("repo_path"),
     ),
+    // `git branch --contains <rev>` / `--no-contains <rev>`: a revision, and git's
+    // refusal of a blob (`:private/key.txt`) prints its object name.
+    (
+        "git_branch",
+        "contains",
+        ArgKind::Revision,
+        Some("repo_path"),
+    ),
+    (
+        "git_branch",
+        "not_contains",
+        ArgKind::Revision,
+        Some("repo_path"),
+    ),
 ];
 
 /// `[vaults.acl]`: globs relative to the vault root.

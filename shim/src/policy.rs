@@ -4,6 +4,7 @@
 mod discover;
 pub mod gitspec;
 mod judge;
+mod prejson;
 
 pub use discover::{ArgSpec, PATHLIKE};
 
@@ -106,13 +107,23 @@ fn nfc(s: &OsStr) -> Option<String> {
 /// Strings of an argument that may be a string or an array of strings.
 pub fn arg_strings(args: &Value, name: &str) -> Vec<String> {
     match args.get(name) {
-        Some(Value::String(s)) => vec![s.clone()],
+        Some(Value::String(s)) => with_embedded(s),
         Some(Value::Array(a)) => a
             .iter()
             .filter_map(|v| v.as_str().map(String::from))
             .collect(),
         _ => Vec::new(),
     }
+}
+
+/// A string argument and, when it holds a JSON array of strings, its items: a Python
+/// SDK server reads it as that array (`prejson.rs`).
+fn with_embedded(s: &str) -> Vec<String> {
+    let mut out = vec![s.to_string()];
+    if let prejson::Embedded::Strings(items) = prejson::embedded(s) {
+        out.extend(items);
+    }
+    out
 }
 
 impl Policy {

@@ -1576,6 +1576,17 @@ impl Shim {
             self.send_child(reserved_id_error(id).to_string().into_bytes(), None);
             return;
         }
+        let down_id = msg.get("id").filter(|i| !i.is_null());
+        if let (Some(_), Some(id)) = (msg.get("method"), down_id) {
+            // Held in down_requests until the client answers: the client's rules (ids.rs)
+            // bound what one server can make the shim keep.
+            if let Err(why) = crate::ids::check_request_id(id) {
+                tracing::warn!("refusing a downstream request: {why}");
+                let e = results::error(&crate::ids::answer_id(id), results::INVALID_REQUEST, why);
+                self.send_child(e.to_string().into_bytes(), None);
+                return;
+            }
+        }
         if let Some(m) = msg.get("method") {
             let id = msg.get("id").filter(|i| !i.is_null());
             if m == roots::LIST {
@@ -1687,7 +1698,8 @@ impl Shim {
             return false;
         };
         if let Some(m) = env.method {
-            if env.id.as_ref().is_some_and(reserved_id)
+            let bad_id = |id: &Value| reserved_id(id) || crate::ids::check_request_id(id).is_err();
+            if env.id.as_ref().is_some_and(bad_id)
                 || m == roots::LIST
                 || m == "notifications/cancelled"
             {

@@ -25,7 +25,12 @@ impl Policy {
     fn arg_values(&self, args: &Value, name: &str) -> Result<Vec<String>, PolicyError> {
         match args.get(name) {
             None | Some(Value::Null) => Ok(Vec::new()),
-            Some(Value::String(s)) => Ok(vec![s.clone()]),
+            Some(Value::String(s)) => match super::prejson::embedded(s) {
+                super::prejson::Embedded::Unjudgeable(why) if self.has_acl => {
+                    Err(self.unjudged(name, why))
+                }
+                _ => Ok(super::with_embedded(s)),
+            },
             Some(Value::Array(a)) if a.iter().all(Value::is_string) => Ok(a
                 .iter()
                 .filter_map(|v| v.as_str().map(String::from))
