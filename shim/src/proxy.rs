@@ -71,6 +71,9 @@ struct Forwarded {
     wrap: Option<Wrap>,
     /// A `tools/call`'s place in the barrier, released when this entry goes away.
     place: Option<Place>,
+    /// The client cancelled it and the grace timer runs (one timer per call, however many
+    /// cancellations come).
+    grace: bool,
 }
 
 /// A `tools/call` the shim holds before forwarding.
@@ -223,6 +226,7 @@ impl Shim {
                 modern,
                 wrap: None,
                 place: None,
+                grace: false,
             },
         );
         if !self.send_child(line, None) {
@@ -1260,6 +1264,7 @@ impl Shim {
                     modern: modern.then(|| "tools/call".to_string()),
                     wrap,
                     place: held.and_then(|h| h.place),
+                    grace: false,
                 },
             );
         }
@@ -1543,9 +1548,12 @@ impl Shim {
                         }
                         return;
                     }
-                    let forwarded = st.pending.get(&key(rid)).and_then(|p| p.place.as_ref());
-                    if let Some(t) = forwarded.map(Place::ticket) {
-                        self.release_after_grace(key(rid), t);
+                    let forwarded = st.pending.get_mut(&key(rid)).filter(|p| !p.grace);
+                    if let Some(p) = forwarded {
+                        if let Some(t) = p.place.as_ref().map(Place::ticket) {
+                            p.grace = true;
+                            self.release_after_grace(key(rid), t);
+                        }
                     }
                 }
                 self.send_child(line, None);

@@ -170,3 +170,51 @@ fn a_change_the_server_drops_does_not_wedge_the_calls_behind_it() {
         seen.push(m);
     }
 }
+
+/// The shim's resident memory (kB), from /proc.
+fn rss_kb(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS")
+}
+
+/// Cancelling a change in flight starts one grace timer, not one per cancellation: a flood
+/// of `notifications/cancelled` for the same call grew the shim by a timer task each
+/// (200 000 of them held for 10 s).
+#[test]
+fn a_flood_of_cancellations_starts_one_timer() {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut env = Env::with(&vault());
+    let mut c = started(&mut env);
+    let pipe = env.root.join("pipe.md");
+    fifo(&pipe);
+    c.send(&edit(json!(1)));
+    // Held open (no EOF) until fed: the edit stays in flight with its place.
+    let mut w = wait_until("the edit reading the pipe", || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(nix::libc::O_NONBLOCK)
+            .open(&pipe)
+            .ok()
+    });
+    let pid = c.child.id();
+    let before = rss_kb(pid);
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                        "params": {"requestId": 1}});
+    for _ in 0..200 {
+        c.send_together(&vec![cancel.clone(); 1000]);
+    }
+    // A ping behind the flood: once it is answered, every cancellation was handled.
+    let pong = c.request(json!("p"), "ping", json!({}));
+    assert_eq!(pong["id"], "p", "{pong}");
+    let after = rss_kb(pid);
+    w.write_all(b"alpha\n").unwrap();
+    drop(w);
+    assert!(
+        after < before + 16 * 1024,
+        "200 000 cancellations of one call grew tc-shim from {before} kB to {after} kB"
+    );
+}
