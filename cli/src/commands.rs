@@ -125,6 +125,7 @@ async fn elicit(config: &Config, socket: PathBuf, a: ElicitArgs) -> Result<(), C
                 args_hash: a.hash,
             }),
             state_fp: a.state_fp,
+            ..Default::default()
         })
         .await
         .map_err(|s| status_error(&socket, &s))?

@@ -9,6 +9,7 @@ pub mod cli;
 pub mod client;
 pub mod commands;
 pub mod policy_init;
+pub mod tty;
 
 use std::process::ExitCode;
 

@@ -33,11 +33,29 @@ pub enum Reason {
     /// This (vault, caller) raised requests or reported events faster than
     /// `daemon.rate_limit_per_minute` allows; nothing was recorded.
     RateLimited,
+    /// The human declined this request (`tcctl decline`, the page): a hard stop.
+    Declined,
+    /// No approval is held for this request (nobody approved it yet).
+    NotApproved,
+    /// Guarded mode: this needs the human's second factor and none was given.
+    FactorRequired,
+    /// Guarded mode: the code is wrong (a failure is counted).
+    FactorInvalid,
+    /// Guarded mode: too many wrong codes in a row; root must `tcctl unlock`.
+    FactorLocked,
+    /// Guarded mode: a wrong code was given moments ago; wait before the next try.
+    FactorDelay,
+    /// Guarded mode: this code's time step was already used (an alarm is logged).
+    FactorReplayed,
+    /// Guarded mode: the user has no confirmed factor (`sudo tcctl enroll totp`).
+    NotEnrolled,
+    /// The peer's uid may not do this (guarded mode: not a listed human, or not root).
+    NotPermitted,
 }
 
 impl Reason {
     /// All reasons, for exhaustive tests and docs.
-    pub const ALL: [Reason; 12] = [
+    pub const ALL: [Reason; 21] = [
         Reason::Unknown,
         Reason::Expired,
         Reason::Spent,
@@ -50,6 +68,15 @@ impl Reason {
         Reason::RequestMismatch,
         Reason::BadArgument,
         Reason::RateLimited,
+        Reason::Declined,
+        Reason::NotApproved,
+        Reason::FactorRequired,
+        Reason::FactorInvalid,
+        Reason::FactorLocked,
+        Reason::FactorDelay,
+        Reason::FactorReplayed,
+        Reason::NotEnrolled,
+        Reason::NotPermitted,
     ];
 
     /// The wire spelling (snake_case), stable across versions.
@@ -67,6 +94,15 @@ impl Reason {
             Reason::RequestMismatch => "request_mismatch",
             Reason::BadArgument => "bad_argument",
             Reason::RateLimited => "rate_limited",
+            Reason::Declined => "declined",
+            Reason::NotApproved => "not_approved",
+            Reason::FactorRequired => "factor_required",
+            Reason::FactorInvalid => "factor_invalid",
+            Reason::FactorLocked => "factor_locked",
+            Reason::FactorDelay => "factor_delay",
+            Reason::FactorReplayed => "factor_replayed",
+            Reason::NotEnrolled => "not_enrolled",
+            Reason::NotPermitted => "not_permitted",
         }
     }
 }
@@ -99,6 +135,8 @@ pub enum ErrorCode {
     ConfirmationUnavailable,
     GateNotConfigured,
     RateLimited,
+    /// The raised request expired unanswered: nobody declined; a retry raises a fresh one.
+    RequestExpired,
 }
 
 impl ErrorCode {
@@ -116,6 +154,7 @@ impl ErrorCode {
             ErrorCode::ConfirmationUnavailable => "confirmation_unavailable",
             ErrorCode::GateNotConfigured => "gate_not_configured",
             ErrorCode::RateLimited => "rate_limited",
+            ErrorCode::RequestExpired => "request_expired",
         }
     }
 }
@@ -141,6 +180,16 @@ pub mod events {
     pub const CURSOR_REJECTED: &str = "tc.cursor.rejected";
     pub const AUTH_DENIED: &str = "tc.auth.denied";
     pub const SECRET_ROTATED: &str = "tc.secret.rotated";
+    /// A human approved a raised request by its id (`tcctl approve`, the page).
+    pub const APPROVED: &str = "tc.elicit.approved";
+    /// A raised request expired unanswered.
+    pub const EXPIRED: &str = "tc.elicit.expired";
+    pub const FACTOR_ENROLLED: &str = "tc.factor.enrolled";
+    pub const FACTOR_FAILED: &str = "tc.factor.failed";
+    pub const FACTOR_LOCKED: &str = "tc.factor.locked";
+    pub const FACTOR_UNLOCKED: &str = "tc.factor.unlocked";
+    /// A code whose time step was already used: it may have been read over a shoulder.
+    pub const FACTOR_REPLAYED: &str = "tc.factor.replayed";
 
     /// Kinds a client may append with `AppendEvent`; the rest only the daemon writes.
     pub const CLIENT_APPENDABLE: &[&str] = &[DECLINED, NOT_OBTAINED, OVERFLOW];

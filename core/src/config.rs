@@ -69,6 +69,8 @@ pub enum ConfigError {
 #[serde(deny_unknown_fields, default)]
 pub struct Config {
     pub daemon: DaemonConfig,
+    /// `[guarded]`: who may do what when `daemon.mode = "guarded"`.
+    pub guarded: GuardedConfig,
     pub governor: GovernorConfig,
     pub vaults: Vec<VaultConfig>,
     /// Where this config was loaded from (not a TOML key).
@@ -95,6 +97,49 @@ pub struct DaemonConfig {
     pub rate_limit_per_minute: u32,
     /// How many of those may come at once (the bucket's size).
     pub rate_limit_burst: u32,
+    /// `personal` (default: tcd runs as you) or `guarded` (tcd runs as its own system user
+    /// from the root-owned /etc/tc/config.toml, and every approval needs a factor).
+    pub mode: Mode,
+}
+
+/// Who tcd serves and what an approval needs (DESIGN 10).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// tcd runs as the user: an agent with the user's shell can approve itself.
+    #[default]
+    Personal,
+    /// tcd runs as a system user; approvals need a factor the agent cannot compute.
+    Guarded,
+}
+
+impl Mode {
+    /// The spelling in the config file and in `tcctl status`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Personal => "personal",
+            Mode::Guarded => "guarded",
+        }
+    }
+}
+
+/// `[guarded]`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct GuardedConfig {
+    /// User names or uids that may raise, redeem and approve with a factor.
+    pub humans: Vec<String>,
+    /// The system user tcd runs as; clients refuse a guarded socket served by anyone else.
+    pub daemon_user: String,
+}
+
+impl Default for GuardedConfig {
+    fn default() -> Self {
+        GuardedConfig {
+            humans: Vec::new(),
+            daemon_user: "tc".into(),
+        }
+    }
 }
 
 impl Default for DaemonConfig {
@@ -107,6 +152,7 @@ impl Default for DaemonConfig {
             events_max_bytes: DEFAULT_EVENTS_MAX_BYTES,
             rate_limit_per_minute: DEFAULT_RATE_LIMIT_PER_MINUTE,
             rate_limit_burst: DEFAULT_RATE_LIMIT_BURST,
+            mode: Mode::Personal,
         }
     }
 }

@@ -44,7 +44,14 @@ fn code_for(reason: Reason) -> Code {
         Reason::Invalid | Reason::Foreign | Reason::RequestMismatch | Reason::BadArgument => {
             Code::InvalidArgument
         }
-        Reason::RateLimited => Code::ResourceExhausted,
+        Reason::RateLimited | Reason::FactorDelay => Code::ResourceExhausted,
+        Reason::Declined | Reason::NotApproved | Reason::NotEnrolled | Reason::FactorLocked => {
+            Code::FailedPrecondition
+        }
+        Reason::FactorRequired | Reason::FactorInvalid | Reason::FactorReplayed => {
+            Code::Unauthenticated
+        }
+        Reason::NotPermitted => Code::PermissionDenied,
     }
 }
 

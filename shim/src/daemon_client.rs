@@ -105,6 +105,7 @@ impl Daemon {
                 binding: Some(binding),
                 state_fp: state_fp.into(),
                 summary,
+                ..Default::default()
             })
             .await;
         match r {
@@ -126,6 +127,7 @@ impl Daemon {
                 token: token.into(),
                 binding: Some(binding),
                 current_state_fp: current_fp.into(),
+                ..Default::default()
             })
             .await
         {

@@ -885,6 +885,7 @@ impl CliRoute {
             c.mint(MintRequest {
                 binding: Some(binding),
                 state_fp: Some(fp),
+                ..Default::default()
             })
             .await
         })?;
@@ -995,6 +996,7 @@ impl RpcRef {
                 c.mint(MintRequest {
                     binding: Some(b),
                     state_fp: Some(f),
+                    ..Default::default()
                 })
                 .await
             })?
@@ -1007,6 +1009,7 @@ impl RpcRef {
                     token: mint.token,
                     binding: Some(b),
                     current_state_fp: f,
+                    ..Default::default()
                 })
                 .await
             })?
@@ -1072,6 +1075,7 @@ impl Rpc {
             binding: Some(b.clone()),
             state_fp: fp.into(),
             summary: "tc bench reference".into(),
+            ..Default::default()
         };
         Ok(self
             .timed("Raise", |mut c| async move { c.raise(req).await })?

@@ -420,6 +420,7 @@ impl Ctx {
                 .mint(MintRequest {
                     binding: Some(binding),
                     state_fp: Some(fp),
+                    ..Default::default()
                 })
                 .await?;
             Ok(t.into_inner().token)

@@ -206,6 +206,7 @@ async fn sequential_phases(
             token: t.token.clone(),
             binding: Some(t.binding.clone()),
             current_state_fp: fp.to_string(),
+            ..Default::default()
         };
         let start = Instant::now();
         let refused = client.redeem(req).await;
@@ -335,6 +336,7 @@ async fn prepare(
                     binding: Some(binding.clone()),
                     state_fp: fp.clone(),
                     summary: format!("bench call {i}"),
+                    ..Default::default()
                 })
                 .await
                 .context("Raise")?;
@@ -342,6 +344,7 @@ async fn prepare(
                     .mint(MintRequest {
                         binding: Some(binding.clone()),
                         state_fp: None,
+                        ..Default::default()
                     })
                     .await
                     .context("Mint")?
@@ -369,6 +372,7 @@ async fn redeem(c: &mut Client, t: &Prepared, fp: &str) -> anyhow::Result<()> {
             token: t.token.clone(),
             binding: Some(t.binding.clone()),
             current_state_fp: fp.to_string(),
+            ..Default::default()
         })
         .await
         .context("Redeem refused")?

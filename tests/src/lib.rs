@@ -487,12 +487,14 @@ pub async fn raise_and_mint(c: &mut Client, b: &v1::Binding, fp: &str) -> String
         binding: Some(b.clone()),
         state_fp: fp.into(),
         summary: "test".into(),
+        ..Default::default()
     })
     .await
     .expect("raise");
     c.mint(v1::MintRequest {
         binding: Some(b.clone()),
         state_fp: None,
+        ..Default::default()
     })
     .await
     .expect("mint")
@@ -511,6 +513,7 @@ pub async fn redeem(
         token: token.into(),
         binding: Some(b.clone()),
         current_state_fp: fp.into(),
+        ..Default::default()
     })
     .await
     .map(|r| r.into_inner().redemption_id)

@@ -110,6 +110,7 @@ async fn restart_keeps_tokens_raised_requests_and_events() {
             binding: Some(b2.clone()),
             state_fp: fp.clone(),
             summary: "pending across restart".into(),
+            ..Default::default()
         })
         .await
         .unwrap();
@@ -132,6 +133,7 @@ async fn restart_keeps_tokens_raised_requests_and_events() {
     c.mint(v1::MintRequest {
         binding: Some(b2.clone()),
         state_fp: Some(fp.clone()),
+        ..Default::default()
     })
     .await
     .expect("raised request survives");
@@ -388,6 +390,7 @@ async fn sigterm_exits_despite_open_and_stopped_clients() {
         binding: Some(binding("notes", "write_file", "stdio", "shutdown")),
         state_fp: h("fp"),
         summary: "an event for the followers".into(),
+        ..Default::default()
     })
     .await
     .unwrap();

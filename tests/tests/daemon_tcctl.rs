@@ -32,6 +32,7 @@ async fn raise(c: &mut Client, b: &v1::Binding, fp: &str, summary: &str) {
         binding: Some(b.clone()),
         state_fp: fp.into(),
         summary: summary.into(),
+        ..Default::default()
     })
     .await
     .unwrap();

@@ -16,6 +16,7 @@ fn mint_req(b: &v1::Binding, pin: Option<&str>) -> v1::MintRequest {
     v1::MintRequest {
         binding: Some(b.clone()),
         state_fp: pin.map(str::to_string),
+        ..Default::default()
     }
 }
 
@@ -24,6 +25,7 @@ async fn raise(c: &mut Client, b: &v1::Binding, fp: &str) {
         binding: Some(b.clone()),
         state_fp: fp.into(),
         summary: "write notes/a.md".into(),
+        ..Default::default()
     })
     .await
     .expect("raise");
@@ -272,6 +274,7 @@ async fn bad_arguments_refused() {
             binding: Some(b.clone()),
             state_fp: h("fp"),
             summary: String::new(),
+            ..Default::default()
         })
         .await,
         Reason::BadArgument,

@@ -379,6 +379,7 @@ async fn resolve(model: &mut Model, c: &mut Client, ci: usize) {
                 binding: Some(b.clone()),
                 state_fp: fp.clone(),
                 summary: String::new(),
+                ..Default::default()
             })
             .await
             .map(|_| (true, None)),
@@ -386,6 +387,7 @@ async fn resolve(model: &mut Model, c: &mut Client, ci: usize) {
             .mint(v1::MintRequest {
                 binding: Some(b.clone()),
                 state_fp: Some(fp.clone()),
+                ..Default::default()
             })
             .await
             .map(|r| (true, Some(r.into_inner().token))),

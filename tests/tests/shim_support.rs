@@ -494,6 +494,7 @@ pub fn mint(socket: &Path, elicit_required: &Value) -> String {
             .mint(v1::MintRequest {
                 binding: Some(binding),
                 state_fp: Some(fp),
+                ..Default::default()
             })
             .await
             .expect("mint")

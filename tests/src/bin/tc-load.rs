@@ -79,6 +79,7 @@ async fn run_op(c: &mut ConfirmClient<Channel>, lane: &mut Lane, op: &[String]) 
                 binding: Some(binding(&key)),
                 state_fp: fp(),
                 summary: format!("load {key}"),
+                ..Default::default()
             })
             .await,
             |_| String::new(),
@@ -88,6 +89,7 @@ async fn run_op(c: &mut ConfirmClient<Channel>, lane: &mut Lane, op: &[String]) 
                 c.mint(v1::MintRequest {
                     binding: Some(binding(&key)),
                     state_fp: Some(fp()),
+                    ..Default::default()
                 })
                 .await,
                 |r| r.into_inner().token,
@@ -104,6 +106,7 @@ async fn run_op(c: &mut ConfirmClient<Channel>, lane: &mut Lane, op: &[String]) 
                     token,
                     binding: Some(binding(&key)),
                     current_state_fp: fp(),
+                    ..Default::default()
                 })
                 .await,
                 |r| r.into_inner().redemption_id,

@@ -69,6 +69,7 @@ async fn race(a: &[String]) {
                 token: token.clone(),
                 binding: Some(b.clone()),
                 current_state_fp: fp.clone(),
+                ..Default::default()
             };
             let barrier = barrier.clone();
             tasks.push(tokio::spawn(async move {

@@ -329,6 +329,7 @@ fn gated(
         .block_on(c.mint(v1::MintRequest {
             binding: Some(binding),
             state_fp: Some(fp),
+            ..Default::default()
         }))
         .with_context(|| format!("mint for {id}"))?
         .into_inner()
