@@ -151,6 +151,8 @@ pub struct Ledger {
     ttl_ms: i64,
     /// What each (vault, caller) may make us write (`limits.rs`).
     pub(crate) limits: crate::limits::Limits,
+    /// Guarded mode: every approval (Mint, Approve) needs the human's factor.
+    pub(crate) mode: tc_core::config::Mode,
 }
 
 fn random_b64(n: usize) -> String {
@@ -169,7 +171,18 @@ impl Ledger {
                 tc_core::config::DEFAULT_RATE_LIMIT_PER_MINUTE,
                 tc_core::config::DEFAULT_RATE_LIMIT_BURST,
             ),
+            mode: tc_core::config::Mode::Personal,
         }
+    }
+
+    /// The same ledger in `mode`.
+    pub fn with_mode(self, mode: tc_core::config::Mode) -> Ledger {
+        Ledger { mode, ..self }
+    }
+
+    /// Personal or guarded.
+    pub fn mode(&self) -> tc_core::config::Mode {
+        self.mode
     }
 
     /// The same ledger with these rate limits instead of the defaults.

@@ -6,6 +6,7 @@
 
 pub mod auth;
 pub mod error;
+pub mod factor;
 pub mod fsutil;
 pub mod ledger;
 pub mod limits;
@@ -175,8 +176,11 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
         cfg.daemon.rate_limit_per_minute,
         cfg.daemon.rate_limit_burst,
     );
-    let ledger =
-        Arc::new(Ledger::new(store, secret, cfg.daemon.elicit_ttl_seconds).with_limits(limits));
+    let ledger = Arc::new(
+        Ledger::new(store, secret, cfg.daemon.elicit_ttl_seconds)
+            .with_limits(limits)
+            .with_mode(cfg.daemon.mode),
+    );
     let bound = listener::bind(&socket)?;
 
     let my_uid = nix::unistd::geteuid().as_raw();

@@ -94,7 +94,7 @@ impl Confirm for Service {
             live_tokens: live,
             events,
             elicit_ttl_seconds: self.ledger.ttl_seconds(),
-            ..Default::default()
+            mode: self.ledger.mode().as_str().into(),
         }))
     }
 
