@@ -9,6 +9,13 @@ use tc_core::Reason;
 use crate::error::DaemonError;
 use crate::store::NewEvent;
 
+/// Who approves (Mint, Approve): the peer's uid and, in guarded mode, the code they typed.
+#[derive(Debug, Clone, Default)]
+pub struct Approver {
+    pub uid: u32,
+    pub code: Option<String>,
+}
+
 /// Checks `code` for the human `uid` inside the caller's write (`Store::write`), so the
 /// accepted step is recorded in the same commit as the approval it authorises. `Ok(Err)`
 /// refuses *and commits* (a failure is counted even though nothing is approved).
