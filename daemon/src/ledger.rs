@@ -153,6 +153,8 @@ pub struct Ledger {
     pub(crate) limits: crate::limits::Limits,
     /// Guarded mode: every approval (Mint, Approve) needs the human's factor.
     pub(crate) mode: tc_core::config::Mode,
+    /// `[guarded] humans` (names or uids): whose factors root may enroll and unlock.
+    pub(crate) humans: Vec<String>,
 }
 
 fn random_b64(n: usize) -> String {
@@ -172,7 +174,18 @@ impl Ledger {
                 tc_core::config::DEFAULT_RATE_LIMIT_BURST,
             ),
             mode: tc_core::config::Mode::Personal,
+            humans: Vec::new(),
         }
+    }
+
+    /// The same ledger serving these `[guarded] humans`.
+    pub fn with_humans(self, humans: Vec<String>) -> Ledger {
+        Ledger { humans, ..self }
+    }
+
+    /// `[guarded] humans`, as configured.
+    pub fn humans(&self) -> &[String] {
+        &self.humans
     }
 
     /// The same ledger in `mode`.
@@ -249,11 +262,13 @@ impl Ledger {
     }
 
     /// Mints a token for the retained raised request; with `pin`, only if the request's
-    /// fingerprint is exactly `pin`.
+    /// fingerprint is exactly `pin`. In guarded mode only with `approver`'s valid code,
+    /// whose time step is spent in the same commit as the token is minted.
     pub fn mint(
         &self,
         b: &Binding,
         pin: Option<&str>,
+        approver: &crate::factor::Approver,
     ) -> Result<(String, i64, String), DaemonError> {
         b.check()?;
         if let Some(p) = pin {
@@ -298,6 +313,15 @@ impl Ledger {
                         "--state-fp does not name the state the waiting request was raised against \
                          (the target changed and the call was raised again); copy the command from the latest refusal",
                     ));
+                }
+            }
+            // After the request checks (a refusal there rolls back and spends no step),
+            // before the token: a refused factor commits its failure, mints nothing.
+            if self.mode == tc_core::config::Mode::Guarded {
+                if let Err(e) =
+                    crate::factor::check(tx, evs, approver.uid, approver.code.as_deref(), now)?
+                {
+                    return Ok(Err(e));
                 }
             }
             tx.prepare_cached(
@@ -974,7 +998,7 @@ mod tests {
         let mut tokens = Vec::new();
         for n in 0..3 {
             l.raise(&call(n), &fp, "s").unwrap();
-            tokens.push(l.mint(&call(n), None).unwrap().0);
+            tokens.push(l.mint(&call(n), None, &Default::default()).unwrap().0);
         }
         l.redeem(&tokens[0], &call(0), &fp).unwrap();
         let rows = || -> i64 {
@@ -1004,7 +1028,7 @@ mod tests {
             .read(|c| Ok(c.query_row("SELECT max(id) FROM tokens", [], |r| r.get(0))?))
             .unwrap();
         l.raise(&call(9), &fp, "s").unwrap();
-        let t = l.mint(&call(9), None).unwrap().0;
+        let t = l.mint(&call(9), None, &Default::default()).unwrap().0;
         let r = l.redeem(&t, &call(9), &fp).unwrap();
         assert!(r.starts_with(&format!("{}.", newest + 1)), "{r}");
     }
@@ -1126,7 +1150,7 @@ mod tests {
         };
         let fp = tc_core::hash::sha256_hex(b"fp");
         l.raise(&b, &fp, "s").unwrap();
-        let (token, exp, _) = l.mint(&b, None).unwrap();
+        let (token, exp, _) = l.mint(&b, None, &Default::default()).unwrap();
         let r1 = l.redeem(&token, &b, &fp).unwrap();
         let forged = format!("{}forged", &r1[..r1.rfind('.').unwrap() + 1]);
         assert_eq!(reason(l.release(&forged, "x")), Reason::Unknown);

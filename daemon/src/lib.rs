@@ -179,7 +179,8 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
     let ledger = Arc::new(
         Ledger::new(store, secret, cfg.daemon.elicit_ttl_seconds)
             .with_limits(limits)
-            .with_mode(cfg.daemon.mode),
+            .with_mode(cfg.daemon.mode)
+            .with_humans(cfg.guarded.humans.clone()),
     );
     let bound = listener::bind(&socket)?;
 

@@ -322,7 +322,7 @@ mod tests {
         };
         let fp = tc_core::hash::sha256_hex(b"fp");
         l.raise(&b("minted"), &fp, "s").unwrap();
-        let (token, _, _) = l.mint(&b("minted"), None).unwrap();
+        let (token, _, _) = l.mint(&b("minted"), None, &Default::default()).unwrap();
         l.raise(&b("pending"), &fp, "s").unwrap();
         append(&l, 10, "x");
         age_all_but_last(&l, 365 * DAY);
@@ -333,6 +333,6 @@ mod tests {
         assert_eq!(prune(&l, policy).await.unwrap().age, 12);
         l.redeem(&token, &b("minted"), &fp).unwrap();
         assert!(l.redeem(&token, &b("minted"), &fp).is_err(), "single use");
-        l.mint(&b("pending"), None).unwrap();
+        l.mint(&b("pending"), None, &Default::default()).unwrap();
     }
 }

@@ -9,7 +9,12 @@ use tc_proto::v1::{self, confirm_server::Confirm};
 use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
+use tc_core::config::Mode;
+use tc_core::Reason;
+
+use crate::auth;
 use crate::error::DaemonError;
+use crate::factor::{self, Approver};
 use crate::ledger::{Binding, Ledger};
 use crate::shutdown::Switch;
 use crate::store::NewEvent;
@@ -47,6 +52,44 @@ impl Service {
         // and its result comes back only after that group's commit.
         let ledger = self.ledger.clone();
         self.ledger.store.call(move || f(&ledger)).await
+    }
+}
+
+impl Service {
+    /// Who approves with request `r`: its peer and the code it carries. In guarded mode a
+    /// request whose peer the transport cannot name approves nothing.
+    fn approver<T>(
+        &self,
+        r: &Request<T>,
+        f: Option<&v1::Factor>,
+    ) -> Result<Approver, DaemonError> {
+        let code = f.map(|f| f.totp.clone());
+        match auth::peer(r) {
+            Some(p) => Ok(Approver { uid: p.uid, code }),
+            None if self.ledger.mode() == Mode::Personal => Ok(Approver { uid: 0, code }),
+            None => Err(DaemonError::refused(
+                Reason::NotPermitted,
+                "guarded mode: the caller's uid is unknown",
+            )),
+        }
+    }
+
+    /// The human whose factor an Enroll/Confirm/Unlock request names, after checking that
+    /// this is guarded mode and the caller root (also enforced centrally: defence in depth).
+    fn factor_user<T>(&self, r: &Request<T>, user: &str) -> Result<(u32, String), DaemonError> {
+        if self.ledger.mode() != Mode::Guarded {
+            return Err(DaemonError::refused(
+                Reason::NotPermitted,
+                "factors exist in guarded mode only (`[daemon] mode = \"guarded\"`)",
+            ));
+        }
+        if auth::peer(r).map(|p| p.uid) != Some(0) {
+            return Err(DaemonError::refused(
+                Reason::NotPermitted,
+                "only root may enroll, confirm or unlock a factor",
+            ));
+        }
+        factor::human_uid(self.ledger.humans(), user)
     }
 }
 
@@ -115,10 +158,12 @@ impl Confirm for Service {
     }
 
     async fn mint(&self, r: Request<v1::MintRequest>) -> Result<Response<v1::MintReply>, Status> {
+        let approver = self.approver(&r, r.get_ref().factor.as_ref())?;
         let r = r.into_inner();
         let b = binding(r.binding)?;
-        let (token, expires_at_ms, state_fp) =
-            self.run(move |l| l.mint(&b, r.state_fp.as_deref())).await?;
+        let (token, expires_at_ms, state_fp) = self
+            .run(move |l| l.mint(&b, r.state_fp.as_deref(), &approver))
+            .await?;
         Ok(Response::new(v1::MintReply {
             token,
             expires_at_ms,
@@ -386,23 +431,44 @@ impl Confirm for Service {
 
     async fn enroll_factor(
         &self,
-        _: Request<v1::EnrollFactorRequest>,
+        r: Request<v1::EnrollFactorRequest>,
     ) -> Result<Response<v1::EnrollFactorReply>, Status> {
-        Err(Status::unimplemented("EnrollFactor is not built yet"))
+        let (uid, label) = self.factor_user(&r, &r.get_ref().user)?;
+        let (otpauth_uri, secret_base32) = self
+            .run(move |l| {
+                l.store.write(|tx, evs| {
+                    Ok(Ok(factor::enroll(tx, evs, uid, &label, tc_core::now_ms())?))
+                })
+            })
+            .await?;
+        Ok(Response::new(v1::EnrollFactorReply {
+            otpauth_uri,
+            secret_base32,
+        }))
     }
 
     async fn confirm_factor(
         &self,
-        _: Request<v1::ConfirmFactorRequest>,
+        r: Request<v1::ConfirmFactorRequest>,
     ) -> Result<Response<v1::ConfirmFactorReply>, Status> {
-        Err(Status::unimplemented("ConfirmFactor is not built yet"))
+        let (uid, _) = self.factor_user(&r, &r.get_ref().user)?;
+        let code = r.into_inner().factor.map(|f| f.totp).unwrap_or_default();
+        self.run(move |l| {
+            l.store
+                .write(|tx, evs| factor::confirm(tx, evs, uid, &code, tc_core::now_ms()))
+        })
+        .await?;
+        Ok(Response::new(v1::ConfirmFactorReply {}))
     }
 
     async fn unlock_factor(
         &self,
-        _: Request<v1::UnlockFactorRequest>,
+        r: Request<v1::UnlockFactorRequest>,
     ) -> Result<Response<v1::UnlockFactorReply>, Status> {
-        Err(Status::unimplemented("UnlockFactor is not built yet"))
+        let (uid, _) = self.factor_user(&r, &r.get_ref().user)?;
+        self.run(move |l| l.store.write(|tx, evs| Ok(factor::unlock(tx, evs, uid))))
+            .await?;
+        Ok(Response::new(v1::UnlockFactorReply {}))
     }
 
     async fn get_policy(

@@ -127,6 +127,21 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         PRIMARY KEY (kind, reason)
     ) WITHOUT ROWID;
     "#,
+    // 6 (guarded mode): one TOTP factor per human uid (`factor/`). `last_step` is the
+    // last time step accepted (only later ones are), `failures` the wrong codes in a row,
+    // `next_try_at` (ms) when the next code may be evaluated, `locked` until root unlocks.
+    r#"
+    CREATE TABLE factors (
+        uid INTEGER PRIMARY KEY,
+        secret BLOB NOT NULL,
+        confirmed INTEGER NOT NULL DEFAULT 0,
+        last_step INTEGER NOT NULL DEFAULT -1,
+        failures INTEGER NOT NULL DEFAULT 0,
+        next_try_at INTEGER NOT NULL DEFAULT 0,
+        locked INTEGER NOT NULL DEFAULT 0,
+        enrolled_at INTEGER NOT NULL
+    );
+    "#,
 ];
 
 /// The schema version this build writes.
