@@ -57,6 +57,17 @@ pub enum Command {
         #[command(subcommand)]
         command: PolicyCommand,
     },
+    /// Guarded mode, root: enroll a human's second factor (replacing any earlier one).
+    Enroll {
+        #[command(subcommand)]
+        command: EnrollCommand,
+    },
+    /// Guarded mode, root: unlock a human's factor after too many wrong codes.
+    Unlock {
+        /// The human (user name or uid; one of `[guarded] humans`).
+        #[arg(long)]
+        user: String,
+    },
     /// Print a shell completion script.
     Completions { shell: clap_complete::Shell },
 }
@@ -92,5 +103,16 @@ pub enum PolicyCommand {
         /// The server command, after `--`.
         #[arg(last = true, required = true, value_name = "COMMAND")]
         command: Vec<String>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum EnrollCommand {
+    /// A TOTP authenticator app: shows the otpauth:// URI and a QR code once, then asks
+    /// for one code from the app (on this terminal) to confirm.
+    Totp {
+        /// The human (user name or uid; one of `[guarded] humans`).
+        #[arg(long)]
+        user: String,
     },
 }

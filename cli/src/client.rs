@@ -12,6 +12,15 @@ use crate::{exit, CliError};
 pub struct Daemon {
     pub client: ConfirmClient<Channel>,
     pub socket: PathBuf,
+    /// The daemon's mode from its `Status` reply ("personal", "guarded").
+    pub mode: String,
+}
+
+impl Daemon {
+    /// Whether the daemon says it runs in guarded mode (approvals need a factor).
+    pub fn guarded(&self) -> bool {
+        self.mode == tc_core::config::Mode::Guarded.as_str()
+    }
 }
 
 /// What to tell a person when the daemon cannot be reached at `socket`.
@@ -48,6 +57,7 @@ pub async fn connect(socket: &Path) -> Result<Daemon, CliError> {
     Ok(Daemon {
         client,
         socket: socket.to_path_buf(),
+        mode: status.mode,
     })
 }
 

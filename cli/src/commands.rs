@@ -11,7 +11,7 @@ use tc_core::display::{escape, json_safe, reescape};
 use tc_proto::v1;
 use tokio_stream::StreamExt;
 
-use crate::cli::{Cli, Command, ElicitArgs, PolicyCommand};
+use crate::cli::{Cli, Command, ElicitArgs, EnrollCommand, PolicyCommand};
 use crate::client::{self, status_error};
 use crate::{exit, CliError};
 
@@ -51,6 +51,10 @@ pub async fn run(args: Cli) -> Result<(), CliError> {
         Command::Metrics => metrics(socket).await,
         Command::Status => status(socket).await,
         Command::RotateSecret => rotate(socket).await,
+        Command::Enroll {
+            command: EnrollCommand::Totp { user },
+        } => crate::factor::enroll_totp(&socket, &user).await,
+        Command::Unlock { user } => crate::factor::unlock(&socket, &user).await,
         Command::Policy {
             command: PolicyCommand::Check,
         } => policy_check(&config),
@@ -65,7 +69,7 @@ pub async fn run(args: Cli) -> Result<(), CliError> {
 
 /// Writes a command's output to stdout. A reader that went away (`tcctl … | head`)
 /// ends the command quietly: the rest was not wanted. Other write errors fail.
-fn emit(text: &str) -> Result<(), CliError> {
+pub(crate) fn emit(text: &str) -> Result<(), CliError> {
     let mut out = std::io::stdout().lock();
     match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => Err(CliError::new(
@@ -115,6 +119,19 @@ async fn elicit(config: &Config, socket: PathBuf, a: ElicitArgs) -> Result<(), C
     }
     let vault = vault_for(config, a.vault)?;
     let mut d = client::connect(&socket).await?;
+    // Guarded mode (the daemon says so, not our config): the human's code, typed on the
+    // controlling terminal, goes with the approval.
+    let factor = if d.guarded() {
+        Some(crate::factor::read_approval_code(&format!(
+            "{} in vault {} for caller {} (args_hash {})",
+            escape(&a.tool),
+            escape(&vault),
+            escape(&a.caller),
+            escape(&a.hash)
+        ))?)
+    } else {
+        None
+    };
     let reply = d
         .client
         .mint(v1::MintRequest {
@@ -125,7 +142,7 @@ async fn elicit(config: &Config, socket: PathBuf, a: ElicitArgs) -> Result<(), C
                 args_hash: a.hash,
             }),
             state_fp: a.state_fp,
-            ..Default::default()
+            factor,
         })
         .await
         .map_err(|s| status_error(&socket, &s))?

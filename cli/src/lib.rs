@@ -3,11 +3,13 @@
 //! - [`cli`]: the clap command line.
 //! - [`client`]: connecting to `tcd` and turning failures into messages a person can act on.
 //! - [`commands`]: one function per subcommand.
+//! - [`factor`]: guarded mode's second factor (enroll, unlock, the approval code).
 //! - [`policy_init`]: `tcctl policy init`, a starter policy read from a real server.
 
 pub mod cli;
 pub mod client;
 pub mod commands;
+pub mod factor;
 pub mod policy_init;
 pub mod tty;
 
