@@ -16,10 +16,9 @@ const CONFIRM_TRIES: u32 = 3;
 /// A terminal failure as a CLI error: no terminal, or no code, refuses the approval.
 fn tty_error(e: TtyError) -> CliError {
     match e {
-        TtyError::NoTerminal(_) | TtyError::NoCode => CliError::new(
-            exit::REFUSED,
-            format!("refused: no code, no approval: {e}"),
-        ),
+        TtyError::NoTerminal(_) | TtyError::NoCode => {
+            CliError::new(exit::REFUSED, format!("refused: no code, no approval: {e}"))
+        }
         TtyError::Io(_) => CliError::new(exit::FAILURE, e.to_string()),
     }
 }

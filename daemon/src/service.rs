@@ -58,11 +58,7 @@ impl Service {
 impl Service {
     /// Who approves with request `r`: its peer and the code it carries. In guarded mode a
     /// request whose peer the transport cannot name approves nothing.
-    fn approver<T>(
-        &self,
-        r: &Request<T>,
-        f: Option<&v1::Factor>,
-    ) -> Result<Approver, DaemonError> {
+    fn approver<T>(&self, r: &Request<T>, f: Option<&v1::Factor>) -> Result<Approver, DaemonError> {
         let code = f.map(|f| f.totp.clone());
         match auth::peer(r) {
             Some(p) => Ok(Approver { uid: p.uid, code }),

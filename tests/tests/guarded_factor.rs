@@ -133,7 +133,10 @@ impl Pty {
                 return text;
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            assert!(!left.is_zero(), "the terminal never showed {needle:?}:\n{text}");
+            assert!(
+                !left.is_zero(),
+                "the terminal never showed {needle:?}:\n{text}"
+            );
             buf = self.out.1.wait_timeout(buf, left).unwrap().0;
         }
     }
@@ -243,7 +246,10 @@ fn enroll(g: &Guarded) -> Vec<u8> {
         )),
         "{shown}"
     );
-    assert!(shown.contains('█') || shown.contains('▀'), "no QR code:\n{shown}");
+    assert!(
+        shown.contains('█') || shown.contains('▀'),
+        "no QR code:\n{shown}"
+    );
     let secret = base32_decode(&b32);
     assert_eq!(secret.len(), 20, "a 160-bit secret");
     away_from_a_step_edge();
@@ -252,7 +258,10 @@ fn enroll(g: &Guarded) -> Vec<u8> {
     let (rc, out) = p.finish();
     assert_eq!(rc, 0, "{out}");
     assert!(out.contains("enrolled"), "{out}");
-    assert!(!out[shown.len()..].contains(&code), "the code was echoed:\n{out}");
+    assert!(
+        !out[shown.len()..].contains(&code),
+        "the code was echoed:\n{out}"
+    );
     secret
 }
 
@@ -270,7 +279,10 @@ fn elicit_on_pty(g: &Guarded, b: &v1::Binding, typed: &str) -> (i32, String) {
         &b.caller,
     ]));
     let prompt = p.wait_for("6-digit code");
-    assert!(prompt.contains(&b.tool), "the prompt names the call:\n{prompt}");
+    assert!(
+        prompt.contains(&b.tool),
+        "the prompt names the call:\n{prompt}"
+    );
     p.type_line(typed);
     let (rc, out) = p.finish();
     if !typed.is_empty() {
@@ -279,7 +291,11 @@ fn elicit_on_pty(g: &Guarded, b: &v1::Binding, typed: &str) -> (i32, String) {
     (rc, out)
 }
 
-async fn mint_with(c: &mut tc_tests::Client, b: &v1::Binding, code: Option<&str>) -> Result<String, tonic::Status> {
+async fn mint_with(
+    c: &mut tc_tests::Client,
+    b: &v1::Binding,
+    code: Option<&str>,
+) -> Result<String, tonic::Status> {
     c.mint(v1::MintRequest {
         binding: Some(b.clone()),
         state_fp: None,
@@ -296,7 +312,11 @@ fn an_agent_without_the_secret_cannot_approve_and_the_human_approves_once() {
     }
     let g = Guarded::start();
     let secret = enroll(&g);
-    assert_eq!(g.count(events::FACTOR_ENROLLED), 2, "generated, then confirmed");
+    assert_eq!(
+        g.count(events::FACTOR_ENROLLED),
+        2,
+        "generated, then confirmed"
+    );
 
     let rt = tokio::runtime::Runtime::new().unwrap();
     let b = binding("v", "write_file", "stdio", "{\"path\":\"notes.md\"}");
@@ -311,14 +331,23 @@ fn an_agent_without_the_secret_cannot_approve_and_the_human_approves_once() {
     .unwrap();
 
     // The agent's own client, no code: refused.
-    refused(rt.block_on(mint_with(&mut c, &b, None)), Reason::FactorRequired);
+    refused(
+        rt.block_on(mint_with(&mut c, &b, None)),
+        Reason::FactorRequired,
+    );
 
     // The exact `tcctl elicit` line, without a terminal (a new session), a code on the
     // pipe: refused before anything is sent.
     let mut agent = Command::new("setsid")
         .arg("-w")
         .args(g.tcctl_args(&[
-            "elicit", "--hash", &b.args_hash, "--tool", &b.tool, "--vault", &b.vault,
+            "elicit",
+            "--hash",
+            &b.args_hash,
+            "--tool",
+            &b.tool,
+            "--vault",
+            &b.vault,
         ]))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -385,7 +414,11 @@ fn an_agent_without_the_secret_cannot_approve_and_the_human_approves_once() {
         .stdin(Stdio::null())
         .output()
         .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert_eq!(g.count(events::FACTOR_UNLOCKED), 1);
     let (rc, out) = elicit_on_pty(&g, &b, &right);
     assert_eq!(rc, 0, "{out}");
@@ -405,7 +438,8 @@ fn an_agent_without_the_secret_cannot_approve_and_the_human_approves_once() {
     assert_eq!(g.count(events::MINTED), 1, "one approval, one token");
 
     // The one approval is a real single-use token.
-    rt.block_on(tc_tests::redeem(&mut c, &token, &b, &fp)).unwrap();
+    rt.block_on(tc_tests::redeem(&mut c, &token, &b, &fp))
+        .unwrap();
     refused(
         rt.block_on(tc_tests::redeem(&mut c, &token, &b, &fp)),
         Reason::Spent,

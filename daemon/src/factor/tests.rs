@@ -117,7 +117,11 @@ fn a_used_step_is_refused_as_replayed_and_logged() {
         reason(fx.check(Some(&code), NOW + 1)),
         Reason::FactorReplayed
     );
-    assert_eq!(fx.count(events::FACTOR_REPLAYED), 1, "committed with the refusal");
+    assert_eq!(
+        fx.count(events::FACTOR_REPLAYED),
+        1,
+        "committed with the refusal"
+    );
     // Once step T is used, T−1 is older than it: no longer accepted either.
     assert_eq!(
         reason(fx.check(Some(&fx.code(NOW - totp::PERIOD_MS)), NOW + 1000)),
@@ -137,10 +141,7 @@ fn no_code_and_malformed_codes() {
     assert_eq!(reason(fx.check(None, NOW)), Reason::FactorRequired);
     assert_eq!(reason(fx.check(Some(""), NOW)), Reason::FactorRequired);
     assert_eq!(fx.row().failures, 0, "no code is no guess");
-    assert_eq!(
-        reason(fx.check(Some("12345x"), NOW)),
-        Reason::FactorInvalid
-    );
+    assert_eq!(reason(fx.check(Some("12345x"), NOW)), Reason::FactorInvalid);
     assert_eq!(fx.row().failures, 1, "a malformed code is a wrong one");
     // Another uid has no factor at all.
     let other = fx
@@ -152,12 +153,18 @@ fn no_code_and_malformed_codes() {
 #[test]
 fn a_try_inside_the_delay_is_not_evaluated() {
     let fx = Fx::new();
-    assert_eq!(reason(fx.check(Some(&fx.wrong(NOW)), NOW)), Reason::FactorInvalid);
+    assert_eq!(
+        reason(fx.check(Some(&fx.wrong(NOW)), NOW)),
+        Reason::FactorInvalid
+    );
     let row = fx.row();
     assert_eq!((row.failures, row.next_try_at), (1, NOW + delay_ms(1)));
     // The right code inside the delay: refused, not consumed, not counted.
     let inside = NOW + delay_ms(1) - 1;
-    assert_eq!(reason(fx.check(Some(&fx.code(NOW)), inside)), Reason::FactorDelay);
+    assert_eq!(
+        reason(fx.check(Some(&fx.code(NOW)), inside)),
+        Reason::FactorDelay
+    );
     assert_eq!(fx.row().failures, 1);
     assert_eq!(fx.row().last_step, row.last_step);
     assert_eq!(fx.count(events::FACTOR_FAILED), 1);
@@ -178,11 +185,18 @@ fn ten_wrong_in_a_row_lock_until_unlocked() {
     let fx = Fx::new();
     let mut now = NOW;
     for i in 1..LOCK_AFTER {
-        assert_eq!(reason(fx.check(Some(&fx.wrong(now)), now)), Reason::FactorInvalid, "try {i}");
+        assert_eq!(
+            reason(fx.check(Some(&fx.wrong(now)), now)),
+            Reason::FactorInvalid,
+            "try {i}"
+        );
         now += delay_ms(i);
     }
     assert_eq!(fx.count(events::FACTOR_LOCKED), 0);
-    assert_eq!(reason(fx.check(Some(&fx.wrong(now)), now)), Reason::FactorLocked);
+    assert_eq!(
+        reason(fx.check(Some(&fx.wrong(now)), now)),
+        Reason::FactorLocked
+    );
     assert_eq!(fx.count(events::FACTOR_FAILED), LOCK_AFTER as usize);
     assert_eq!(fx.count(events::FACTOR_LOCKED), 1);
     // Locked: the right code is refused, much later too, and not consumed.
@@ -191,7 +205,11 @@ fn ten_wrong_in_a_row_lock_until_unlocked() {
         reason(fx.check(Some(&fx.code(much_later)), much_later)),
         Reason::FactorLocked
     );
-    assert_eq!(fx.count(events::FACTOR_FAILED), LOCK_AFTER as usize, "not counted");
+    assert_eq!(
+        fx.count(events::FACTOR_FAILED),
+        LOCK_AFTER as usize,
+        "not counted"
+    );
     fx.store.write(|tx, evs| Ok(unlock(tx, evs, UID))).unwrap();
     assert_eq!(fx.count(events::FACTOR_UNLOCKED), 1);
     let row = fx.row();
@@ -204,12 +222,18 @@ fn success_resets_the_count_so_only_failures_in_a_row_lock() {
     let fx = Fx::new();
     let mut now = NOW;
     for i in 1..LOCK_AFTER {
-        assert_eq!(reason(fx.check(Some(&fx.wrong(now)), now)), Reason::FactorInvalid);
+        assert_eq!(
+            reason(fx.check(Some(&fx.wrong(now)), now)),
+            Reason::FactorInvalid
+        );
         now += delay_ms(i);
     }
     fx.check(Some(&fx.code(now)), now).unwrap();
     now += totp::PERIOD_MS;
-    assert_eq!(reason(fx.check(Some(&fx.wrong(now)), now)), Reason::FactorInvalid);
+    assert_eq!(
+        reason(fx.check(Some(&fx.wrong(now)), now)),
+        Reason::FactorInvalid
+    );
     assert_eq!(fx.row().failures, 1);
 }
 
@@ -244,7 +268,16 @@ fn events_hold_no_code_and_no_secret() {
     assert!(evs.len() >= 4, "{evs:?}");
     for e in evs {
         // Every text field (the numbers are ids and times).
-        let all = [e.kind, e.vault, e.tool, e.caller, e.args_hash, e.state_fp, e.detail].join(" ");
+        let all = [
+            e.kind,
+            e.vault,
+            e.tool,
+            e.caller,
+            e.args_hash,
+            e.state_fp,
+            e.detail,
+        ]
+        .join(" ");
         for secret in [&code, &wrong, &b32, &hex::encode(&fx.secret)] {
             assert!(!all.contains(secret.as_str()), "{all}");
         }
@@ -298,7 +331,10 @@ mod mint {
     #[test]
     fn guarded_mint_needs_a_fresh_code_and_spends_its_step_with_the_token() {
         let (_d, l, secret, b) = ledger(Mode::Guarded);
-        assert_eq!(reason(l.mint(&b, None, &approver(None))), Reason::FactorRequired);
+        assert_eq!(
+            reason(l.mint(&b, None, &approver(None))),
+            Reason::FactorRequired
+        );
         let now = tc_core::now_ms();
         let right = totp::code_at(&secret, totp::step_of(now));
         let wrong = format!("{:06}", (right.parse::<u32>().unwrap() + 1) % 1_000_000);
@@ -307,7 +343,10 @@ mod mint {
             Reason::FactorInvalid
         );
         assert_eq!(tokens(&l), 0);
-        let row = l.store.read(|tx| Ok(store::load(tx, UID)?.unwrap())).unwrap();
+        let row = l
+            .store
+            .read(|tx| Ok(store::load(tx, UID)?.unwrap()))
+            .unwrap();
         assert_eq!(row.failures, 1, "the refused mint committed its failure");
         // Past the delay, the right code mints once and its step is spent with it.
         let row_wait = row.next_try_at - tc_core::now_ms();
@@ -316,7 +355,10 @@ mod mint {
         }
         l.mint(&b, None, &approver(Some(right.clone()))).unwrap();
         assert_eq!(tokens(&l), 1);
-        let row = l.store.read(|tx| Ok(store::load(tx, UID)?.unwrap())).unwrap();
+        let row = l
+            .store
+            .read(|tx| Ok(store::load(tx, UID)?.unwrap()))
+            .unwrap();
         assert!(row.last_step >= totp::step_of(now), "{row:?}");
         assert_eq!(
             reason(l.mint(&b, None, &approver(Some(right)))),

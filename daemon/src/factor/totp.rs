@@ -52,7 +52,10 @@ pub fn check(secret: &[u8], code: &str, now_ms: i64, last: i64) -> Match {
     let mut fresh = None;
     let mut used = false;
     for step in [now - 1, now] {
-        let hit: bool = code_at(secret, step).as_bytes().ct_eq(code.as_bytes()).into();
+        let hit: bool = code_at(secret, step)
+            .as_bytes()
+            .ct_eq(code.as_bytes())
+            .into();
         if hit && step > last {
             fresh = Some(step);
         } else if hit {
@@ -93,7 +96,9 @@ pub fn otpauth_uri(label: &str, secret: &[u8]) -> String {
     let label: String = label
         .bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' => char::from(b).to_string(),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'.' | b'_' => {
+                char::from(b).to_string()
+            }
             _ => format!("%{b:02X}"),
         })
         .collect();
@@ -134,7 +139,10 @@ mod tests {
         let t = step_of(now);
         let code = |s| code_at(RFC_SECRET, s);
         assert_eq!(check(RFC_SECRET, &code(t), now, -1), Match::Fresh(t));
-        assert_eq!(check(RFC_SECRET, &code(t - 1), now, -1), Match::Fresh(t - 1));
+        assert_eq!(
+            check(RFC_SECRET, &code(t - 1), now, -1),
+            Match::Fresh(t - 1)
+        );
         assert_eq!(check(RFC_SECRET, &code(t - 2), now, -1), Match::No);
         assert_eq!(check(RFC_SECRET, &code(t + 1), now, -1), Match::No);
         // A used step matches but is not fresh; the newer step still is.
