@@ -94,6 +94,7 @@ struct Pty {
     child: Child,
     stdin: Option<ChildStdin>,
     out: Arc<(Mutex<Vec<u8>>, Condvar)>,
+    reader: std::thread::JoinHandle<()>,
 }
 
 impl Pty {
@@ -108,7 +109,7 @@ impl Pty {
             .expect("python3 pty_run.py");
         let out = Arc::new((Mutex::new(Vec::new()), Condvar::new()));
         let (mut r, o) = (child.stdout.take().unwrap(), out.clone());
-        std::thread::spawn(move || {
+        let reader = std::thread::spawn(move || {
             let mut buf = [0u8; 4096];
             while let Ok(n @ 1..) = r.read(&mut buf) {
                 o.0.lock().unwrap().extend_from_slice(&buf[..n]);
@@ -116,7 +117,12 @@ impl Pty {
             }
         });
         let stdin = child.stdin.take();
-        Pty { child, stdin, out }
+        Pty {
+            child,
+            stdin,
+            out,
+            reader,
+        }
     }
 
     fn text(&self) -> String {
@@ -152,12 +158,10 @@ impl Pty {
         drop(self.stdin.take());
         let st = tc_tests::wait_timeout(&mut self.child, Duration::from_secs(20))
             .unwrap_or_else(|| panic!("the command did not exit:\n{}", self.text()));
-        // The relay exits after the terminal closed: the reader has everything.
-        let deadline = Instant::now() + Duration::from_secs(5);
-        while Arc::strong_count(&self.out) > 1 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        (st.code().unwrap_or(-1), self.text())
+        // The relay has exited: its stdout is at EOF once the reader has read it all.
+        self.reader.join().unwrap();
+        let text = String::from_utf8_lossy(&self.out.0.lock().unwrap()).into_owned();
+        (st.code().unwrap_or(-1), text)
     }
 }
 
