@@ -487,3 +487,39 @@ fn enrollment_needs_a_terminal_and_a_listed_human() {
         Reason::NotEnrolled,
     );
 }
+
+#[test]
+fn personal_mode_has_no_factors_and_mints_without_a_code() {
+    let d = Daemon::start();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let mut c = rt.block_on(d.client());
+    refused(
+        rt.block_on(c.enroll_factor(v1::EnrollFactorRequest {
+            user: "root".into(),
+        })),
+        Reason::NotPermitted,
+    );
+    let b = binding("v", "write_file", "stdio", "{}");
+    rt.block_on(c.raise(v1::RaiseRequest {
+        binding: Some(b.clone()),
+        state_fp: h("s"),
+        ..Default::default()
+    }))
+    .unwrap();
+    // tcctl asks for no code (stdin is null and it has no terminal of its own here).
+    let out = d.tcctl(&[
+        "elicit",
+        "--hash",
+        &b.args_hash,
+        "--tool",
+        &b.tool,
+        "--vault",
+        &b.vault,
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stdout).starts_with("tct_"));
+}
