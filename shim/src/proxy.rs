@@ -879,24 +879,23 @@ impl Shim {
                 Err(e) => return self.answer(&id, self.daemon_result(&e, &shown)),
             }
         } else {
+            let (era, caps) = match &meta {
+                Some(m) => (Era::Modern, m.get(era::META_CAPS).cloned()),
+                None => (Era::Legacy, self.lock().client_caps.clone()),
+            };
+            let route = confirm::route(era, caps.as_ref(), self.policy.legacy_elicitation);
             // What a human decided about this exact call by its request id (`approved.rs`).
-            match self.held_approval(&call).await {
+            match self.held_approval(&call, route).await {
                 approved::Held::Approved(a) => a,
                 approved::Held::Answered => return,
-                approved::Held::Nothing => {
-                    let (era, caps) = match &meta {
-                        Some(m) => (Era::Modern, m.get(era::META_CAPS).cloned()),
-                        None => (Era::Legacy, self.lock().client_caps.clone()),
-                    };
-                    match confirm::route(era, caps.as_ref(), self.policy.legacy_elicitation) {
-                        Route::Cli => return self.ask_by_request(&call).await,
-                        Route::Modern => return self.offer_modern(&call).await,
-                        Route::Legacy => match self.legacy_round_trip(&call).await {
-                            Some(a) => a,
-                            None => return,
-                        },
-                    }
-                }
+                approved::Held::Nothing => match route {
+                    Route::Cli => return self.ask_by_request(&call).await,
+                    Route::Modern => return self.offer_modern(&call).await,
+                    Route::Legacy => match self.legacy_round_trip(&call).await {
+                        Some(a) => a,
+                        None => return,
+                    },
+                },
             }
         };
         if let Err(e) = self.policy.check_acl(&paths, read_only) {

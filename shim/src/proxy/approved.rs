@@ -6,6 +6,7 @@ use tc_core::Reason;
 
 use super::{Approval, Call, Shim};
 use crate::by_request;
+use crate::confirm::Route;
 use crate::daemon_client::{DaemonError, Raise};
 use crate::summary::summarize;
 
@@ -24,11 +25,14 @@ pub(super) enum Held {
 
 impl Shim {
     /// Redeems the approval tcd holds for this exact call against its target as it is now
-    /// (`c.shown.state_fp`); every outcome but "none held" is answered here.
-    pub(super) async fn held_approval(&self, c: &Call<'_>) -> Held {
+    /// (`c.shown.state_fp`); every outcome but "none held" is answered here. An expired
+    /// request is told as such on the refusal route; an in-protocol route prompts afresh
+    /// instead (the prompt is the new request, as for an expired requestState).
+    pub(super) async fn held_approval(&self, c: &Call<'_>, route: Route) -> Held {
         match self.redeem_approved(c).await {
             Ok(a) => Held::Approved(a),
             Err(e) if e.reason() == Some(Reason::NotApproved) => Held::Nothing,
+            Err(e) if e.reason() == Some(Reason::Expired) && route != Route::Cli => Held::Nothing,
             Err(e) => {
                 self.answer_refused(c, &e);
                 Held::Answered
