@@ -79,7 +79,11 @@ pub async fn approve(socket: PathBuf, a: ApproveArgs) -> Result<(), CliError> {
             if p.status != "pending" {
                 return Err(CliError::new(
                     exit::REFUSED,
-                    format!("request {} is {}, not pending", escape(id), escape(&p.status)),
+                    format!(
+                        "request {} is {}, not pending",
+                        escape(id),
+                        escape(&p.status)
+                    ),
                 ));
             }
             print_request(&p, now);
@@ -117,7 +121,10 @@ pub async fn approve(socket: PathBuf, a: ApproveArgs) -> Result<(), CliError> {
 fn pick(all: Vec<v1::PendingRequest>, now: i64) -> Result<v1::PendingRequest, CliError> {
     let waiting: Vec<_> = all.into_iter().filter(|p| p.status == "pending").collect();
     if waiting.is_empty() {
-        return Err(CliError::new(exit::FAILURE, "nothing is waiting for confirmation"));
+        return Err(CliError::new(
+            exit::FAILURE,
+            "nothing is waiting for confirmation",
+        ));
     }
     if !tty::available() {
         return Err(CliError::new(
@@ -140,7 +147,12 @@ fn pick(all: Vec<v1::PendingRequest>, now: i64) -> Result<v1::PendingRequest, Cl
 fn print_request(p: &v1::PendingRequest, now: i64) {
     let b = p.binding.clone().unwrap_or_default();
     let mut o = String::new();
-    let _ = writeln!(o, "request {} · {}", escape(&p.request_id), escape(&p.status));
+    let _ = writeln!(
+        o,
+        "request {} · {}",
+        escape(&p.request_id),
+        escape(&p.status)
+    );
     let _ = writeln!(o, "tool:      {}", escape(&b.tool));
     let _ = writeln!(o, "vault:     {}", escape(&b.vault));
     let _ = writeln!(o, "caller:    {}", escape(&b.caller));
@@ -151,7 +163,11 @@ fn print_request(p: &v1::PendingRequest, now: i64) {
         (now - p.raised_at_ms).max(0) / 1000,
         (p.expires_at_ms - now).max(0) / 1000
     );
-    let covers = if p.covers.is_empty() { "(not given)" } else { &p.covers };
+    let covers = if p.covers.is_empty() {
+        "(not given)"
+    } else {
+        &p.covers
+    };
     let _ = writeln!(o, "covers:    {}", escape(covers));
     let _ = writeln!(o, "state:     {}", escape(&p.state_fp));
     let _ = writeln!(o, "arguments:");
@@ -198,7 +214,10 @@ mod tests {
     #[test]
     fn arguments_are_pretty_printed_or_shown_raw() {
         assert_eq!(pretty(r#"{"a":1}"#, "s"), "{\n  \"a\": 1\n}");
-        assert_eq!(pretty("{cut… (cut: 9 bytes in all)", "s"), "{cut… (cut: 9 bytes in all)");
+        assert_eq!(
+            pretty("{cut… (cut: 9 bytes in all)", "s"),
+            "{cut… (cut: 9 bytes in all)"
+        );
         assert!(pretty("", "t {..}").contains("t {..}"));
     }
 }

@@ -181,7 +181,11 @@ async fn pending(socket: PathBuf, vault: Option<String>, json: bool) -> Result<(
             escape(&p.request_id),
             escape(&p.status),
             if p.status == "pending" {
-                format!(" · approve: tcctl approve {} · decline: tcctl decline {}", escape(&p.request_id), escape(&p.request_id))
+                format!(
+                    " · approve: tcctl approve {} · decline: tcctl decline {}",
+                    escape(&p.request_id),
+                    escape(&p.request_id)
+                )
             } else {
                 String::new()
             }

@@ -102,9 +102,11 @@ fn by_call(tx: &Connection, b: &Binding) -> rusqlite::Result<Option<Row>> {
 }
 
 fn by_id(tx: &Connection, id: &str) -> rusqlite::Result<Option<Row>> {
-    tx.prepare_cached(&format!("SELECT {ROW_COLS} FROM raised WHERE request_id = ?1"))?
-        .query_row(params![id], read_row)
-        .optional()
+    tx.prepare_cached(&format!(
+        "SELECT {ROW_COLS} FROM raised WHERE request_id = ?1"
+    ))?
+    .query_row(params![id], read_row)
+    .optional()
 }
 
 fn token(tx: &Connection, id: Option<i64>) -> rusqlite::Result<Option<TokenRow>> {
@@ -513,7 +515,10 @@ fn declined(reason: &str) -> DaemonError {
     } else {
         reason.to_string()
     };
-    DaemonError::refused(Reason::Declined, format!("the human declined this call: {why}"))
+    DaemonError::refused(
+        Reason::Declined,
+        format!("the human declined this call: {why}"),
+    )
 }
 
 fn not_approved() -> DaemonError {

@@ -70,8 +70,12 @@ fn ids_are_short_unambiguous_and_kept_while_the_same_request_waits() {
     assert_ne!(raise(&l, &call(2), "s1").request_id, b.request_id);
     let p = l.pending("").unwrap();
     assert_eq!(p.len(), 2);
-    assert!(p.iter().all(|p| p.status == PENDING && p.raised_by_uid == Some(1000)));
-    assert!(p.iter().all(|p| p.args_json == r#"{"path":"a"}"# && p.covers == "the paths"));
+    assert!(p
+        .iter()
+        .all(|p| p.status == PENDING && p.raised_by_uid == Some(1000)));
+    assert!(p
+        .iter()
+        .all(|p| p.args_json == r#"{"path":"a"}"# && p.covers == "the paths"));
     // Garbage and injection attempts are refused before the database.
     assert_eq!(reason(l.approve("'; DROP", &me())), Reason::Unknown);
 }
@@ -190,23 +194,15 @@ fn an_unanswered_request_reads_as_expired_once_then_asks_afresh() {
         reason(l.redeem_approved(&call(1), &fp("s"))),
         Reason::NotApproved
     );
-    let expired = kinds(&l)
-        .iter()
-        .filter(|k| *k == events::EXPIRED)
-        .count();
+    let expired = kinds(&l).iter().filter(|k| *k == events::EXPIRED).count();
     assert_eq!(expired, 1);
     // Unretried ones are logged by garbage collection, an hour on.
     raise(&l, &call(2), "s");
     l.gc().unwrap();
     assert_eq!(l.pending("").unwrap().len(), 1, "kept for the hour");
     let later = now_ms() + EXPIRED_KEPT_MS + 1000;
-    l.store
-        .write(|tx, evs| Ok(sweep(tx, evs, later)))
-        .unwrap();
-    let expired = kinds(&l)
-        .iter()
-        .filter(|k| *k == events::EXPIRED)
-        .count();
+    l.store.write(|tx, evs| Ok(sweep(tx, evs, later))).unwrap();
+    let expired = kinds(&l).iter().filter(|k| *k == events::EXPIRED).count();
     assert_eq!(expired, 2);
 }
 
@@ -219,7 +215,10 @@ fn guarded_mode_approves_nothing_without_the_factor_of_the_raiser() {
         uid: 1001,
         code: Some("123456".into()),
     };
-    assert_eq!(reason(l.approve(&r.request_id, &stranger)), Reason::NotPermitted);
+    assert_eq!(
+        reason(l.approve(&r.request_id, &stranger)),
+        Reason::NotPermitted
+    );
     // The factor check (`factor.rs`) decides; without a code it refuses.
     let refused = reason(l.approve(&r.request_id, &me()));
     assert_eq!(refused, Reason::FactorRequired);

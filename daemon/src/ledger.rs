@@ -78,11 +78,31 @@ fn check_hash(name: &str, v: &str) -> Result<(), DaemonError> {
 
 /// A token row as `spend` reads it: id, vault, tool, caller, args_hash, state_fp,
 /// expires_at, consumed_at, redeemed.
-pub(crate) type TokenRow = (i64, String, String, String, String, String, i64, Option<i64>, i64);
+pub(crate) type TokenRow = (
+    i64,
+    String,
+    String,
+    String,
+    String,
+    String,
+    i64,
+    Option<i64>,
+    i64,
+);
 
 /// Reads a [`TokenRow`] from the columns in that order.
 pub(crate) fn token_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TokenRow> {
-    Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?))
+    Ok((
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        r.get(5)?,
+        r.get(6)?,
+        r.get(7)?,
+        r.get(8)?,
+    ))
 }
 
 /// What a redemption id names.
@@ -376,12 +396,23 @@ impl Ledger {
     ) -> crate::store::Written<String> {
         let (id, vault, tool, caller, args_hash, fp, exp, consumed, redeemed) = row;
         if consumed.is_some() {
-            return Err(DaemonError::refused(Reason::Spent, "this confirmation token was already used"));
+            return Err(DaemonError::refused(
+                Reason::Spent,
+                "this confirmation token was already used",
+            ));
         }
         if exp <= now {
-            return Err(DaemonError::refused(Reason::Expired, "this confirmation token has expired"));
+            return Err(DaemonError::refused(
+                Reason::Expired,
+                "this confirmation token has expired",
+            ));
         }
-        let issued = Binding { vault, tool, caller, args_hash };
+        let issued = Binding {
+            vault,
+            tool,
+            caller,
+            args_hash,
+        };
         if &issued != b {
             let mut fields = Vec::new();
             for (name, a, c) in [
@@ -396,23 +427,38 @@ impl Ledger {
             }
             // One unspent token can be presented for other calls at will.
             if self.may_record(&b.vault, &b.caller, events::REFUSED) {
-                evs.push(b.event(events::REFUSED, current_fp, json!({ "reason": "binding_mismatch", "fields": fields })));
+                evs.push(b.event(
+                    events::REFUSED,
+                    current_fp,
+                    json!({ "reason": "binding_mismatch", "fields": fields }),
+                ));
             }
             return Ok(Err(DaemonError::refused(
                 Reason::BindingMismatch,
-                format!("this token was minted for a different call ({} differ)", fields.join(", ")),
+                format!(
+                    "this token was minted for a different call ({} differ)",
+                    fields.join(", ")
+                ),
             )));
         }
         if fp != current_fp {
             // Spent without a redemption: the latest one (if any) stays as it was.
-            let spent = tx.prepare_cached(
-                "UPDATE tokens SET consumed_at = ?2 WHERE id = ?1 AND consumed_at IS NULL",
-            )?
-            .execute(params![id, now])?;
+            let spent = tx
+                .prepare_cached(
+                    "UPDATE tokens SET consumed_at = ?2 WHERE id = ?1 AND consumed_at IS NULL",
+                )?
+                .execute(params![id, now])?;
             if spent != 1 {
-                return Err(DaemonError::refused(Reason::Spent, "this confirmation token was already used"));
+                return Err(DaemonError::refused(
+                    Reason::Spent,
+                    "this confirmation token was already used",
+                ));
             }
-            evs.push(b.event(events::REPLAY_DRIFT, current_fp, json!({ "approved_state_fp": fp })));
+            evs.push(b.event(
+                events::REPLAY_DRIFT,
+                current_fp,
+                json!({ "approved_state_fp": fp }),
+            ));
             return Ok(Err(DaemonError::refused(
                 Reason::ReplayDrift,
                 "the target changed since the confirmation was requested; nothing was applied and the token is spent",
@@ -421,16 +467,24 @@ impl Ledger {
         let seq = redeemed + 1;
         let redemption = format!("{id}.{seq}.{nonce}");
         // Single use: exactly one row changes only while the token is unspent.
-        let spent = tx.prepare_cached(
-            "UPDATE tokens SET consumed_at = ?2, redemption_id = ?3, redeemed = ?4,
+        let spent = tx
+            .prepare_cached(
+                "UPDATE tokens SET consumed_at = ?2, redemption_id = ?3, redeemed = ?4,
                released_at = NULL, final_at = NULL
              WHERE id = ?1 AND consumed_at IS NULL",
-        )?
-        .execute(params![id, now, redemption, seq])?;
+            )?
+            .execute(params![id, now, redemption, seq])?;
         if spent != 1 {
-            return Err(DaemonError::refused(Reason::Spent, "this confirmation token was already used"));
+            return Err(DaemonError::refused(
+                Reason::Spent,
+                "this confirmation token was already used",
+            ));
         }
-        evs.push(b.event(events::REDEEMED, current_fp, json!({ "redemption_id": redemption })));
+        evs.push(b.event(
+            events::REDEEMED,
+            current_fp,
+            json!({ "redemption_id": redemption }),
+        ));
         Ok(Ok(redemption))
     }
 

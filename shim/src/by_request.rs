@@ -158,7 +158,10 @@ mod tests {
         let text = r["content"][0]["text"].as_str().unwrap();
         assert!(text.starts_with("STOP: ask the human"), "{text}");
         assert!(text.contains("    tcctl approve abcd2345\n"), "{text}");
-        assert!(text.contains(cmd) && text.contains("personal mode"), "{text}");
+        assert!(
+            text.contains(cmd) && text.contains("personal mode"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -173,7 +176,10 @@ mod tests {
         assert!(text.contains("EXPIRED") && text.contains("nobody declined"));
         let n = not_obtained(&shown(), "abcd2345", "accepted in the client");
         assert_eq!(n["structuredContent"]["code"], "approval_not_obtained");
-        assert_eq!(n["structuredContent"]["recovery"]["approve"], "tcctl approve abcd2345");
+        assert_eq!(
+            n["structuredContent"]["recovery"]["approve"],
+            "tcctl approve abcd2345"
+        );
         let m = guarded_message("t\u{202e}", "v", "t {..}", None, "abcd2345");
         assert!(m.contains("tcctl approve abcd2345") && m.contains("cannot approve"));
         assert!(!m.contains('\u{202e}'));

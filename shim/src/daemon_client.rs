@@ -122,7 +122,12 @@ impl Daemon {
 
     /// Records a raised request (what the human is shown of it: the summary, the full
     /// arguments, what an approval covers); returns its short id.
-    pub async fn raise(&self, binding: Binding, state_fp: &str, text: Raise) -> Result<String, DaemonError> {
+    pub async fn raise(
+        &self,
+        binding: Binding,
+        state_fp: &str,
+        text: Raise,
+    ) -> Result<String, DaemonError> {
         let mut c = self.client().await?;
         let r = c
             .raise(v1::RaiseRequest {
@@ -141,7 +146,11 @@ impl Daemon {
 
     /// Redeems the approval a human gave this call's raised request (`tcctl approve`):
     /// the redemption id, or `not_approved` / `declined` / `expired` / `replay_drift`.
-    pub async fn redeem_approved(&self, binding: Binding, current_fp: &str) -> Result<String, DaemonError> {
+    pub async fn redeem_approved(
+        &self,
+        binding: Binding,
+        current_fp: &str,
+    ) -> Result<String, DaemonError> {
         let mut c = self.client().await?;
         match c
             .redeem(v1::RedeemRequest {

@@ -997,10 +997,12 @@ impl Shim {
         {
             Ok(_) => match answer {
                 // Guarded mode: the accept only cues the redemption of a human's approval.
-                Answer::Approved if self.daemon.guarded() => match self.accepted_guarded(c, None).await {
-                    Some(a) => Resumed::Approved(a),
-                    None => Resumed::Answered,
-                },
+                Answer::Approved if self.daemon.guarded() => {
+                    match self.accepted_guarded(c, None).await {
+                        Some(a) => Resumed::Approved(a),
+                        None => Resumed::Answered,
+                    }
+                }
                 Answer::Approved => Resumed::Approved(Approval {
                     route: "request_state",
                     redemption: None,
@@ -1190,8 +1192,14 @@ impl Shim {
                 {
                     // Guarded mode: the accept only cues the redemption of a human's approval.
                     Ok(_) if self.daemon.guarded() => {
-                        let shown = Shown { state_fp: &now, ..s.clone() };
-                        let at_now = Call { shown: &shown, ..*c };
+                        let shown = Shown {
+                            state_fp: &now,
+                            ..s.clone()
+                        };
+                        let at_now = Call {
+                            shown: &shown,
+                            ..*c
+                        };
                         self.accepted_guarded(&at_now, Some(&request_id)).await
                     }
                     Ok(_) => Some(Approval {

@@ -197,7 +197,8 @@ mod tests {
             .unwrap()
             .to_string();
         assert!(text.contains("call_capability") && text.contains("inside its \"arguments\""));
-        let text = crate::by_request::approve_required(&lean, "abcd2345", "personal")["content"][0]["text"]
+        let text = crate::by_request::approve_required(&lean, "abcd2345", "personal")["content"][0]
+            ["text"]
             .as_str()
             .unwrap()
             .to_string();

@@ -77,11 +77,22 @@ fn an_approved_request_runs_the_identical_retry_once_and_nothing_else() {
     let id = asks_approve(&r, &write("v1"));
     // The human sees it waiting, with its id, and approves it in full view.
     let p = tcctl(&env, &["pending"]);
-    assert!(text(&p).contains(&format!("[{id}] pending")), "{}", text(&p));
+    assert!(
+        text(&p).contains(&format!("[{id}] pending")),
+        "{}",
+        text(&p)
+    );
     let o = tcctl(&env, &["approve", &id, "--yes"]);
     assert!(o.status.success(), "{}", text(&o));
     let shown = String::from_utf8_lossy(&o.stdout).to_string();
-    for want in ["tool:      write_file", "vault:     fs", "caller:    stdio", "\"content\": \"v1\"", "note.txt", "time left"] {
+    for want in [
+        "tool:      write_file",
+        "vault:     fs",
+        "caller:    stdio",
+        "\"content\": \"v1\"",
+        "note.txt",
+        "time left",
+    ] {
         assert!(shown.contains(want), "{want}: {shown}");
     }
     assert_eq!(disk(&env, "note.txt").as_deref(), Some("v0"));
@@ -93,9 +104,8 @@ fn an_approved_request_runs_the_identical_retry_once_and_nothing_else() {
     let args_hash = tc_core::hash::args_hash("write_file", &write("v1"));
     let fp = sc(&r)["details"]["state_fp"].as_str().unwrap().to_string();
     let refused = rt().block_on(async {
-        let mut c = v1::confirm_client::ConfirmClient::new(
-            tc_proto::connect(&env.socket).await.unwrap(),
-        );
+        let mut c =
+            v1::confirm_client::ConfirmClient::new(tc_proto::connect(&env.socket).await.unwrap());
         c.redeem(v1::RedeemRequest {
             binding: Some(v1::Binding {
                 vault: "fs".into(),
@@ -154,13 +164,19 @@ fn a_decline_is_a_hard_stop_with_the_reason_and_is_never_approved_later() {
     let (env, mut h) = started();
     let r = h.call("write_file", write("v1"));
     let id = asks_approve(&r, &write("v1"));
-    let o = tcctl(&env, &["decline", &id, "--reason", "not that file\u{1b}[2J"]);
+    let o = tcctl(
+        &env,
+        &["decline", &id, "--reason", "not that file\u{1b}[2J"],
+    );
     assert!(o.status.success(), "{}", text(&o));
     for _ in 0..2 {
         let d = h.call("write_file", write("v1"));
         assert_eq!(code(&d).as_deref(), Some("approval_declined"), "{d}");
         let t = d["content"][0]["text"].as_str().unwrap();
-        assert!(t.contains("DECLINED") && t.contains("not that file⟨U+001B⟩[2J"), "{t}");
+        assert!(
+            t.contains("DECLINED") && t.contains("not that file⟨U+001B⟩[2J"),
+            "{t}"
+        );
         assert!(sc(&d).get("recovery").is_none(), "{d}");
     }
     let o = tcctl(&env, &["approve", &id, "--yes"]);
@@ -183,7 +199,11 @@ fn a_decline_is_a_hard_stop_with_the_reason_and_is_never_approved_later() {
     assert!(text(&o).contains("declined"), "{}", text(&o));
     assert_eq!(disk(&env, "note.txt").as_deref(), Some("v0"));
     let p = tcctl(&env, &["pending"]);
-    assert!(text(&p).contains(&format!("[{id}] declined")), "{}", text(&p));
+    assert!(
+        text(&p).contains(&format!("[{id}] declined")),
+        "{}",
+        text(&p)
+    );
 }
 
 #[test]
@@ -199,7 +219,10 @@ fn an_unanswered_request_reads_as_expired_then_a_fresh_one_is_approved() {
     let e = h.call("write_file", write("v1"));
     assert_eq!(code(&e).as_deref(), Some("request_expired"), "{e}");
     let t = e["content"][0]["text"].as_str().unwrap();
-    assert!(t.contains("EXPIRED") && t.contains("nobody declined"), "{t}");
+    assert!(
+        t.contains("EXPIRED") && t.contains("nobody declined"),
+        "{t}"
+    );
     assert_eq!(events_of(&env, "tc.elicit.expired"), 1);
     let o = tcctl(&env, &["approve", &id, "--yes"]);
     assert!(!o.status.success(), "{}", text(&o));
@@ -262,9 +285,15 @@ fn guarded_a_clients_own_accept_approves_nothing_on_either_route() {
     let mut h = Human::python("legacy", &env.shim_argv("fs"));
     let (prompt, r) = h.call_answering("write_file", write("v1"), approve());
     let msg = prompt["message"].as_str().unwrap();
-    assert!(msg.contains("guarded mode") && msg.contains("tcctl approve "), "{msg}");
+    assert!(
+        msg.contains("guarded mode") && msg.contains("tcctl approve "),
+        "{msg}"
+    );
     assert_eq!(code(&r).as_deref(), Some("approval_not_obtained"), "{r}");
-    let id = sc(&r)["details"]["request_id"].as_str().unwrap().to_string();
+    let id = sc(&r)["details"]["request_id"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert!(msg.contains(&format!("tcctl approve {id}")), "{msg}");
     assert_eq!(sc(&r)["recovery"]["approve"], format!("tcctl approve {id}"));
     assert_eq!(disk(&env, "note.txt").as_deref(), Some("v0"));
@@ -275,7 +304,10 @@ fn guarded_a_clients_own_accept_approves_nothing_on_either_route() {
     assert_eq!(m.hello["era"], "modern", "{}", m.hello);
     let (prompt, r) = m.call_answering("write_file", write("v2"), approve());
     let msg = prompt["message"].as_str().unwrap();
-    assert!(msg.contains("guarded mode") && msg.contains("tcctl approve "), "{msg}");
+    assert!(
+        msg.contains("guarded mode") && msg.contains("tcctl approve "),
+        "{msg}"
+    );
     assert_eq!(code(&r).as_deref(), Some("approval_not_obtained"), "{r}");
     assert_eq!(disk(&env, "note.txt").as_deref(), Some("v0"));
     assert_eq!(events_of(&env, "tc.elicit.consumed"), 0);
@@ -285,11 +317,14 @@ fn guarded_a_clients_own_accept_approves_nothing_on_either_route() {
     // it fails closed until enrollment exists).
     let o = tcctl(&env, &["approve", &id, "--yes"]);
     assert!(!o.status.success());
-    assert!(text(&o).contains("--yes is refused in guarded mode"), "{}", text(&o));
+    assert!(
+        text(&o).contains("--yes is refused in guarded mode"),
+        "{}",
+        text(&o)
+    );
     let refused = rt().block_on(async {
-        let mut c = v1::confirm_client::ConfirmClient::new(
-            tc_proto::connect(&env.socket).await.unwrap(),
-        );
+        let mut c =
+            v1::confirm_client::ConfirmClient::new(tc_proto::connect(&env.socket).await.unwrap());
         c.approve(v1::ApproveRequest {
             request_id: id.clone(),
             factor: None,
@@ -307,6 +342,10 @@ fn guarded_a_clients_own_accept_approves_nothing_on_either_route() {
     let (_, r) = h.call_answering("write_file", write("v3"), json!({"action": "decline"}));
     assert_eq!(code(&r).as_deref(), Some("approval_declined"), "{r}");
     let again = h.call("write_file", write("v3"));
-    assert_eq!(code(&again).as_deref(), Some("approval_declined"), "{again}");
+    assert_eq!(
+        code(&again).as_deref(),
+        Some("approval_declined"),
+        "{again}"
+    );
     assert_eq!(disk(&env, "note.txt").as_deref(), Some("v0"));
 }

@@ -110,7 +110,11 @@ impl Shim {
     /// (`c.shown.state_fp`, recomputed by the caller); else `approval_not_obtained`.
     /// `id` is the request's id when the caller knows it (the legacy route); the modern
     /// route's state does not carry it, so it is raised again, which keeps a pending id.
-    pub(super) async fn accepted_guarded(&self, c: &Call<'_>, id: Option<&str>) -> Option<Approval> {
+    pub(super) async fn accepted_guarded(
+        &self,
+        c: &Call<'_>,
+        id: Option<&str>,
+    ) -> Option<Approval> {
         match self.redeem_approved(c).await {
             Ok(a) => Some(a),
             Err(e) if e.reason() == Some(Reason::NotApproved) => {
@@ -145,7 +149,11 @@ impl Shim {
     async fn log_not_obtained(&self, c: &Call<'_>, why: &str) {
         let ev = tc_core::codes::events::NOT_OBTAINED;
         let detail = serde_json::json!({ "why": why });
-        if let Err(e) = self.daemon.append_event(ev, c.binding, c.shown.state_fp, detail).await {
+        if let Err(e) = self
+            .daemon
+            .append_event(ev, c.binding, c.shown.state_fp, detail)
+            .await
+        {
             tracing::warn!("recording the unobtained approval failed: {e}");
         }
     }
