@@ -22,6 +22,11 @@ pub struct Cli {
 pub enum Command {
     /// Approve one blocked call: mint a single-use token for it (prints only the token).
     Elicit(ElicitArgs),
+    /// Approve a blocked call by its request id (no id: pick from the waiting ones); the
+    /// agent's identical retry then runs it once. Guarded mode asks for your code.
+    Approve(crate::approve::ApproveArgs),
+    /// Decline a blocked call by its request id: the agent's retries get a hard stop.
+    Decline(crate::approve::DeclineArgs),
     /// Show the blocked calls waiting for a human, with what they would do.
     Pending {
         /// Only this vault.

@@ -41,6 +41,8 @@ pub async fn run(args: Cli) -> Result<(), CliError> {
     };
     match args.command {
         Command::Elicit(a) => elicit(&config, socket, a).await,
+        Command::Approve(a) => crate::approve::approve(socket, a).await,
+        Command::Decline(a) => crate::approve::decline(socket, a).await,
         Command::Pending { vault, json } => pending(socket, vault, json).await,
         Command::Events {
             follow,
@@ -184,13 +186,30 @@ async fn pending(socket: PathBuf, vault: Option<String>, json: bool) -> Result<(
                 "vault": b.vault, "tool": b.tool, "caller": b.caller, "args_hash": b.args_hash,
                 "state_fp": p.state_fp, "summary": p.summary, "raised_at_ms": p.raised_at_ms,
                 "expires_at_ms": p.expires_at_ms, "minted": p.minted,
+                "request_id": p.request_id, "status": p.status,
+                "raised_by_uid": (p.raised_by_uid != u32::MAX).then_some(p.raised_by_uid),
             });
             let _ = writeln!(out, "{}", json_safe(&line.to_string()));
             continue;
         }
         let _ = writeln!(
             out,
-            "{}{} · vault {} · caller {} · raised {} · expires {}\n  {}\n  approve: tcctl elicit --hash {} --tool {} --vault {} --caller {} --state-fp {}\n",
+            "[{}] {}{}",
+            escape(&p.request_id),
+            escape(&p.status),
+            if p.status == "pending" {
+                format!(
+                    " · approve: tcctl approve {} · decline: tcctl decline {}",
+                    escape(&p.request_id),
+                    escape(&p.request_id)
+                )
+            } else {
+                String::new()
+            }
+        );
+        let _ = writeln!(
+            out,
+            "{}{} · vault {} · caller {} · raised {} · expires {}\n  {}\n  token route: tcctl elicit --hash {} --tool {} --vault {} --caller {} --state-fp {}\n",
             escape(&b.tool),
             if p.minted { " (token minted)" } else { "" },
             escape(&b.vault),

@@ -1,11 +1,13 @@
 //! `tcctl`, the operator CLI of tc: mints confirmations and inspects the daemon.
 //!
+//! - [`approve`]: `tcctl approve` / `tcctl decline`, by request id.
 //! - [`cli`]: the clap command line.
 //! - [`client`]: connecting to `tcd` and turning failures into messages a person can act on.
 //! - [`commands`]: one function per subcommand.
 //! - [`factor`]: guarded mode's second factor (enroll, unlock, the approval code).
 //! - [`policy_init`]: `tcctl policy init`, a starter policy read from a real server.
 
+pub mod approve;
 pub mod cli;
 pub mod client;
 pub mod commands;

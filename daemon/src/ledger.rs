@@ -76,6 +76,35 @@ fn check_hash(name: &str, v: &str) -> Result<(), DaemonError> {
     }
 }
 
+/// A token row as `spend` reads it: id, vault, tool, caller, args_hash, state_fp,
+/// expires_at, consumed_at, redeemed.
+pub(crate) type TokenRow = (
+    i64,
+    String,
+    String,
+    String,
+    String,
+    String,
+    i64,
+    Option<i64>,
+    i64,
+);
+
+/// Reads a [`TokenRow`] from the columns in that order.
+pub(crate) fn token_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TokenRow> {
+    Ok((
+        r.get(0)?,
+        r.get(1)?,
+        r.get(2)?,
+        r.get(3)?,
+        r.get(4)?,
+        r.get(5)?,
+        r.get(6)?,
+        r.get(7)?,
+        r.get(8)?,
+    ))
+}
+
 /// What a redemption id names.
 enum Redemption {
     /// The token's latest redemption, on the token with this rowid.
@@ -142,13 +171,25 @@ pub struct Pending {
     pub raised_at_ms: i64,
     pub expires_at_ms: i64,
     pub minted: bool,
+    /// Short id for `tcctl approve ID` / `tcctl decline ID`.
+    pub request_id: String,
+    /// `pending`, `approved`, `declined` or `expired`.
+    pub status: &'static str,
+    /// The full arguments as JSON (capped), as the shim sent them.
+    pub args_json: String,
+    /// What the approval covers, in words.
+    pub covers: String,
+    /// uid of the peer that raised it (none for a request raised before schema 6).
+    pub raised_by_uid: Option<u32>,
+    /// Why it was declined (declined only).
+    pub reason: String,
 }
 
 /// The ledger: the store plus the keys that hash tokens and seal blobs.
 pub struct Ledger {
     pub store: Store,
     secret: RwLock<Secret>,
-    ttl_ms: i64,
+    pub(crate) ttl_ms: i64,
     /// What each (vault, caller) may make us write (`limits.rs`).
     pub(crate) limits: crate::limits::Limits,
     /// Guarded mode: every approval (Mint, Approve) needs the human's factor.
@@ -157,7 +198,7 @@ pub struct Ledger {
     pub(crate) humans: Vec<String>,
 }
 
-fn random_b64(n: usize) -> String {
+pub(crate) fn random_b64(n: usize) -> String {
     let mut b = vec![0u8; n];
     rand::rngs::OsRng.fill_bytes(&mut b);
     B64.encode(b)
@@ -228,37 +269,24 @@ impl Ledger {
         })
     }
 
-    /// Records (replacing) the latest raised request for (vault, caller, args_hash).
+    /// Records (replacing) the latest raised request for (vault, caller, args_hash), with
+    /// no arguments, coverage or peer (see [`Ledger::raise_request`]).
     pub fn raise(
         &self,
         b: &Binding,
         state_fp: &str,
         summary: &str,
     ) -> Result<(i64, i64), DaemonError> {
-        b.check()?;
-        check_hash("state_fp", state_fp)?;
-        // A model can raise at will (each refused call does): bounded per caller.
-        self.charge(&b.vault, &b.caller)?;
-        // The shim keeps summaries far below this; a longer one is cut visibly.
-        let summary: String = if summary.chars().count() > SUMMARY_MAX {
-            summary.chars().take(SUMMARY_MAX - 1).chain(['…']).collect()
-        } else {
-            summary.to_string()
-        };
-        let now = now_ms();
-        let exp = now + self.ttl_ms;
-        self.store.write(|tx, evs| {
-            tx.prepare_cached(
-                "INSERT INTO raised (vault, caller, args_hash, tool, state_fp, summary, raised_at, expires_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)
-                 ON CONFLICT (vault, caller, args_hash) DO UPDATE SET
-                   tool = excluded.tool, state_fp = excluded.state_fp, summary = excluded.summary,
-                   raised_at = excluded.raised_at, expires_at = excluded.expires_at",
-            )?
-            .execute(params![b.vault, b.caller, b.args_hash, b.tool, state_fp, summary, now, exp])?;
-            evs.push(b.event(events::REQUESTED, state_fp, json!({ "summary": summary })));
-            Ok(Ok((now, exp)))
-        })
+        let r = self.raise_request(
+            b,
+            state_fp,
+            &crate::approvals::RaiseText {
+                summary,
+                ..Default::default()
+            },
+            None,
+        )?;
+        Ok((r.raised_at_ms, r.expires_at_ms))
     }
 
     /// Mints a token for the retained raised request; with `pin`, only if the request's
@@ -279,12 +307,12 @@ impl Ledger {
         let now = now_ms();
         let exp = now + self.ttl_ms;
         self.store.write(|tx, evs| {
-            let raised: Option<(String, String, i64)> = tx.prepare_cached(
-                "SELECT tool, state_fp, expires_at FROM raised WHERE vault = ?1 AND caller = ?2 AND args_hash = ?3",
+            let raised: Option<(String, String, i64, String)> = tx.prepare_cached(
+                "SELECT tool, state_fp, expires_at, status FROM raised WHERE vault = ?1 AND caller = ?2 AND args_hash = ?3",
             )?
-            .query_row(params![b.vault, b.caller, b.args_hash], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+            .query_row(params![b.vault, b.caller, b.args_hash], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
                 .optional()?;
-            let Some((tool, fp, raised_exp)) = raised else {
+            let Some((tool, fp, raised_exp, status)) = raised else {
                 return Err(DaemonError::refused(
                     Reason::NoRaisedRequest,
                     format!(
@@ -298,6 +326,13 @@ impl Ledger {
                 return Err(DaemonError::refused(
                     Reason::NoRaisedRequest,
                     "the blocked call was raised too long ago and has expired; run it again first",
+                ));
+            }
+            // A "no" stands: neither route turns it into a yes (`approvals.rs`).
+            if status == crate::approvals::DECLINED {
+                return Err(DaemonError::refused(
+                    Reason::Declined,
+                    "the human declined this call; it cannot be approved afterwards",
                 ));
             }
             if tool != b.tool {
@@ -353,77 +388,128 @@ impl Ledger {
         let now = now_ms();
         let nonce = random_b64(16);
         self.store.write(|tx, evs| {
-            type Row = (i64, String, String, String, String, String, i64, Option<i64>, i64);
-            let row: Option<Row> = tx.prepare_cached(
+            let row: Option<TokenRow> = tx.prepare_cached(
                 "SELECT id, vault, tool, caller, args_hash, state_fp, expires_at, consumed_at, redeemed
                      FROM tokens WHERE token_hash = ?1",
             )?
-            .query_row(params![hash], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?, r.get(5)?, r.get(6)?, r.get(7)?, r.get(8)?)))
+            .query_row(params![hash], token_row)
                 .optional()?;
-            let Some((id, vault, tool, caller, args_hash, fp, exp, consumed, redeemed)) = row else {
+            let Some(row) = row else {
                 return Err(DaemonError::refused(
                     Reason::Unknown,
                     "unknown confirmation token (never issued here, voided by a secret rotation, or collected a week after it expired)",
                 ));
             };
-            if consumed.is_some() {
-                return Err(DaemonError::refused(Reason::Spent, "this confirmation token was already used"));
-            }
-            if exp <= now {
-                return Err(DaemonError::refused(Reason::Expired, "this confirmation token has expired"));
-            }
-            let issued = Binding { vault, tool, caller, args_hash };
-            if &issued != b {
-                let mut fields = Vec::new();
-                for (name, a, c) in [
-                    ("vault", &issued.vault, &b.vault),
-                    ("tool", &issued.tool, &b.tool),
-                    ("caller", &issued.caller, &b.caller),
-                    ("args_hash", &issued.args_hash, &b.args_hash),
-                ] {
-                    if a != c {
-                        fields.push(name);
-                    }
+            self.spend(tx, evs, row, b, current_fp, now, &nonce)
+        })
+    }
+
+    /// Spends the token `row` for the call `b` whose target state is `current_fp` now,
+    /// inside the caller's write: the single-use, binding and drift checks every route
+    /// shares (tokens, and the approvals `approvals.rs` holds as token rows).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn spend(
+        &self,
+        tx: &rusqlite::Connection,
+        evs: &mut Vec<NewEvent>,
+        row: TokenRow,
+        b: &Binding,
+        current_fp: &str,
+        now: i64,
+        nonce: &str,
+    ) -> crate::store::Written<String> {
+        let (id, vault, tool, caller, args_hash, fp, exp, consumed, redeemed) = row;
+        if consumed.is_some() {
+            return Err(DaemonError::refused(
+                Reason::Spent,
+                "this confirmation token was already used",
+            ));
+        }
+        if exp <= now {
+            return Err(DaemonError::refused(
+                Reason::Expired,
+                "this confirmation token has expired",
+            ));
+        }
+        let issued = Binding {
+            vault,
+            tool,
+            caller,
+            args_hash,
+        };
+        if &issued != b {
+            let mut fields = Vec::new();
+            for (name, a, c) in [
+                ("vault", &issued.vault, &b.vault),
+                ("tool", &issued.tool, &b.tool),
+                ("caller", &issued.caller, &b.caller),
+                ("args_hash", &issued.args_hash, &b.args_hash),
+            ] {
+                if a != c {
+                    fields.push(name);
                 }
-                // One unspent token can be presented for other calls at will.
-                if self.may_record(&b.vault, &b.caller, events::REFUSED) {
-                    evs.push(b.event(events::REFUSED, current_fp, json!({ "reason": "binding_mismatch", "fields": fields })));
-                }
-                return Ok(Err(DaemonError::refused(
-                    Reason::BindingMismatch,
-                    format!("this token was minted for a different call ({} differ)", fields.join(", ")),
-                )));
             }
-            if fp != current_fp {
-                // Spent without a redemption: the latest one (if any) stays as it was.
-                let spent = tx.prepare_cached(
+            // One unspent token can be presented for other calls at will.
+            if self.may_record(&b.vault, &b.caller, events::REFUSED) {
+                evs.push(b.event(
+                    events::REFUSED,
+                    current_fp,
+                    json!({ "reason": "binding_mismatch", "fields": fields }),
+                ));
+            }
+            return Ok(Err(DaemonError::refused(
+                Reason::BindingMismatch,
+                format!(
+                    "this token was minted for a different call ({} differ)",
+                    fields.join(", ")
+                ),
+            )));
+        }
+        if fp != current_fp {
+            // Spent without a redemption: the latest one (if any) stays as it was.
+            let spent = tx
+                .prepare_cached(
                     "UPDATE tokens SET consumed_at = ?2 WHERE id = ?1 AND consumed_at IS NULL",
                 )?
                 .execute(params![id, now])?;
-                if spent != 1 {
-                    return Err(DaemonError::refused(Reason::Spent, "this confirmation token was already used"));
-                }
-                evs.push(b.event(events::REPLAY_DRIFT, current_fp, json!({ "approved_state_fp": fp })));
-                return Ok(Err(DaemonError::refused(
-                    Reason::ReplayDrift,
-                    "the target changed since the confirmation was requested; nothing was applied and the token is spent",
-                )));
+            if spent != 1 {
+                return Err(DaemonError::refused(
+                    Reason::Spent,
+                    "this confirmation token was already used",
+                ));
             }
-            let seq = redeemed + 1;
-            let redemption = format!("{id}.{seq}.{nonce}");
-            // Single use: exactly one row changes only while the token is unspent.
-            let spent = tx.prepare_cached(
+            evs.push(b.event(
+                events::REPLAY_DRIFT,
+                current_fp,
+                json!({ "approved_state_fp": fp }),
+            ));
+            return Ok(Err(DaemonError::refused(
+                Reason::ReplayDrift,
+                "the target changed since the confirmation was requested; nothing was applied and the token is spent",
+            )));
+        }
+        let seq = redeemed + 1;
+        let redemption = format!("{id}.{seq}.{nonce}");
+        // Single use: exactly one row changes only while the token is unspent.
+        let spent = tx
+            .prepare_cached(
                 "UPDATE tokens SET consumed_at = ?2, redemption_id = ?3, redeemed = ?4,
-                   released_at = NULL, final_at = NULL
-                 WHERE id = ?1 AND consumed_at IS NULL",
+               released_at = NULL, final_at = NULL
+             WHERE id = ?1 AND consumed_at IS NULL",
             )?
             .execute(params![id, now, redemption, seq])?;
-            if spent != 1 {
-                return Err(DaemonError::refused(Reason::Spent, "this confirmation token was already used"));
-            }
-            evs.push(b.event(events::REDEEMED, current_fp, json!({ "redemption_id": redemption })));
-            Ok(Ok(redemption))
-        })
+        if spent != 1 {
+            return Err(DaemonError::refused(
+                Reason::Spent,
+                "this confirmation token was already used",
+            ));
+        }
+        evs.push(b.event(
+            events::REDEEMED,
+            current_fp,
+            json!({ "redemption_id": redemption }),
+        ));
+        Ok(Ok(redemption))
     }
 
     /// Gives a redemption's token back unspent (same expiry and binding), once, and only
@@ -668,31 +754,6 @@ impl Ledger {
         }
     }
 
-    /// Requests still waiting (unexpired), newest first.
-    pub fn pending(&self, vault: &str) -> Result<Vec<Pending>, DaemonError> {
-        let now = now_ms();
-        self.store.read(|c| {
-            let mut st = c.prepare_cached(
-                "SELECT r.vault, r.tool, r.caller, r.args_hash, r.state_fp, r.summary, r.raised_at, r.expires_at,
-                   EXISTS (SELECT 1 FROM tokens t WHERE t.vault = r.vault AND t.caller = r.caller
-                           AND t.args_hash = r.args_hash AND t.state_fp = r.state_fp AND t.created_at >= r.raised_at)
-                 FROM raised r WHERE r.expires_at > ?1 AND (?2 = '' OR r.vault = ?2)
-                 ORDER BY r.raised_at DESC",
-            )?;
-            let rows = st.query_map(params![now, vault], |r| {
-                Ok(Pending {
-                    binding: Binding { vault: r.get(0)?, tool: r.get(1)?, caller: r.get(2)?, args_hash: r.get(3)? },
-                    state_fp: r.get(4)?,
-                    summary: r.get(5)?,
-                    raised_at_ms: r.get(6)?,
-                    expires_at_ms: r.get(7)?,
-                    minted: r.get(8)?,
-                })
-            })?;
-            Ok(rows.collect::<Result<_, _>>()?)
-        })
-    }
-
     /// (pending requests, live tokens, events) for `Status`.
     pub fn counts(&self) -> Result<(u64, u64, u64), DaemonError> {
         let now = now_ms();
@@ -737,23 +798,24 @@ impl Ledger {
     }
 
     /// Deletes rows nothing can use any more: request-state nonces a day past their
-    /// expiry (the seal's own expiry already refuses those states), raised requests once
-    /// expired (`mint` refuses them; kept longer, a flood of raises at the rate limit
-    /// would pile up a day of them), and tokens [`TOKEN_RETENTION_MS`] past both their
+    /// expiry (the seal's own expiry already refuses those states), raised requests an
+    /// hour past expiry (`mint` refuses them at expiry; kept that hour so a retry is told
+    /// "expired" rather than asked afresh; kept longer, a flood of raises at the rate
+    /// limit would pile up a day of them), and tokens [`TOKEN_RETENTION_MS`] past both their
     /// expiry and their last redemption. Events are pruned by `retention.rs`.
     pub fn gc(&self) -> Result<(), DaemonError> {
         self.gc_at(now_ms())
     }
 
     fn gc_at(&self, now: i64) -> Result<(), DaemonError> {
-        self.store.write(|tx, _| {
+        self.store.write(|tx, evs| {
+            // Raised requests: an hour past expiry, logging the unanswered ones as expired.
+            crate::approvals::sweep(tx, evs, now)?;
             let r = (|| {
                 // A day past expiry, not at it: if the wall clock steps back after a
                 // collection, an already used state would otherwise open again.
                 tx.prepare_cached("DELETE FROM consumed_states WHERE expires_at <= ?1")?
                     .execute(params![now - 86_400_000])?;
-                tx.prepare_cached("DELETE FROM raised WHERE expires_at <= ?1")?
-                    .execute(params![now])?;
                 // A deleted token is refused as `unknown` instead of `spent`: refused all
                 // the same. Its redemption can no longer be released or recorded, which
                 // only a call running for longer than the retention would notice.

@@ -4,6 +4,7 @@
 //! - [`run`]: the binary's whole `main`.
 //! - [`Options`] / [`serve`]: start the daemon from code (tests, benchmarks).
 
+pub mod approvals;
 pub mod auth;
 pub mod error;
 pub mod factor;

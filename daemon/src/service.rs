@@ -141,15 +141,23 @@ impl Confirm for Service {
         &self,
         r: Request<v1::RaiseRequest>,
     ) -> Result<Response<v1::RaiseReply>, Status> {
+        let uid = crate::auth::peer(&r).map(|p| p.uid);
         let r = r.into_inner();
         let b = binding(r.binding)?;
-        let (raised_at_ms, expires_at_ms) = self
-            .run(move |l| l.raise(&b, &r.state_fp, &r.summary))
+        let raised = self
+            .run(move |l| {
+                let text = crate::approvals::RaiseText {
+                    summary: &r.summary,
+                    args_json: &r.args_json,
+                    covers: &r.covers,
+                };
+                l.raise_request(&b, &r.state_fp, &text, uid)
+            })
             .await?;
         Ok(Response::new(v1::RaiseReply {
-            raised_at_ms,
-            expires_at_ms,
-            ..Default::default()
+            raised_at_ms: raised.raised_at_ms,
+            expires_at_ms: raised.expires_at_ms,
+            request_id: raised.request_id,
         }))
     }
 
@@ -174,7 +182,13 @@ impl Confirm for Service {
         let r = r.into_inner();
         let b = binding(r.binding)?;
         let redemption_id = self
-            .run(move |l| l.redeem(&r.token, &b, &r.current_state_fp))
+            .run(move |l| {
+                if r.approved_request && r.token.is_empty() {
+                    l.redeem_approved(&b, &r.current_state_fp)
+                } else {
+                    l.redeem(&r.token, &b, &r.current_state_fp)
+                }
+            })
             .await?;
         Ok(Response::new(v1::RedeemReply { redemption_id }))
     }
@@ -378,7 +392,12 @@ impl Confirm for Service {
                     raised_at_ms: p.raised_at_ms,
                     expires_at_ms: p.expires_at_ms,
                     minted: p.minted,
-                    ..Default::default()
+                    request_id: p.request_id,
+                    status: p.status.into(),
+                    args_json: p.args_json,
+                    raised_by_uid: p.raised_by_uid.unwrap_or(u32::MAX),
+                    covers: p.covers,
+                    reason: p.reason,
                 })
                 .collect(),
         }))
@@ -413,16 +432,38 @@ impl Confirm for Service {
     // modules; until then they say so instead of pretending.
     async fn approve(
         &self,
-        _: Request<v1::ApproveRequest>,
+        r: Request<v1::ApproveRequest>,
     ) -> Result<Response<v1::ApproveReply>, Status> {
-        Err(Status::unimplemented("Approve is not built yet"))
+        let peer = crate::auth::peer(&r);
+        let r = r.into_inner();
+        let Some(peer) = peer else {
+            return Err(DaemonError::refused(
+                tc_core::Reason::NotPermitted,
+                "the approver's uid is unknown (not a Unix-socket peer)",
+            )
+            .into());
+        };
+        let who = crate::factor::Approver {
+            uid: peer.uid,
+            code: r.factor.map(|f| f.totp).filter(|c| !c.is_empty()),
+        };
+        let a = self.run(move |l| l.approve(&r.request_id, &who)).await?;
+        Ok(Response::new(v1::ApproveReply {
+            binding: Some(to_proto(&a.binding)),
+            state_fp: a.state_fp,
+            expires_at_ms: a.expires_at_ms,
+        }))
     }
 
     async fn decline(
         &self,
-        _: Request<v1::DeclineRequest>,
+        r: Request<v1::DeclineRequest>,
     ) -> Result<Response<v1::DeclineReply>, Status> {
-        Err(Status::unimplemented("Decline is not built yet"))
+        let uid = crate::auth::peer(&r).map(|p| p.uid);
+        let r = r.into_inner();
+        self.run(move |l| l.decline(&r.request_id, &r.reason, uid))
+            .await?;
+        Ok(Response::new(v1::DeclineReply {}))
     }
 
     async fn enroll_factor(

@@ -142,6 +142,22 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         enrolled_at INTEGER NOT NULL
     );
     "#,
+    // 7 (approvals): a raised request gets a short id, its full arguments, what its
+    // approval covers and the uid that raised it; `status` is pending, approved (the
+    // approval is the token row `token_id`, never shown to anyone) or declined (with
+    // `reason`); `expired_logged`: its tc.elicit.expired event is written.
+    r#"
+    ALTER TABLE raised ADD COLUMN request_id TEXT;
+    ALTER TABLE raised ADD COLUMN args_json TEXT NOT NULL DEFAULT '';
+    ALTER TABLE raised ADD COLUMN covers TEXT NOT NULL DEFAULT '';
+    ALTER TABLE raised ADD COLUMN raised_by_uid INTEGER;
+    ALTER TABLE raised ADD COLUMN status TEXT NOT NULL DEFAULT 'pending';
+    ALTER TABLE raised ADD COLUMN reason TEXT NOT NULL DEFAULT '';
+    ALTER TABLE raised ADD COLUMN token_id INTEGER;
+    ALTER TABLE raised ADD COLUMN expired_logged INTEGER NOT NULL DEFAULT 0;
+    CREATE UNIQUE INDEX raised_request_id ON raised (request_id);
+    CREATE INDEX raised_expiry ON raised (expires_at);
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -78,7 +78,7 @@ pub fn message(tool: &str, vault: &str, summary: &str, targets: Option<&Targets>
     )
 }
 
-fn describe_targets(t: Option<&Targets>) -> String {
+pub fn describe_targets(t: Option<&Targets>) -> String {
     match t {
         Some(Targets::None) | None => {
             "these exact arguments only (the effect cannot be observed beforehand)".into()

@@ -1,5 +1,5 @@
 //! The shim's gRPC client of `tcd`: lazy connection (reconnects on the next gated
-//! call after a failure), and Raise / Redeem / Release / RecordConsumed / SealState /
+//! call after a failure), and the mode tcd reports; Raise / Redeem / Release / RecordConsumed / SealState /
 //! OpenState / SealCursor / OpenCursor / AppendEvent. Deliberately no Mint: only the
 //! operator mints.
 
@@ -31,10 +31,20 @@ impl DaemonError {
     }
 }
 
+/// What a raise shows the human besides the binding.
+#[derive(Debug, Clone, Default)]
+pub struct Raise {
+    pub summary: String,
+    pub args_json: String,
+    pub covers: String,
+}
+
 /// A lazily connected client.
 pub struct Daemon {
     pub socket: PathBuf,
     client: Mutex<Option<ConfirmClient<Channel>>>,
+    /// The mode tcd reported at the last connect (`Status.mode`); empty until then.
+    mode: std::sync::RwLock<String>,
 }
 
 impl Daemon {
@@ -43,6 +53,7 @@ impl Daemon {
         Daemon {
             socket,
             client: Mutex::new(None),
+            mode: std::sync::RwLock::new(String::new()),
         }
     }
 
@@ -74,8 +85,25 @@ impl Daemon {
                 tc_proto::PROTOCOL
             )));
         }
+        *self.mode.write().unwrap_or_else(|p| p.into_inner()) = status.mode;
         *guard = Some(c.clone());
         Ok(c)
+    }
+
+    /// Whether a client's `accept` must not approve by itself: anything but a daemon that
+    /// said "personal" (an older tcd without the field, too) is treated as guarded.
+    pub fn guarded(&self) -> bool {
+        self.mode() != "personal"
+    }
+
+    /// The mode tcd reported ("personal", "guarded"; "unknown" before any connect).
+    pub fn mode(&self) -> String {
+        let m = self.mode.read().unwrap_or_else(|p| p.into_inner());
+        if m.is_empty() {
+            "unknown".into()
+        } else {
+            m.clone()
+        }
     }
 
     /// Maps an RPC error: transport-level failures drop the connection so the next call reconnects.
@@ -92,24 +120,48 @@ impl Daemon {
         DaemonError::Refused(s)
     }
 
-    /// Records a raised request.
+    /// Records a raised request (what the human is shown of it: the summary, the full
+    /// arguments, what an approval covers); returns its short id.
     pub async fn raise(
         &self,
         binding: Binding,
         state_fp: &str,
-        summary: String,
-    ) -> Result<(), DaemonError> {
+        text: Raise,
+    ) -> Result<String, DaemonError> {
         let mut c = self.client().await?;
         let r = c
             .raise(v1::RaiseRequest {
                 binding: Some(binding),
                 state_fp: state_fp.into(),
-                summary,
-                ..Default::default()
+                summary: text.summary,
+                args_json: text.args_json,
+                covers: text.covers,
             })
             .await;
         match r {
-            Ok(_) => Ok(()),
+            Ok(r) => Ok(r.into_inner().request_id),
+            Err(s) => Err(self.fail(s).await),
+        }
+    }
+
+    /// Redeems the approval a human gave this call's raised request (`tcctl approve`):
+    /// the redemption id, or `not_approved` / `declined` / `expired` / `replay_drift`.
+    pub async fn redeem_approved(
+        &self,
+        binding: Binding,
+        current_fp: &str,
+    ) -> Result<String, DaemonError> {
+        let mut c = self.client().await?;
+        match c
+            .redeem(v1::RedeemRequest {
+                binding: Some(binding),
+                current_state_fp: current_fp.into(),
+                approved_request: true,
+                ..Default::default()
+            })
+            .await
+        {
+            Ok(r) => Ok(r.into_inner().redemption_id),
             Err(s) => Err(self.fail(s).await),
         }
     }
@@ -132,6 +184,21 @@ impl Daemon {
             .await
         {
             Ok(r) => Ok(r.into_inner().redemption_id),
+            Err(s) => Err(self.fail(s).await),
+        }
+    }
+
+    /// Declines the raised request `id` (the human said no in the MCP client).
+    pub async fn decline(&self, id: &str, reason: &str) -> Result<(), DaemonError> {
+        let mut c = self.client().await?;
+        match c
+            .decline(v1::DeclineRequest {
+                request_id: id.into(),
+                reason: reason.into(),
+            })
+            .await
+        {
+            Ok(_) => Ok(()),
             Err(s) => Err(self.fail(s).await),
         }
     }

@@ -2,6 +2,7 @@
 //! downstream MCP server (`tc-shim serve <vault> [-- <command…>]`).
 
 mod barrier;
+mod by_request;
 mod confirm;
 mod daemon_client;
 mod era;

@@ -2,6 +2,7 @@
 //! (original bytes when unmodified), intercepts `tools/list` and gates `tools/call`.
 
 mod admit;
+mod approved;
 mod continued;
 mod governed;
 
@@ -882,18 +883,18 @@ impl Shim {
                 Some(m) => (Era::Modern, m.get(era::META_CAPS).cloned()),
                 None => (Era::Legacy, self.lock().client_caps.clone()),
             };
-            match confirm::route(era, caps.as_ref(), self.policy.legacy_elicitation) {
-                Route::Cli => {
-                    let summary = summarize(&name, &args);
-                    return match self.daemon.raise(binding.clone(), &state_fp, summary).await {
-                        Ok(()) => self.answer(&id, results::elicit_required(&shown)),
-                        Err(e) => self.answer(&id, self.daemon_result(&e, &shown)),
-                    };
-                }
-                Route::Modern => return self.offer_modern(&call).await,
-                Route::Legacy => match self.legacy_round_trip(&call).await {
-                    Some(a) => a,
-                    None => return,
+            let route = confirm::route(era, caps.as_ref(), self.policy.legacy_elicitation);
+            // What a human decided about this exact call by its request id (`approved.rs`).
+            match self.held_approval(&call, route).await {
+                approved::Held::Approved(a) => a,
+                approved::Held::Answered => return,
+                approved::Held::Nothing => match route {
+                    Route::Cli => return self.ask_by_request(&call).await,
+                    Route::Modern => return self.offer_modern(&call).await,
+                    Route::Legacy => match self.legacy_round_trip(&call).await {
+                        Some(a) => a,
+                        None => return,
+                    },
                 },
             }
         };
@@ -932,20 +933,16 @@ impl Shim {
     async fn offer_modern(&self, c: &Call<'_>) {
         let s = c.shown;
         let summary = summarize(s.tool, c.args);
-        if let Err(e) = self
-            .daemon
-            .raise(c.binding.clone(), s.state_fp, summary.clone())
-            .await
-        {
-            return self.answer(c.id, self.daemon_result(&e, s));
-        }
+        let Some(request_id) = self.raise_call(c, &summary).await else {
+            return;
+        };
         match self
             .daemon
             .seal_state(c.binding.clone(), s.state_fp, Vec::new())
             .await
         {
             Ok(state) => {
-                let msg = confirm::message(s.tool, s.vault, &summary, c.gate.targets.as_ref());
+                let msg = self.prompt(c, &summary, &request_id);
                 self.answer(c.id, confirm::input_required(&state, &msg));
             }
             Err(e) => self.answer(c.id, self.daemon_result(&e, s)),
@@ -974,7 +971,15 @@ impl Shim {
             // The state came back without our answer: offer the same form again.
             (Ok(_), None) => {
                 let summary = summarize(s.tool, c.args);
-                let msg = confirm::message(s.tool, s.vault, &summary, c.gate.targets.as_ref());
+                let msg = if self.daemon.guarded() {
+                    // The prompt names the request id (kept while the request waits).
+                    let Some(id) = self.raise_call(c, &summary).await else {
+                        return Resumed::Answered;
+                    };
+                    self.prompt(c, &summary, &id)
+                } else {
+                    confirm::message(s.tool, s.vault, &summary, c.gate.targets.as_ref())
+                };
                 self.answer(c.id, confirm::input_required(state, &msg));
                 return Resumed::Answered;
             }
@@ -991,6 +996,13 @@ impl Shim {
             .await
         {
             Ok(_) => match answer {
+                // Guarded mode: the accept only cues the redemption of a human's approval.
+                Answer::Approved if self.daemon.guarded() => {
+                    match self.accepted_guarded(c, None).await {
+                        Some(a) => Resumed::Approved(a),
+                        None => Resumed::Answered,
+                    }
+                }
                 Answer::Approved => Resumed::Approved(Approval {
                     route: "request_state",
                     redemption: None,
@@ -1069,14 +1081,7 @@ impl Shim {
     async fn legacy_round_trip(&self, c: &Call<'_>) -> Option<Approval> {
         let s = c.shown;
         let summary = summarize(s.tool, c.args);
-        if let Err(e) = self
-            .daemon
-            .raise(c.binding.clone(), s.state_fp, summary.clone())
-            .await
-        {
-            self.answer(c.id, self.daemon_result(&e, s));
-            return None;
-        }
+        let request_id = self.raise_call(c, &summary).await?;
         // Sealed only so the daemon makes the same spend-once, drift-checked decision as
         // on the other routes; this state never leaves the shim.
         let state = match self
@@ -1108,7 +1113,7 @@ impl Shim {
                 _ => era::LEGACY_VERSION.to_string(),
             }
         };
-        let message = confirm::message(s.tool, s.vault, &summary, c.gate.targets.as_ref());
+        let message = self.prompt(c, &summary, &request_id);
         self.step_aside(c.id);
         self.send_client(&json!({
             "jsonrpc": "2.0", "id": rid, "method": "elicitation/create",
@@ -1185,6 +1190,18 @@ impl Shim {
                     .open_state(&state, c.binding.clone(), true, &now)
                     .await
                 {
+                    // Guarded mode: the accept only cues the redemption of a human's approval.
+                    Ok(_) if self.daemon.guarded() => {
+                        let shown = Shown {
+                            state_fp: &now,
+                            ..s.clone()
+                        };
+                        let at_now = Call {
+                            shown: &shown,
+                            ..*c
+                        };
+                        self.accepted_guarded(&at_now, Some(&request_id)).await
+                    }
                     Ok(_) => Some(Approval {
                         route: "legacy_elicitation",
                         redemption: None,
@@ -1200,6 +1217,9 @@ impl Shim {
                     .daemon
                     .open_state(&state, c.binding.clone(), true, "")
                     .await;
+                if self.daemon.guarded() {
+                    self.decline_in_tcd(&request_id).await;
+                }
                 self.declined(c).await;
                 None
             }

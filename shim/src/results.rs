@@ -95,25 +95,6 @@ pub fn elicit_command(s: &Shown<'_>) -> String {
     )
 }
 
-/// The route-1 refusal: ask the human, then the command.
-pub fn elicit_required(s: &Shown<'_>) -> Value {
-    let cmd = elicit_command(s);
-    let text = format!(
-        "STOP: ask the human user before doing anything else. The tool call `{tool}` needs their \
-         explicit confirmation and must not be retried or worked around. Show them this call and ask \
-         them to approve it by running, in their own terminal:\n\n    {cmd}\n\nThat prints a \
-         single-use token. Only after the human gives you the token, {resend}.",
-        tool = s.tool,
-        resend = s.resend_with_token(),
-    );
-    tool_error(
-        ErrorCode::ElicitRequired,
-        text,
-        s.details(),
-        Some(json!({ "command": cmd })),
-    )
-}
-
 /// The human declined (or accepted without ticking approve): a hard stop.
 pub fn approval_declined(s: &Shown<'_>) -> Value {
     let text = format!(
@@ -177,7 +158,8 @@ mod tests {
             state_fp: "f",
             lean: false,
         };
-        let r = elicit_required(&s);
+        // The route-1 refusal itself is `by_request::approve_required`.
+        let r = crate::by_request::approve_required(&s, "abcd2345", "personal");
         assert_eq!(r["isError"], true);
         assert_eq!(r["structuredContent"]["code"], "elicit_required");
         assert_eq!(r["structuredContent"]["details"]["state_fp"], "f");
@@ -210,10 +192,16 @@ mod tests {
         assert!(text.contains("slow down") && text.contains("Nothing was run"));
         assert!(text.contains("retry in 2 s") && !text.contains("tcctl"));
         let lean = Shown { lean: true, ..s };
-        let text = elicit_required(&lean)["content"][0]["text"]
+        let text = approval_not_obtained(&lean, "x")["content"][0]["text"]
             .as_str()
             .unwrap()
             .to_string();
         assert!(text.contains("call_capability") && text.contains("inside its \"arguments\""));
+        let text = crate::by_request::approve_required(&lean, "abcd2345", "personal")["content"][0]
+            ["text"]
+            .as_str()
+            .unwrap()
+            .to_string();
+        assert!(text.contains("same `call_capability` call again"), "{text}");
     }
 }

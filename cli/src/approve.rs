@@ -1,0 +1,223 @@
+//! `tcctl approve [ID]` and `tcctl decline ID`: the human's answer to a raised request,
+//! shown in full first, confirmed on the terminal (and, in guarded mode, with their code).
+
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::PathBuf;
+
+use clap::Args;
+use tc_core::display::escape;
+use tc_proto::v1;
+
+use crate::client::{self, status_error};
+use crate::commands::rfc3339;
+use crate::{exit, tty, CliError};
+
+#[derive(Debug, Args)]
+pub struct ApproveArgs {
+    /// The request id from the refusal or `tcctl pending` (none: pick from the waiting
+    /// requests on the terminal, newest first).
+    pub id: Option<String>,
+    /// Only requests of this vault (when picking).
+    #[arg(long)]
+    pub vault: Option<String>,
+    /// Do not ask for confirmation (personal mode only; refused in guarded mode).
+    #[arg(long)]
+    pub yes: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DeclineArgs {
+    /// The request id from the refusal or `tcctl pending`.
+    pub id: String,
+    /// Why, for the agent (it is shown its reason with the refusal).
+    #[arg(long)]
+    pub reason: Option<String>,
+}
+
+fn tty_error(e: tty::TtyError) -> CliError {
+    CliError::new(exit::FAILURE, format!("nothing was approved: {e}"))
+}
+
+/// Approves one raised request after showing it in full.
+pub async fn approve(socket: PathBuf, a: ApproveArgs) -> Result<(), CliError> {
+    let mut d = client::connect(&socket).await?;
+    let st = d
+        .client
+        .status(v1::StatusRequest {})
+        .await
+        .map_err(|s| status_error(&socket, &s))?
+        .into_inner();
+    let guarded = st.mode != "personal";
+    if a.yes && guarded {
+        return Err(CliError::new(
+            exit::FAILURE,
+            "--yes is refused in guarded mode: an approval is confirmed on the terminal, with your code",
+        ));
+    }
+    let all = d
+        .client
+        .list_pending(v1::ListPendingRequest {
+            vault: a.vault.clone().unwrap_or_default(),
+        })
+        .await
+        .map_err(|s| status_error(&socket, &s))?
+        .into_inner()
+        .requests;
+    let now = tc_core::now_ms();
+    let chosen = match &a.id {
+        Some(id) => {
+            let p = all
+                .into_iter()
+                .find(|p| &p.request_id == id)
+                .ok_or_else(|| {
+                    CliError::new(
+                        exit::REFUSED,
+                        format!("no request {} is waiting (see `tcctl pending`)", escape(id)),
+                    )
+                })?;
+            if p.status != "pending" {
+                return Err(CliError::new(
+                    exit::REFUSED,
+                    format!(
+                        "request {} is {}, not pending",
+                        escape(id),
+                        escape(&p.status)
+                    ),
+                ));
+            }
+            print_request(&p, now);
+            if !a.yes && !tty::confirm("Approve this call?").map_err(tty_error)? {
+                return Err(CliError::new(exit::FAILURE, "not approved"));
+            }
+            p
+        }
+        None => pick(all, now)?,
+    };
+    let factor = if guarded {
+        let code = tty::read_code("Code from your authenticator app: ").map_err(tty_error)?;
+        Some(v1::Factor { totp: code })
+    } else {
+        None
+    };
+    let r = d
+        .client
+        .approve(v1::ApproveRequest {
+            request_id: chosen.request_id.clone(),
+            factor,
+        })
+        .await
+        .map_err(|s| status_error(&socket, &s))?
+        .into_inner();
+    eprintln!(
+        "approved {}: the agent's identical retry runs it once (until {})",
+        escape(&chosen.request_id),
+        rfc3339(r.expires_at_ms)
+    );
+    Ok(())
+}
+
+/// No id given: offers the waiting requests one by one, newest first.
+fn pick(all: Vec<v1::PendingRequest>, now: i64) -> Result<v1::PendingRequest, CliError> {
+    let waiting: Vec<_> = all.into_iter().filter(|p| p.status == "pending").collect();
+    if waiting.is_empty() {
+        return Err(CliError::new(
+            exit::FAILURE,
+            "nothing is waiting for confirmation",
+        ));
+    }
+    if !tty::available() {
+        return Err(CliError::new(
+            exit::FAILURE,
+            "no request id given and no terminal to pick one on: run `tcctl approve ID`",
+        ));
+    }
+    let n = waiting.len();
+    for (i, p) in waiting.into_iter().enumerate() {
+        eprintln!("--- {} of {n} (newest first) ---", i + 1);
+        print_request(&p, now);
+        if tty::confirm("Approve this call?").map_err(tty_error)? {
+            return Ok(p);
+        }
+    }
+    Err(CliError::new(exit::FAILURE, "nothing was approved"))
+}
+
+/// Shows a request in full: every argument, escaped as everything tcctl shows.
+fn print_request(p: &v1::PendingRequest, now: i64) {
+    let b = p.binding.clone().unwrap_or_default();
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "request {} · {}",
+        escape(&p.request_id),
+        escape(&p.status)
+    );
+    let _ = writeln!(o, "tool:      {}", escape(&b.tool));
+    let _ = writeln!(o, "vault:     {}", escape(&b.vault));
+    let _ = writeln!(o, "caller:    {}", escape(&b.caller));
+    let _ = writeln!(
+        o,
+        "raised:    {} ({} s ago) · time left: {} s",
+        rfc3339(p.raised_at_ms),
+        (now - p.raised_at_ms).max(0) / 1000,
+        (p.expires_at_ms - now).max(0) / 1000
+    );
+    let covers = if p.covers.is_empty() {
+        "(not given)"
+    } else {
+        &p.covers
+    };
+    let _ = writeln!(o, "covers:    {}", escape(covers));
+    let _ = writeln!(o, "state:     {}", escape(&p.state_fp));
+    let _ = writeln!(o, "arguments:");
+    for line in pretty(&p.args_json, &p.summary).lines() {
+        let _ = writeln!(o, "  {}", escape(line));
+    }
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(o.as_bytes()).and_then(|()| out.flush());
+}
+
+/// The arguments pretty-printed; the raw text when they are not JSON (cut), the summary
+/// when the shim sent none.
+fn pretty(args_json: &str, summary: &str) -> String {
+    if args_json.is_empty() {
+        return format!("(not sent; summary: {summary})");
+    }
+    match serde_json::from_str::<serde_json::Value>(args_json) {
+        Ok(v) => serde_json::to_string_pretty(&v).unwrap_or_else(|_| args_json.to_string()),
+        Err(_) => args_json.to_string(),
+    }
+}
+
+/// Declines one raised request.
+pub async fn decline(socket: PathBuf, a: DeclineArgs) -> Result<(), CliError> {
+    let mut d = client::connect(&socket).await?;
+    d.client
+        .decline(v1::DeclineRequest {
+            request_id: a.id.clone(),
+            reason: a.reason.unwrap_or_default(),
+        })
+        .await
+        .map_err(|s| status_error(&socket, &s))?;
+    eprintln!(
+        "declined {}: the agent's retries of that call are refused",
+        escape(&a.id)
+    );
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arguments_are_pretty_printed_or_shown_raw() {
+        assert_eq!(pretty(r#"{"a":1}"#, "s"), "{\n  \"a\": 1\n}");
+        assert_eq!(
+            pretty("{cut… (cut: 9 bytes in all)", "s"),
+            "{cut… (cut: 9 bytes in all)"
+        );
+        assert!(pretty("", "t {..}").contains("t {..}"));
+    }
+}

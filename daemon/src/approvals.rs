@@ -1,0 +1,541 @@
+//! Approve by request (DESIGN 11): raised requests get short ids; a human approves or
+//! declines one by id, and the agent's identical retry redeems the approval once.
+//!
+//! An approval is a token row nobody is ever shown (its hash is of random bytes), so
+//! Redeem's checks, Release and RecordConsumed treat it exactly as a minted token. A
+//! decline sticks for one TTL from the moment it was given (never shorter than the
+//! request's own expiry); a request that expires unanswered reads as expired, once, and
+//! the next retry raises a fresh one.
+
+use rand::Rng;
+use rusqlite::{params, Connection, OptionalExtension};
+use serde_json::json;
+use tc_core::codes::events;
+use tc_core::{now_ms, Reason};
+
+use crate::error::DaemonError;
+use crate::factor::{self, Approver};
+use crate::ledger::{token_row, Binding, Ledger, Pending, TokenRow};
+use crate::store::NewEvent;
+
+pub const PENDING: &str = "pending";
+pub const APPROVED: &str = "approved";
+pub const DECLINED: &str = "declined";
+pub const EXPIRED: &str = "expired";
+
+/// Request ids: 8 characters without look-alikes (no 0/o, 1/l/i), ~8.5e11 of them.
+const ID_ALPHABET: &[u8] = b"23456789abcdefghjkmnpqrstuvwxyz";
+const ID_LEN: usize = 8;
+/// The longest `args_json` kept, in bytes; a longer one is cut visibly.
+pub const ARGS_JSON_MAX: usize = 64 * 1024;
+/// The longest `covers` text and decline reason kept, in characters.
+pub const COVERS_MAX: usize = 2000;
+pub const REASON_MAX: usize = 500;
+/// How long a raised request is kept past its expiry, so a retry is told it expired.
+pub const EXPIRED_KEPT_MS: i64 = 3_600_000;
+
+/// What a raise carries besides its binding, all shown to the human.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct RaiseText<'a> {
+    pub summary: &'a str,
+    pub args_json: &'a str,
+    pub covers: &'a str,
+}
+
+/// A recorded raise.
+#[derive(Debug, Clone)]
+pub struct Raised {
+    pub request_id: String,
+    pub raised_at_ms: i64,
+    pub expires_at_ms: i64,
+}
+
+/// What an approval is bound to, as `Approve` reports it.
+#[derive(Debug, Clone)]
+pub struct Approved {
+    pub binding: Binding,
+    pub state_fp: String,
+    pub expires_at_ms: i64,
+}
+
+/// A raised row as the operations read it.
+struct Row {
+    request_id: Option<String>,
+    binding: Binding,
+    state_fp: String,
+    expires_at: i64,
+    status: String,
+    reason: String,
+    token_id: Option<i64>,
+    uid: Option<u32>,
+    expired_logged: bool,
+}
+
+const ROW_COLS: &str = "request_id, vault, tool, caller, args_hash, state_fp, expires_at, status, \
+                        reason, token_id, raised_by_uid, expired_logged";
+
+fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
+    Ok(Row {
+        request_id: r.get(0)?,
+        binding: Binding {
+            vault: r.get(1)?,
+            tool: r.get(2)?,
+            caller: r.get(3)?,
+            args_hash: r.get(4)?,
+        },
+        state_fp: r.get(5)?,
+        expires_at: r.get(6)?,
+        status: r.get(7)?,
+        reason: r.get(8)?,
+        token_id: r.get(9)?,
+        uid: r.get(10)?,
+        expired_logged: r.get(11)?,
+    })
+}
+
+fn by_call(tx: &Connection, b: &Binding) -> rusqlite::Result<Option<Row>> {
+    tx.prepare_cached(&format!(
+        "SELECT {ROW_COLS} FROM raised WHERE vault = ?1 AND caller = ?2 AND args_hash = ?3"
+    ))?
+    .query_row(params![b.vault, b.caller, b.args_hash], read_row)
+    .optional()
+}
+
+fn by_id(tx: &Connection, id: &str) -> rusqlite::Result<Option<Row>> {
+    tx.prepare_cached(&format!(
+        "SELECT {ROW_COLS} FROM raised WHERE request_id = ?1"
+    ))?
+    .query_row(params![id], read_row)
+    .optional()
+}
+
+fn token(tx: &Connection, id: Option<i64>) -> rusqlite::Result<Option<TokenRow>> {
+    let Some(id) = id else { return Ok(None) };
+    tx.prepare_cached(
+        "SELECT id, vault, tool, caller, args_hash, state_fp, expires_at, consumed_at, redeemed
+         FROM tokens WHERE id = ?1",
+    )?
+    .query_row(params![id], token_row)
+    .optional()
+}
+
+fn delete(tx: &Connection, b: &Binding) -> rusqlite::Result<()> {
+    tx.prepare_cached("DELETE FROM raised WHERE vault = ?1 AND caller = ?2 AND args_hash = ?3")?
+        .execute(params![b.vault, b.caller, b.args_hash])?;
+    Ok(())
+}
+
+fn event(row: &Row, kind: &'static str, detail: serde_json::Value) -> NewEvent {
+    let b = &row.binding;
+    NewEvent {
+        kind,
+        vault: b.vault.clone(),
+        tool: b.tool.clone(),
+        caller: b.caller.clone(),
+        args_hash: b.args_hash.clone(),
+        state_fp: row.state_fp.clone(),
+        detail,
+    }
+}
+
+/// Logs `tc.elicit.expired` for an unanswered request, once.
+fn log_expired(tx: &Connection, evs: &mut Vec<NewEvent>, row: &Row) -> rusqlite::Result<()> {
+    if row.status == PENDING && !row.expired_logged {
+        evs.push(event(
+            row,
+            events::EXPIRED,
+            json!({ "request_id": row.request_id, "expired_at_ms": row.expires_at }),
+        ));
+        tx.prepare_cached(
+            "UPDATE raised SET expired_logged = 1 WHERE vault = ?1 AND caller = ?2 AND args_hash = ?3",
+        )?
+        .execute(params![
+            row.binding.vault,
+            row.binding.caller,
+            row.binding.args_hash
+        ])?;
+    }
+    Ok(())
+}
+
+/// A fresh id no live request has.
+fn new_id(tx: &Connection) -> Result<String, DaemonError> {
+    let mut rng = rand::rngs::OsRng;
+    for _ in 0..16 {
+        let id: String = (0..ID_LEN)
+            .map(|_| ID_ALPHABET[rng.gen_range(0..ID_ALPHABET.len())] as char)
+            .collect();
+        if by_id(tx, &id)?.is_none() {
+            return Ok(id);
+        }
+    }
+    Err(DaemonError::Internal("no free request id".into()))
+}
+
+/// Whether `s` could be a request id (checked before it reaches the database).
+pub fn is_request_id(s: &str) -> bool {
+    s.len() == ID_LEN && s.bytes().all(|b| ID_ALPHABET.contains(&b))
+}
+
+/// Cuts `s` to `max` characters, visibly.
+fn capped(s: &str, max: usize) -> String {
+    if s.chars().count() > max {
+        s.chars().take(max - 1).chain(['…']).collect()
+    } else {
+        s.to_string()
+    }
+}
+
+/// Cuts JSON to [`ARGS_JSON_MAX`] bytes (at a character boundary), saying how long it was.
+fn capped_json(s: &str) -> String {
+    if s.len() <= ARGS_JSON_MAX {
+        return s.to_string();
+    }
+    let mut end = ARGS_JSON_MAX;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}… (cut: {} bytes in all)", &s[..end], s.len())
+}
+
+/// The status a row shows now.
+fn status_at(status: &str, expires_at: i64, now: i64) -> &'static str {
+    match status {
+        DECLINED if expires_at > now => DECLINED,
+        APPROVED if expires_at > now => APPROVED,
+        PENDING if expires_at > now => PENDING,
+        _ => EXPIRED,
+    }
+}
+
+fn no_request(id: &str) -> DaemonError {
+    DaemonError::refused(
+        Reason::Unknown,
+        format!(
+            "no request {id:?} is waiting (the id is from `tcctl pending`; a request the agent \
+             raised again for a changed target gets a new id)"
+        ),
+    )
+}
+
+impl Ledger {
+    /// Records the latest raised request for (vault, caller, args_hash). A request still
+    /// pending for the same tool and target keeps its id (an approval the human is about
+    /// to give stays valid); any other raise gets a new id. A declined request is not
+    /// replaced while its decline stands: the raise is refused as `declined`.
+    pub fn raise_request(
+        &self,
+        b: &Binding,
+        state_fp: &str,
+        text: &RaiseText<'_>,
+        uid: Option<u32>,
+    ) -> Result<Raised, DaemonError> {
+        b.check()?;
+        if !tc_core::hash::is_sha256_hex(state_fp) {
+            return Err(DaemonError::refused(
+                Reason::BadArgument,
+                "state_fp must be 64 lowercase hex digits",
+            ));
+        }
+        // A model can raise at will (each refused call does): bounded per caller.
+        self.charge(&b.vault, &b.caller)?;
+        let summary = capped(text.summary, crate::ledger::SUMMARY_MAX);
+        let args_json = capped_json(text.args_json);
+        let covers = capped(text.covers, COVERS_MAX);
+        let now = now_ms();
+        let exp = now + self.ttl_ms;
+        self.store.write(|tx, evs| {
+            let old = by_call(tx, b)?;
+            let keep = match &old {
+                Some(o) if o.expires_at > now && o.status == DECLINED => {
+                    return Ok(Err(declined(&o.reason)));
+                }
+                Some(o) if o.expires_at <= now => {
+                    log_expired(tx, evs, o)?;
+                    None
+                }
+                Some(o) if o.status == PENDING && o.state_fp == state_fp && o.binding.tool == b.tool => {
+                    o.request_id.clone()
+                }
+                _ => None,
+            };
+            let id = match keep {
+                Some(id) => id,
+                None => new_id(tx)?,
+            };
+            tx.prepare_cached(
+                "INSERT INTO raised (vault, caller, args_hash, tool, state_fp, summary, raised_at, expires_at,
+                   request_id, args_json, covers, raised_by_uid, status, reason, token_id, expired_logged)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 'pending', '', NULL, 0)
+                 ON CONFLICT (vault, caller, args_hash) DO UPDATE SET
+                   tool = excluded.tool, state_fp = excluded.state_fp, summary = excluded.summary,
+                   raised_at = excluded.raised_at, expires_at = excluded.expires_at,
+                   request_id = excluded.request_id, args_json = excluded.args_json,
+                   covers = excluded.covers, raised_by_uid = excluded.raised_by_uid,
+                   status = 'pending', reason = '', token_id = NULL, expired_logged = 0",
+            )?
+            .execute(params![
+                b.vault, b.caller, b.args_hash, b.tool, state_fp, summary, now, exp, id, args_json,
+                covers, uid
+            ])?;
+            evs.push(b_event(b, events::REQUESTED, state_fp, json!({ "summary": summary, "request_id": id })));
+            Ok(Ok(Raised {
+                request_id: id,
+                raised_at_ms: now,
+                expires_at_ms: exp,
+            }))
+        })
+    }
+
+    /// Approves the raised request `id` for one run of the identical call. In guarded
+    /// mode the approver must be the uid that raised it and `factor::check` must accept
+    /// their code, in this same transaction (the accepted step commits with the approval).
+    pub fn approve(&self, id: &str, who: &Approver) -> Result<Approved, DaemonError> {
+        if !is_request_id(id) {
+            return Err(no_request(id));
+        }
+        let guarded = self.mode() == tc_core::config::Mode::Guarded;
+        let now = now_ms();
+        let exp = now + self.ttl_ms;
+        let mut secret = [0u8; 32];
+        rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut secret);
+        self.store.write(|tx, evs| {
+            let Some(row) = by_id(tx, id)? else {
+                return Err(no_request(id));
+            };
+            let live = token(tx, row.token_id)?.is_some_and(|t| t.7.is_none() && t.6 > now);
+            match status_at(&row.status, row.expires_at, now) {
+                DECLINED => return Err(DaemonError::refused(
+                    Reason::Declined,
+                    "this request was declined; a declined request cannot be approved (the agent's retry raises a new one once the decline lapses)",
+                )),
+                EXPIRED => return Err(DaemonError::refused(
+                    Reason::Expired,
+                    "this request expired unanswered; the agent's retry of the call raises a fresh one",
+                )),
+                APPROVED if live => return Err(DaemonError::refused(
+                    Reason::Spent,
+                    "this request is already approved; the agent's identical retry runs it once",
+                )),
+                _ => {}
+            }
+            if guarded {
+                // Another human's request is theirs to approve, with their own factor.
+                if row.uid != Some(who.uid) {
+                    return Err(DaemonError::refused(
+                        Reason::NotPermitted,
+                        "guarded mode: only the user whose session raised a request may approve it",
+                    ));
+                }
+                if let Err(e) = factor::check(tx, evs, who.uid, who.code.as_deref(), now)? {
+                    return Ok(Err(e));
+                }
+            }
+            let b = &row.binding;
+            // The approval: a token row whose token nobody holds (a hash of random bytes).
+            tx.prepare_cached(
+                "INSERT INTO tokens (token_hash, vault, tool, caller, args_hash, state_fp, created_at, expires_at)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            )?
+            .execute(params![&secret[..], b.vault, b.tool, b.caller, b.args_hash, row.state_fp, now, exp])?;
+            let token_id = tx.last_insert_rowid();
+            tx.prepare_cached(
+                "UPDATE raised SET status = 'approved', token_id = ?2, expires_at = ?3 WHERE request_id = ?1",
+            )?
+            .execute(params![id, token_id, exp])?;
+            evs.push(event(&row, events::APPROVED, json!({ "request_id": id, "uid": who.uid, "expires_at_ms": exp })));
+            Ok(Ok(Approved { binding: b.clone(), state_fp: row.state_fp.clone(), expires_at_ms: exp }))
+        })
+    }
+
+    /// Declines the raised request `id`: its retries get `declined` with `reason` for one
+    /// TTL from now (or until its own expiry, if later). An approval not yet redeemed is
+    /// withdrawn; one already redeemed cannot be.
+    pub fn decline(&self, id: &str, reason: &str, uid: Option<u32>) -> Result<(), DaemonError> {
+        if !is_request_id(id) {
+            return Err(no_request(id));
+        }
+        let reason = capped(reason, REASON_MAX);
+        let now = now_ms();
+        self.store.write(|tx, evs| {
+            let Some(row) = by_id(tx, id)? else {
+                return Err(no_request(id));
+            };
+            let tok = token(tx, row.token_id)?;
+            match status_at(&row.status, row.expires_at, now) {
+                EXPIRED => {
+                    return Err(DaemonError::refused(
+                        Reason::Expired,
+                        "this request already expired unanswered; nothing waits to be declined",
+                    ))
+                }
+                APPROVED if tok.as_ref().is_some_and(|t| t.7.is_some()) => {
+                    return Err(DaemonError::refused(
+                        Reason::Spent,
+                        "this approval was already used by the agent's retry; it cannot be declined now",
+                    ))
+                }
+                _ => {}
+            }
+            if let Some(t) = tok {
+                tx.prepare_cached("UPDATE tokens SET consumed_at = ?2 WHERE id = ?1 AND consumed_at IS NULL")?
+                    .execute(params![t.0, now])?;
+            }
+            tx.prepare_cached(
+                "UPDATE raised SET status = 'declined', reason = ?2, token_id = NULL,
+                   expires_at = max(expires_at, ?3) WHERE request_id = ?1",
+            )?
+            .execute(params![id, reason, now + self.ttl_ms])?;
+            evs.push(event(&row, events::DECLINED, json!({ "request_id": id, "reason": reason, "uid": uid, "by": "operator" })));
+            Ok(Ok(()))
+        })
+    }
+
+    /// Redeems the approval held for the call `b` (no token): once, for the identical
+    /// call against an unchanged target (else `replay_drift`, and it is spent). Refused as
+    /// `declined` (with the reason), `expired` (the request or its approval lapsed
+    /// unanswered; logged once, and the next retry raises afresh) or `not_approved`.
+    pub fn redeem_approved(&self, b: &Binding, current_fp: &str) -> Result<String, DaemonError> {
+        b.check()?;
+        if !tc_core::hash::is_sha256_hex(current_fp) {
+            return Err(DaemonError::refused(
+                Reason::BadArgument,
+                "current_state_fp must be 64 lowercase hex digits",
+            ));
+        }
+        let now = now_ms();
+        let nonce = crate::ledger::random_b64(16);
+        self.store.write(|tx, evs| {
+            let Some(row) = by_call(tx, b)?.filter(|r| r.binding.tool == b.tool) else {
+                return Err(not_approved());
+            };
+            match status_at(&row.status, row.expires_at, now) {
+                DECLINED => return Err(declined(&row.reason)),
+                PENDING => return Err(not_approved()),
+                EXPIRED if row.status == DECLINED => {
+                    // The decline lapsed: the next raise asks afresh.
+                    delete(tx, b)?;
+                    return Ok(Err(not_approved()));
+                }
+                EXPIRED => {
+                    log_expired(tx, evs, &row)?;
+                    delete(tx, b)?;
+                    return Ok(Err(expired(row.status == APPROVED)));
+                }
+                _ => {}
+            }
+            let tok = token(tx, row.token_id)?;
+            let Some(t) = tok.filter(|t| t.7.is_none()) else {
+                // Used (a retry is running or ran), or voided by a secret rotation.
+                return Err(not_approved());
+            };
+            if t.6 <= now {
+                delete(tx, b)?;
+                return Ok(Err(expired(true)));
+            }
+            let r = self.spend(tx, evs, t, b, current_fp, now, &nonce)?;
+            if r.is_err() {
+                // Drifted (spent): the next retry raises a fresh request.
+                delete(tx, b)?;
+            }
+            Ok(r)
+        })
+    }
+
+    /// Raised requests, newest first: those still waiting and those answered or expired
+    /// within the last hour (what `tcctl pending` and `ListPending` show).
+    pub fn pending(&self, vault: &str) -> Result<Vec<Pending>, DaemonError> {
+        let now = now_ms();
+        self.store.read(|c| {
+            let mut st = c.prepare_cached(
+                "SELECT r.vault, r.tool, r.caller, r.args_hash, r.state_fp, r.summary, r.raised_at, r.expires_at,
+                   EXISTS (SELECT 1 FROM tokens t WHERE t.vault = r.vault AND t.caller = r.caller
+                           AND t.args_hash = r.args_hash AND t.state_fp = r.state_fp AND t.created_at >= r.raised_at),
+                   coalesce(r.request_id, ''), r.status, r.args_json, r.covers, r.raised_by_uid, r.reason
+                 FROM raised r WHERE r.expires_at > ?1 AND (?2 = '' OR r.vault = ?2)
+                 ORDER BY r.raised_at DESC",
+            )?;
+            let rows = st.query_map(params![now - EXPIRED_KEPT_MS, vault], |r| {
+                let status: String = r.get(10)?;
+                let expires_at_ms: i64 = r.get(7)?;
+                Ok(Pending {
+                    binding: Binding { vault: r.get(0)?, tool: r.get(1)?, caller: r.get(2)?, args_hash: r.get(3)? },
+                    state_fp: r.get(4)?,
+                    summary: r.get(5)?,
+                    raised_at_ms: r.get(6)?,
+                    expires_at_ms,
+                    // An approval is a token row too: "minted" means a `tcctl elicit` token.
+                    minted: r.get::<_, bool>(8)? && status != APPROVED,
+                    request_id: r.get(9)?,
+                    status: status_at(&status, expires_at_ms, now),
+                    args_json: r.get(11)?,
+                    covers: r.get(12)?,
+                    raised_by_uid: r.get(13)?,
+                    reason: r.get(14)?,
+                })
+            })?;
+            Ok(rows.collect::<Result<_, _>>()?)
+        })
+    }
+}
+
+/// Garbage collection of raised requests an hour past their expiry; an unanswered one
+/// nobody retried is logged as expired as it goes.
+pub(crate) fn sweep(tx: &Connection, evs: &mut Vec<NewEvent>, now: i64) -> Result<(), DaemonError> {
+    let cutoff = now - EXPIRED_KEPT_MS;
+    let old: Vec<Row> = tx
+        .prepare_cached(&format!(
+            "SELECT {ROW_COLS} FROM raised WHERE expires_at <= ?1 AND status = 'pending' AND expired_logged = 0"
+        ))?
+        .query_map(params![cutoff], read_row)?
+        .collect::<Result<_, _>>()?;
+    for row in &old {
+        log_expired(tx, evs, row)?;
+    }
+    tx.prepare_cached("DELETE FROM raised WHERE expires_at <= ?1")?
+        .execute(params![cutoff])?;
+    Ok(())
+}
+
+fn b_event(b: &Binding, kind: &'static str, state_fp: &str, detail: serde_json::Value) -> NewEvent {
+    NewEvent {
+        kind,
+        vault: b.vault.clone(),
+        tool: b.tool.clone(),
+        caller: b.caller.clone(),
+        args_hash: b.args_hash.clone(),
+        state_fp: state_fp.to_string(),
+        detail,
+    }
+}
+
+fn declined(reason: &str) -> DaemonError {
+    let why = if reason.is_empty() {
+        "no reason given".to_string()
+    } else {
+        reason.to_string()
+    };
+    DaemonError::refused(
+        Reason::Declined,
+        format!("the human declined this call: {why}"),
+    )
+}
+
+fn not_approved() -> DaemonError {
+    DaemonError::refused(Reason::NotApproved, "no approval is held for this call")
+}
+
+fn expired(approval: bool) -> DaemonError {
+    DaemonError::refused(
+        Reason::Expired,
+        if approval {
+            "the approval expired before the call was retried; a retry raises a fresh request"
+        } else {
+            "the request expired before anyone answered it; a retry raises a fresh request"
+        },
+    )
+}
+
+#[cfg(test)]
+#[path = "approvals_tests.rs"]
+mod tests;

@@ -1,0 +1,230 @@
+//! Unit tests of approve by request, decline and expiry on a real store.
+
+use super::*;
+use crate::secret::Secret;
+use crate::store::Store;
+
+fn reason<T: std::fmt::Debug>(r: Result<T, DaemonError>) -> Reason {
+    match r {
+        Err(DaemonError::Refused { reason, .. }) => reason,
+        other => panic!("expected a refusal, got {other:?}"),
+    }
+}
+
+fn ledger() -> (tempfile::TempDir, Ledger) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("db")).unwrap();
+    (dir, Ledger::new(store, Secret::ephemeral(), 300))
+}
+
+fn call(n: u8) -> Binding {
+    Binding {
+        vault: "v".into(),
+        tool: "t".into(),
+        caller: "c".into(),
+        args_hash: tc_core::hash::sha256_hex(&[n]),
+    }
+}
+
+fn fp(s: &str) -> String {
+    tc_core::hash::sha256_hex(s.as_bytes())
+}
+
+fn raise(l: &Ledger, b: &Binding, state: &str) -> Raised {
+    let text = RaiseText {
+        summary: "t {..}",
+        args_json: r#"{"path":"a"}"#,
+        covers: "the paths",
+    };
+    l.raise_request(b, &fp(state), &text, Some(1000)).unwrap()
+}
+
+fn me() -> Approver {
+    Approver {
+        uid: 1000,
+        code: None,
+    }
+}
+
+fn kinds(l: &Ledger) -> Vec<String> {
+    l.store
+        .events_after(0, 1000)
+        .unwrap()
+        .into_iter()
+        .map(|e| e.kind)
+        .collect()
+}
+
+#[test]
+fn ids_are_short_unambiguous_and_kept_while_the_same_request_waits() {
+    let (_d, l) = ledger();
+    let a = raise(&l, &call(1), "s1");
+    assert!(is_request_id(&a.request_id), "{}", a.request_id);
+    assert!(!a.request_id.contains(['0', '1', 'o', 'l', 'i']));
+    // The agent retrying the same call before anyone answered: same id.
+    assert_eq!(raise(&l, &call(1), "s1").request_id, a.request_id);
+    // The target changed: a new id, so an approval of the old one cannot land on it.
+    let b = raise(&l, &call(1), "s2");
+    assert_ne!(b.request_id, a.request_id);
+    assert_eq!(reason(l.approve(&a.request_id, &me())), Reason::Unknown);
+    assert_ne!(raise(&l, &call(2), "s1").request_id, b.request_id);
+    let p = l.pending("").unwrap();
+    assert_eq!(p.len(), 2);
+    assert!(p
+        .iter()
+        .all(|p| p.status == PENDING && p.raised_by_uid == Some(1000)));
+    assert!(p
+        .iter()
+        .all(|p| p.args_json == r#"{"path":"a"}"# && p.covers == "the paths"));
+    // Garbage and injection attempts are refused before the database.
+    assert_eq!(reason(l.approve("'; DROP", &me())), Reason::Unknown);
+}
+
+#[test]
+fn an_approval_runs_the_identical_call_once() {
+    let (_d, l) = ledger();
+    let r = raise(&l, &call(1), "s");
+    assert_eq!(
+        reason(l.redeem_approved(&call(1), &fp("s"))),
+        Reason::NotApproved
+    );
+    let a = l.approve(&r.request_id, &me()).unwrap();
+    assert_eq!(a.binding, call(1));
+    assert_eq!(a.state_fp, fp("s"));
+    assert_eq!(l.pending("").unwrap()[0].status, APPROVED);
+    assert!(!l.pending("").unwrap()[0].minted);
+    // Approving twice is refused (the first still stands).
+    assert_eq!(reason(l.approve(&r.request_id, &me())), Reason::Spent);
+    // Another call (other arguments) holds nothing.
+    assert_eq!(
+        reason(l.redeem_approved(&call(2), &fp("s"))),
+        Reason::NotApproved
+    );
+    // Another caller holds nothing.
+    let other = Binding {
+        caller: "x".into(),
+        ..call(1)
+    };
+    assert_eq!(
+        reason(l.redeem_approved(&other, &fp("s"))),
+        Reason::NotApproved
+    );
+    let red = l.redeem_approved(&call(1), &fp("s")).unwrap();
+    // In flight: not a second time.
+    assert_eq!(
+        reason(l.redeem_approved(&call(1), &fp("s"))),
+        Reason::NotApproved
+    );
+    // Nothing ran (ACL): released, and the same approval redeems again.
+    l.release(&red, "acl").unwrap();
+    let red = l.redeem_approved(&call(1), &fp("s")).unwrap();
+    l.consumed(&call(1), &fp("s"), "approved_request", &red)
+        .unwrap();
+    assert_eq!(
+        reason(l.redeem_approved(&call(1), &fp("s"))),
+        Reason::NotApproved
+    );
+    let k = kinds(&l);
+    assert!(k.contains(&events::APPROVED.to_string()), "{k:?}");
+}
+
+#[test]
+fn a_drifted_target_spends_the_approval_and_the_retry_asks_afresh() {
+    let (_d, l) = ledger();
+    let r = raise(&l, &call(1), "s");
+    l.approve(&r.request_id, &me()).unwrap();
+    assert_eq!(
+        reason(l.redeem_approved(&call(1), &fp("changed"))),
+        Reason::ReplayDrift
+    );
+    assert_eq!(
+        reason(l.redeem_approved(&call(1), &fp("s"))),
+        Reason::NotApproved
+    );
+    // A fresh raise gets a fresh id.
+    assert_ne!(raise(&l, &call(1), "s").request_id, r.request_id);
+}
+
+#[test]
+fn a_decline_stands_and_cannot_become_an_approval() {
+    let (_d, l) = ledger();
+    let r = raise(&l, &call(1), "s");
+    l.decline(&r.request_id, "not that file", Some(1000))
+        .unwrap();
+    match l.redeem_approved(&call(1), &fp("s")) {
+        Err(DaemonError::Refused { reason, message }) => {
+            assert_eq!(reason, Reason::Declined);
+            assert!(message.contains("not that file"), "{message}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(reason(l.approve(&r.request_id, &me())), Reason::Declined);
+    assert_eq!(reason(l.mint(&call(1), None, &Default::default())), Reason::Declined);
+    // Raising it again does not reset it to pending.
+    let text = RaiseText::default();
+    assert_eq!(
+        reason(l.raise_request(&call(1), &fp("s"), &text, None)),
+        Reason::Declined
+    );
+    assert_eq!(l.pending("").unwrap()[0].status, DECLINED);
+    assert_eq!(l.pending("").unwrap()[0].reason, "not that file");
+    // An approval not yet used can be withdrawn by a decline.
+    let r2 = raise(&l, &call(2), "s");
+    l.approve(&r2.request_id, &me()).unwrap();
+    l.decline(&r2.request_id, "", None).unwrap();
+    assert_eq!(
+        reason(l.redeem_approved(&call(2), &fp("s"))),
+        Reason::Declined
+    );
+}
+
+#[test]
+fn an_unanswered_request_reads_as_expired_once_then_asks_afresh() {
+    let (_d, mut l) = ledger();
+    l.ttl_ms = 0;
+    let r = raise(&l, &call(1), "s");
+    assert_eq!(reason(l.approve(&r.request_id, &me())), Reason::Expired);
+    assert_eq!(reason(l.decline(&r.request_id, "", None)), Reason::Expired);
+    assert_eq!(l.pending("").unwrap()[0].status, EXPIRED);
+    assert_eq!(
+        reason(l.redeem_approved(&call(1), &fp("s"))),
+        Reason::Expired
+    );
+    assert_eq!(
+        reason(l.redeem_approved(&call(1), &fp("s"))),
+        Reason::NotApproved
+    );
+    let expired = kinds(&l).iter().filter(|k| *k == events::EXPIRED).count();
+    assert_eq!(expired, 1);
+    // Unretried ones are logged by garbage collection, an hour on.
+    raise(&l, &call(2), "s");
+    l.gc().unwrap();
+    assert_eq!(l.pending("").unwrap().len(), 1, "kept for the hour");
+    let later = now_ms() + EXPIRED_KEPT_MS + 1000;
+    l.store.write(|tx, evs| Ok(sweep(tx, evs, later))).unwrap();
+    let expired = kinds(&l).iter().filter(|k| *k == events::EXPIRED).count();
+    assert_eq!(expired, 2);
+}
+
+#[test]
+fn guarded_mode_approves_nothing_without_the_factor_of_the_raiser() {
+    let (_d, l) = ledger();
+    let l = l.with_mode(tc_core::config::Mode::Guarded);
+    let r = raise(&l, &call(1), "s");
+    let stranger = Approver {
+        uid: 1001,
+        code: Some("123456".into()),
+    };
+    assert_eq!(
+        reason(l.approve(&r.request_id, &stranger)),
+        Reason::NotPermitted
+    );
+    // The factor check (`factor.rs`) decides; without a code it refuses.
+    let refused = reason(l.approve(&r.request_id, &me()));
+    assert_eq!(refused, Reason::FactorRequired);
+    assert_eq!(
+        reason(l.redeem_approved(&call(1), &fp("s"))),
+        Reason::NotApproved
+    );
+    assert_eq!(l.pending("").unwrap()[0].status, PENDING);
+}
