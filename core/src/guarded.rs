@@ -148,6 +148,44 @@ pub fn user_config_text(
     }
 }
 
+/// What a client (tc-shim, tcctl) runs with while `/etc/tc/config.toml` says guarded.
+#[derive(Debug, Clone)]
+pub struct GuardedClient {
+    /// The system config's text, as this client read it.
+    pub system_text: String,
+    /// The uid the daemon on [`SYSTEM_SOCKET`] must run as (checked with SO_PEERCRED).
+    pub daemon_uid: u32,
+    /// The user's own config file and its text, if there is one.
+    pub user: Option<(PathBuf, String)>,
+}
+
+impl GuardedClient {
+    /// The policy: `served` (the config text tcd serves, or the system file's) with
+    /// the user's file merged over it tighten-only.
+    pub fn policy(&self, served: &str, served_path: &Path) -> Result<Config, GuardedError> {
+        let user = self.user.as_ref().map(|(p, t)| (p.as_path(), t.as_str()));
+        merge_user(served, served_path, user)
+    }
+}
+
+/// None in personal mode. In guarded mode, refuses the flags and variable that would
+/// point the client elsewhere (each named), then finds the daemon's uid and the user's
+/// own file.
+pub fn client(
+    config_flag: Option<&Path>,
+    socket_flag: Option<&Path>,
+) -> Result<Option<GuardedClient>, GuardedError> {
+    let Some((sys, system_text)) = system_config()? else {
+        return Ok(None);
+    };
+    refuse_overrides(config_flag, socket_flag, &paths::process_env)?;
+    Ok(Some(GuardedClient {
+        system_text,
+        daemon_uid: daemon_uid(&sys)?,
+        user: user_config_text(&paths::process_env)?,
+    }))
+}
+
 /// The uid the guarded tcd must run as: `[guarded] daemon_user`, a name or a uid.
 pub fn daemon_uid(cfg: &Config) -> Result<u32, GuardedError> {
     resolve_user(&cfg.guarded.daemon_user, "guarded.daemon_user")
