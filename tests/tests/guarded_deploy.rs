@@ -69,7 +69,10 @@ fn guarded_tcd_starts_only_from_a_root_owned_config_as_the_daemon_user() {
     };
     chmod(&cfg, 0o664);
     let e = refused_start(tcd(&cfg));
-    assert!(e.contains("refusing to start guarded") && e.contains("mode 0664"), "{e}");
+    assert!(
+        e.contains("refusing to start guarded") && e.contains("mode 0664"),
+        "{e}"
+    );
     chmod(&cfg, 0o644);
     chmod(&etc, 0o775);
     let e = refused_start(tcd(&cfg));
@@ -115,7 +118,11 @@ fn who_may_do_what() {
     let sock = Path::new(tc_core::guarded::SYSTEM_SOCKET);
     let out = d.tcctl_as_human(&["status"]);
     assert!(out.status.success(), "{}", text(&out));
-    assert!(stdout(&out).contains("mode:       guarded"), "{}", text(&out));
+    assert!(
+        stdout(&out).contains("mode:       guarded"),
+        "{}",
+        text(&out)
+    );
 
     for m in ["Status", "Counters", "GetPolicy", "ListPending"] {
         let r = rpc_as(&d.human, &d.home, PROBE, sock, m);
@@ -186,12 +193,20 @@ fn who_may_do_what() {
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
     assert!(names.iter().any(|n| n == "cache.db"), "{names:?}");
-    for target in ["/var/lib/tc", "/var/lib/tc/cache.db", "/var/lib/tc/server-secrets"] {
+    for target in [
+        "/var/lib/tc",
+        "/var/lib/tc/cache.db",
+        "/var/lib/tc/server-secrets",
+    ] {
         let mut c = as_user(&d.human, &d.home, "cat");
         c.arg(target);
         let out = run(c);
         assert!(!out.status.success(), "{target}: {}", text(&out));
-        assert!(stderr(&out).contains("Permission denied"), "{target}: {}", text(&out));
+        assert!(
+            stderr(&out).contains("Permission denied"),
+            "{target}: {}",
+            text(&out)
+        );
     }
     let mut c = as_user(&d.human, &d.home, "ls");
     c.arg("/var/lib/tc");
@@ -229,27 +244,48 @@ fn clients_cannot_be_pointed_anywhere_else() {
     let sock_flag = my_sock.display().to_string();
     let cfg_flag = personal_cfg.display().to_string();
     for (args, named) in [
-        (vec!["--socket", &sock_flag, "status"], format!("--socket {sock_flag}")),
-        (vec!["--config", &cfg_flag, "status"], format!("--config {cfg_flag}")),
+        (
+            vec!["--socket", &sock_flag, "status"],
+            format!("--socket {sock_flag}"),
+        ),
+        (
+            vec!["--config", &cfg_flag, "status"],
+            format!("--config {cfg_flag}"),
+        ),
     ] {
         let out = d.tcctl_as_human(&args);
         assert_eq!(out.status.code(), Some(5), "{args:?}: {}", text(&out));
         let e = stderr(&out);
-        assert!(e.contains(&named) && e.contains("not allowed") && e.contains("guarded"), "{e}");
+        assert!(
+            e.contains(&named) && e.contains("not allowed") && e.contains("guarded"),
+            "{e}"
+        );
     }
     let mut c = as_user(&d.human, &d.home, bin("tcctl"));
     c.arg("status").env("TC_CONFIG", &personal_cfg);
     let out = run(c);
     assert_eq!(out.status.code(), Some(5), "{}", text(&out));
-    assert!(stderr(&out).contains(&format!("TC_CONFIG={cfg_flag}")), "{}", text(&out));
+    assert!(
+        stderr(&out).contains(&format!("TC_CONFIG={cfg_flag}")),
+        "{}",
+        text(&out)
+    );
     // The shim refuses the same way.
     for flag in ["--socket", "--config"] {
         let mut c = as_user(&d.human, &d.home, bin("tc-shim"));
-        let v = if flag == "--socket" { &sock_flag } else { &cfg_flag };
+        let v = if flag == "--socket" {
+            &sock_flag
+        } else {
+            &cfg_flag
+        };
         c.args(["serve", "v", flag, v]);
         let out = run(c);
         assert!(!out.status.success(), "{}", text(&out));
-        assert!(stderr(&out).contains(&format!("{flag} {v}")), "{}", text(&out));
+        assert!(
+            stderr(&out).contains(&format!("{flag} {v}")),
+            "{}",
+            text(&out)
+        );
     }
     // A user file pointing daemon.socket at the personal tcd: refused, naming the key.
     d.write_user_config(&format!("[daemon]\nsocket = \"{sock_flag}\"\n"));
@@ -372,7 +408,10 @@ fn the_shim_takes_its_gates_from_tcd() {
         "[[vaults]]\nid = \"echo\"\n[[vaults.gates]]\ntool = \"hello\"\nwhen = { equals = { arg = \"who\", value = \"nobody\" } }\ntargets = \"none\"\n",
     );
     let e = call_hello(&d, "echo").unwrap_err();
-    assert!(e.contains("vaults[0].gates[0]") && e.contains("when"), "{e}");
+    assert!(
+        e.contains("vaults[0].gates[0]") && e.contains("when"),
+        "{e}"
+    );
     // Another command for the vault: refused, naming the key.
     d.write_user_config("[[vaults]]\nid = \"echo\"\ncommand = [\"python3\", \"-c\", \"pass\"]\n");
     let e = call_hello(&d, "echo").unwrap_err();
@@ -382,7 +421,9 @@ fn the_shim_takes_its_gates_from_tcd() {
     let e = call_hello(&d, "echo").unwrap_err();
     assert!(e.contains("vaults[0].id") && e.contains("mine"), "{e}");
     // Adding a gate tightens.
-    d.write_user_config("[[vaults]]\nid = \"open\"\n[[vaults.gates]]\ntool = \"hello\"\ntargets = \"none\"\n");
+    d.write_user_config(
+        "[[vaults]]\nid = \"open\"\n[[vaults.gates]]\ntool = \"hello\"\ntargets = \"none\"\n",
+    );
     assert!(gated(&call_hello(&d, "open").unwrap()));
     d.remove_user_config();
 
@@ -391,7 +432,102 @@ fn the_shim_takes_its_gates_from_tcd() {
     write_system_config(&format!(
         "{}{}",
         system_head(),
-        echo_vaults(&root).replace("[[vaults.gates]]\ntool = \"hello\"\ntargets = \"none\"\n", "")
+        echo_vaults(&root).replace(
+            "[[vaults.gates]]\ntool = \"hello\"\ntargets = \"none\"\n",
+            ""
+        )
     ));
     assert!(gated(&call_hello(&d, "echo").unwrap()));
+}
+
+/// `systemd/tcd-guarded.service` keeps the user unit's hardening, adds the system
+/// service's, runs as `tc` with private state and a reachable runtime directory, and
+/// passes `systemd-analyze verify` (where it exists); `systemd/tc.sysusers` makes `tc`.
+#[test]
+fn the_guarded_unit_and_sysusers_entry() {
+    let ws = tc_tests::workspace();
+    let unit = std::fs::read_to_string(ws.join("systemd/tcd-guarded.service")).unwrap();
+    let user_unit = std::fs::read_to_string(ws.join("systemd/tcd.service")).unwrap();
+    let keys: Vec<(&str, &str)> = unit
+        .lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| l.split_once('='))
+        .collect();
+    let has = |k: &str, v: &str| keys.iter().any(|(a, b)| *a == k && *b == v);
+    for (k, v) in [
+        ("User", "tc"),
+        ("StateDirectory", "tc"),
+        ("StateDirectoryMode", "0700"),
+        ("RuntimeDirectory", "tc"),
+        ("RuntimeDirectoryMode", "0755"),
+        ("ConfigurationDirectory", "tc"),
+        ("ProtectSystem", "strict"),
+        ("ProtectHome", "yes"),
+        ("PrivateDevices", "yes"),
+        ("RestrictAddressFamilies", "AF_UNIX"),
+        ("CapabilityBoundingSet", ""),
+        (
+            "ExecStart",
+            "/usr/local/bin/tcd --config /etc/tc/config.toml",
+        ),
+    ] {
+        assert!(has(k, v), "{k}={v} missing");
+    }
+    // Every hardening key of the user unit is kept (ProtectHome tightened to yes;
+    // ReadWritePaths are the user's %S/%t, replaced by State/RuntimeDirectory).
+    for l in user_unit
+        .lines()
+        .skip_while(|l| !l.starts_with("# Hardening"))
+    {
+        let Some((k, v)) = l.split_once('=') else {
+            continue;
+        };
+        if ["ProtectHome", "ReadWritePaths", "WantedBy"].contains(&k) {
+            continue;
+        }
+        assert!(has(k, v), "user unit's {k}={v} is not kept");
+    }
+    assert!(
+        !keys.iter().any(|(k, _)| *k == "PrivateUsers"),
+        "breaks SO_PEERCRED"
+    );
+    if let Some(analyze) = ["/usr/bin/systemd-analyze", "/bin/systemd-analyze"]
+        .iter()
+        .find(|p| Path::new(p).exists())
+    {
+        let t = tempfile::tempdir().unwrap();
+        let copy = t.path().join("tcd-guarded.service");
+        let tcd = bin("tcd").display().to_string();
+        std::fs::write(&copy, unit.replace("/usr/local/bin/tcd", &tcd)).unwrap();
+        let out = std::process::Command::new(analyze)
+            .arg("verify")
+            .arg(&copy)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success() && out.stderr.is_empty(),
+            "systemd-analyze verify: {}",
+            text(&out)
+        );
+    }
+    if let Some(sysusers) = ["/usr/bin/systemd-sysusers", "/bin/systemd-sysusers"]
+        .iter()
+        .find(|p| Path::new(p).exists())
+    {
+        let t = tempfile::tempdir().unwrap();
+        std::fs::create_dir(t.path().join("etc")).unwrap();
+        let out = std::process::Command::new(sysusers)
+            .arg(format!("--root={}", t.path().display()))
+            .arg(ws.join("systemd/tc.sysusers"))
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out));
+        let passwd = std::fs::read_to_string(t.path().join("etc/passwd")).unwrap();
+        assert!(
+            passwd
+                .lines()
+                .any(|l| l.starts_with("tc:") && l.contains(":/var/lib/tc:")),
+            "{passwd}"
+        );
+    }
 }

@@ -95,7 +95,9 @@ pub fn clean_env(c: &mut Command, home: &Path) {
     ] {
         c.env_remove(v);
     }
-    c.env("HOME", home).env_remove(PROBE_MARK).env_remove(NS_MARK);
+    c.env("HOME", home)
+        .env_remove(PROBE_MARK)
+        .env_remove(NS_MARK);
     c.stdin(Stdio::null());
 }
 
@@ -125,7 +127,10 @@ pub fn in_namespace(name: &str) -> bool {
         for (dir, opts) in [
             ("/etc/tc", "mode=0755,uid=0,gid=0".to_string()),
             ("/run/tc", format!("mode=0755,uid={},gid={}", d.uid, d.gid)),
-            ("/var/lib/tc", format!("mode=0700,uid={},gid={}", d.uid, d.gid)),
+            (
+                "/var/lib/tc",
+                format!("mode=0700,uid={},gid={}", d.uid, d.gid),
+            ),
         ] {
             let st = Command::new("mount")
                 .args(["-t", "tmpfs", "-o", &opts, "tmpfs", dir])
@@ -141,7 +146,8 @@ pub fn in_namespace(name: &str) -> bool {
             std::fs::create_dir_all(dir).expect("mount point");
         }
         assert!(
-            !Path::new(dir).join("config.toml").exists() && !Path::new(dir).join("tcd.sock").exists(),
+            !Path::new(dir).join("config.toml").exists()
+                && !Path::new(dir).join("tcd.sock").exists(),
             "{dir} on this host is in use by a real tc; refusing to run over it"
         );
     }
@@ -188,11 +194,7 @@ impl Drop for Proc {
 /// Spawns `c` with stderr to `log`, and waits until `socket` accepts connections.
 pub fn spawn_serving(mut c: Command, log: PathBuf, socket: &Path) -> Proc {
     let err = std::fs::File::create(&log).expect("log");
-    let child = c
-        .stdout(Stdio::null())
-        .stderr(err)
-        .spawn()
-        .expect("spawn");
+    let child = c.stdout(Stdio::null()).stderr(err).spawn().expect("spawn");
     let mut p = Proc { child, log };
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
@@ -252,7 +254,7 @@ pub fn rpc_as(u: &User, home: &Path, probe_test: &str, socket: &Path, method: &s
     let stdout = String::from_utf8_lossy(&out.stdout);
     let line = stdout
         .lines()
-        .find_map(|l| l.strip_prefix("RPC-RESULT "))
+        .find_map(|l| l.split("RPC-RESULT ").nth(1))
         .unwrap_or_else(|| panic!("probe printed no result:\n{}", text(&out)));
     let mut parts = line.split(' ');
     Rpc {
@@ -364,9 +366,14 @@ impl Deployment {
     /// Starts the guarded tcd as the daemon user, from /etc/tc/config.toml alone.
     pub fn start_tcd(&mut self) {
         let mut c = as_user(&self.daemon, Path::new("/nonexistent"), bin("tcd"));
-        c.args(["--config", "/etc/tc/config.toml"]).env("TCD_LOG", "info");
+        c.args(["--config", "/etc/tc/config.toml"])
+            .env("TCD_LOG", "info");
         let log = self.tmp.path().join("tcd.log");
-        self.tcd = Some(spawn_serving(c, log, Path::new(tc_core::guarded::SYSTEM_SOCKET)));
+        self.tcd = Some(spawn_serving(
+            c,
+            log,
+            Path::new(tc_core::guarded::SYSTEM_SOCKET),
+        ));
     }
 
     /// Stops tcd (and waits), if it runs.
