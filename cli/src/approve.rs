@@ -3,13 +3,12 @@
 
 use std::fmt::Write as _;
 use std::io::Write as _;
-use std::path::PathBuf;
 
 use clap::Args;
 use tc_core::display::escape;
 use tc_proto::v1;
 
-use crate::client::{self, status_error};
+use crate::client::{self, status_error, Target};
 use crate::commands::rfc3339;
 use crate::{exit, tty, CliError};
 
@@ -40,13 +39,14 @@ fn tty_error(e: tty::TtyError) -> CliError {
 }
 
 /// Approves one raised request after showing it in full.
-pub async fn approve(socket: PathBuf, a: ApproveArgs) -> Result<(), CliError> {
-    let mut d = client::connect(&socket).await?;
+pub async fn approve(target: Target, a: ApproveArgs) -> Result<(), CliError> {
+    let mut d = client::connect(&target).await?;
+    let socket = &target.path;
     let st = d
         .client
         .status(v1::StatusRequest {})
         .await
-        .map_err(|s| status_error(&socket, &s))?
+        .map_err(|s| status_error(socket, &s))?
         .into_inner();
     let guarded = st.mode != "personal";
     if a.yes && guarded {
@@ -61,7 +61,7 @@ pub async fn approve(socket: PathBuf, a: ApproveArgs) -> Result<(), CliError> {
             vault: a.vault.clone().unwrap_or_default(),
         })
         .await
-        .map_err(|s| status_error(&socket, &s))?
+        .map_err(|s| status_error(socket, &s))?
         .into_inner()
         .requests;
     let now = tc_core::now_ms();
@@ -107,7 +107,7 @@ pub async fn approve(socket: PathBuf, a: ApproveArgs) -> Result<(), CliError> {
             factor,
         })
         .await
-        .map_err(|s| status_error(&socket, &s))?
+        .map_err(|s| status_error(socket, &s))?
         .into_inner();
     eprintln!(
         "approved {}: the agent's identical retry runs it once (until {})",
@@ -191,15 +191,16 @@ fn pretty(args_json: &str, summary: &str) -> String {
 }
 
 /// Declines one raised request.
-pub async fn decline(socket: PathBuf, a: DeclineArgs) -> Result<(), CliError> {
-    let mut d = client::connect(&socket).await?;
+pub async fn decline(target: Target, a: DeclineArgs) -> Result<(), CliError> {
+    let mut d = client::connect(&target).await?;
+    let socket = &target.path;
     d.client
         .decline(v1::DeclineRequest {
             request_id: a.id.clone(),
             reason: a.reason.unwrap_or_default(),
         })
         .await
-        .map_err(|s| status_error(&socket, &s))?;
+        .map_err(|s| status_error(socket, &s))?;
     eprintln!(
         "declined {}: the agent's retries of that call are refused",
         escape(&a.id)

@@ -3,6 +3,7 @@
 
 use std::path::{Path, PathBuf};
 
+use tc_core::Config;
 use tc_proto::v1::confirm_client::ConfirmClient;
 use tonic::transport::Channel;
 
@@ -31,11 +32,58 @@ pub fn not_running(socket: &Path) -> String {
     )
 }
 
-/// Connects and checks that the daemon speaks our protocol.
-pub async fn connect(socket: &Path) -> Result<Daemon, CliError> {
-    let channel = tc_proto::connect(socket)
-        .await
-        .map_err(|e| connect_error(socket, &e))?;
+/// Where tcd is, and (guarded mode) the uid it must run as.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub path: PathBuf,
+    pub daemon_uid: Option<u32>,
+}
+
+/// The config and the daemon to use. Personal mode: `--config`/`$TC_CONFIG`/the XDG
+/// file and `--socket`/`daemon.socket`. Guarded mode (`/etc/tc/config.toml` says so):
+/// the system config with the user's file merged over it tighten-only, and
+/// `/run/tc/tcd.sock` served by the daemon user; every override is refused by name.
+pub fn target(
+    config_flag: Option<&Path>,
+    socket_flag: Option<&Path>,
+) -> Result<(Config, Target), CliError> {
+    use tc_core::guarded;
+    let config_err = |e: &dyn std::fmt::Display| CliError::new(exit::CONFIG, e.to_string());
+    match guarded::client(config_flag, socket_flag).map_err(|e| config_err(&e))? {
+        Some(g) => {
+            let config = g
+                .policy(&g.system_text, Path::new(guarded::SYSTEM_CONFIG))
+                .map_err(|e| config_err(&e))?;
+            let path = PathBuf::from(guarded::SYSTEM_SOCKET);
+            let daemon_uid = Some(g.daemon_uid);
+            Ok((config, Target { path, daemon_uid }))
+        }
+        None => {
+            let config = Config::load(config_flag).map_err(|e| config_err(&e))?;
+            let path = match socket_flag {
+                Some(s) => s.to_path_buf(),
+                None => config.socket().map_err(|e| config_err(&e))?,
+            };
+            Ok((
+                config,
+                Target {
+                    path,
+                    daemon_uid: None,
+                },
+            ))
+        }
+    }
+}
+
+/// Connects and checks that the daemon speaks our protocol (and, guarded, runs as the
+/// daemon user).
+pub async fn connect(target: &Target) -> Result<Daemon, CliError> {
+    let socket = target.path.as_path();
+    let channel = match target.daemon_uid {
+        Some(uid) => tc_proto::connect_checked(socket, uid).await,
+        None => tc_proto::connect(socket).await,
+    }
+    .map_err(|e| connect_error(socket, &e))?;
     let mut client = ConfirmClient::new(channel);
     let status = client
         .status(tc_proto::v1::StatusRequest {})

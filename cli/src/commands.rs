@@ -3,7 +3,6 @@
 
 use std::fmt::Write as _;
 use std::io::Write;
-use std::path::PathBuf;
 
 use clap::CommandFactory;
 use tc_core::config::{Config, Targets};
@@ -12,7 +11,7 @@ use tc_proto::v1;
 use tokio_stream::StreamExt;
 
 use crate::cli::{Cli, Command, ElicitArgs, EnrollCommand, PolicyCommand};
-use crate::client::{self, status_error};
+use crate::client::{self, status_error, Target};
 use crate::{exit, CliError};
 
 /// Dispatches a parsed command line.
@@ -31,14 +30,7 @@ pub async fn run(args: Cli) -> Result<(), CliError> {
         }
         _ => {}
     }
-    let config = Config::load(args.config.as_deref())
-        .map_err(|e| CliError::new(exit::CONFIG, e.to_string()))?;
-    let socket = match args.socket {
-        Some(s) => s,
-        None => config
-            .socket()
-            .map_err(|e| CliError::new(exit::CONFIG, e.to_string()))?,
-    };
+    let (config, socket) = client::target(args.config.as_deref(), args.socket.as_deref())?;
     match args.command {
         Command::Elicit(a) => elicit(&config, socket, a).await,
         Command::Approve(a) => crate::approve::approve(socket, a).await,
@@ -114,7 +106,7 @@ fn check_hex(flag: &str, v: &str) -> Result<(), CliError> {
     }
 }
 
-async fn elicit(config: &Config, socket: PathBuf, a: ElicitArgs) -> Result<(), CliError> {
+async fn elicit(config: &Config, socket: Target, a: ElicitArgs) -> Result<(), CliError> {
     check_hex("--hash", &a.hash)?;
     if let Some(fp) = &a.state_fp {
         check_hex("--state-fp", fp)?;
@@ -147,7 +139,7 @@ async fn elicit(config: &Config, socket: PathBuf, a: ElicitArgs) -> Result<(), C
             factor,
         })
         .await
-        .map_err(|s| status_error(&socket, &s))?
+        .map_err(|s| status_error(&socket.path, &s))?
         .into_inner();
     // Unlike the other output, the token is the point: losing it is a failure.
     let mut out = std::io::stdout().lock();
@@ -164,7 +156,7 @@ async fn elicit(config: &Config, socket: PathBuf, a: ElicitArgs) -> Result<(), C
         })
 }
 
-async fn pending(socket: PathBuf, vault: Option<String>, json: bool) -> Result<(), CliError> {
+async fn pending(socket: Target, vault: Option<String>, json: bool) -> Result<(), CliError> {
     let mut d = client::connect(&socket).await?;
     let reqs = d
         .client
@@ -172,7 +164,7 @@ async fn pending(socket: PathBuf, vault: Option<String>, json: bool) -> Result<(
             vault: vault.unwrap_or_default(),
         })
         .await
-        .map_err(|s| status_error(&socket, &s))?
+        .map_err(|s| status_error(&socket.path, &s))?
         .into_inner()
         .requests;
     let mut out = String::new();
@@ -228,7 +220,7 @@ async fn pending(socket: PathBuf, vault: Option<String>, json: bool) -> Result<(
 }
 
 async fn events(
-    socket: PathBuf,
+    socket: Target,
     follow: bool,
     json: bool,
     after: i64,
@@ -243,10 +235,10 @@ async fn events(
             follow,
         })
         .await
-        .map_err(|s| status_error(&socket, &s))?
+        .map_err(|s| status_error(&socket.path, &s))?
         .into_inner();
     while let Some(item) = stream.next().await {
-        let e = item.map_err(|s| status_error(&socket, &s))?;
+        let e = item.map_err(|s| status_error(&socket.path, &s))?;
         let detail: serde_json::Value =
             serde_json::from_str(&e.detail_json).unwrap_or(serde_json::Value::Null);
         let line = if json {
@@ -286,20 +278,20 @@ async fn events(
     Ok(())
 }
 
-async fn metrics(socket: PathBuf) -> Result<(), CliError> {
+async fn metrics(socket: Target) -> Result<(), CliError> {
     let mut d = client::connect(&socket).await?;
     let counters = d
         .client
         .counters(v1::CountersRequest {})
         .await
-        .map_err(|s| status_error(&socket, &s))?
+        .map_err(|s| status_error(&socket.path, &s))?
         .into_inner()
         .counters;
     let st = d
         .client
         .status(v1::StatusRequest {})
         .await
-        .map_err(|s| status_error(&socket, &s))?
+        .map_err(|s| status_error(&socket.path, &s))?
         .into_inner();
     emit(&prometheus(&counters, &st))
 }
@@ -343,19 +335,19 @@ pub fn prometheus(counters: &[v1::Counter], st: &v1::StatusReply) -> String {
     out
 }
 
-async fn status(socket: PathBuf) -> Result<(), CliError> {
+async fn status(socket: Target) -> Result<(), CliError> {
     let mut d = client::connect(&socket).await?;
     let s = d
         .client
         .status(v1::StatusRequest {})
         .await
-        .map_err(|s| status_error(&socket, &s))?
+        .map_err(|s| status_error(&socket.path, &s))?
         .into_inner();
     let pruned: u64 = d
         .client
         .counters(v1::CountersRequest {})
         .await
-        .map_err(|s| status_error(&socket, &s))?
+        .map_err(|s| status_error(&socket.path, &s))?
         .into_inner()
         .counters
         .iter()
@@ -369,6 +361,7 @@ async fn status(socket: PathBuf) -> Result<(), CliError> {
         escape(&s.version),
         s.protocol
     );
+    let _ = writeln!(o, "mode:       {}", mode_line(&s.mode));
     let _ = writeln!(o, "socket:     {}", escape(&s.socket));
     let _ = writeln!(o, "cache dir:  {}", escape(&s.cache_dir));
     let _ = writeln!(
@@ -391,13 +384,26 @@ async fn status(socket: PathBuf) -> Result<(), CliError> {
     emit(&o)
 }
 
-async fn rotate(socket: PathBuf) -> Result<(), CliError> {
+/// The mode as `tcctl status` shows it: personal mode says what it does not stop.
+pub fn mode_line(mode: &str) -> String {
+    match mode {
+        "personal" => "personal (tcd runs as you: an agent with a shell as your user can \
+                       approve its own calls; guarded mode stops that, see the README)"
+            .into(),
+        "guarded" => "guarded (tcd runs as its own user; approvals need your factor)".into(),
+        // An older tcd fills no mode.
+        "" => "unknown (tcd did not say; an older tcd runs personal)".into(),
+        other => escape(other).into_owned(),
+    }
+}
+
+async fn rotate(socket: Target) -> Result<(), CliError> {
     let mut d = client::connect(&socket).await?;
     let r = d
         .client
         .rotate_secret(v1::RotateSecretRequest {})
         .await
-        .map_err(|s| status_error(&socket, &s))?
+        .map_err(|s| status_error(&socket.path, &s))?
         .into_inner();
     emit(&format!(
         "secret rotated: {} unspent token(s) voided; pending request states and cursors no longer verify \
@@ -499,6 +505,17 @@ pub fn rfc3339(ms: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn status_names_the_mode_and_personal_says_what_it_does_not_stop() {
+        let p = mode_line("personal");
+        assert!(
+            p.starts_with("personal") && p.contains("approve its own"),
+            "{p}"
+        );
+        assert!(mode_line("guarded").starts_with("guarded"));
+        assert!(mode_line("").starts_with("unknown"));
+    }
 
     #[test]
     fn rfc3339_matches_known_instants() {

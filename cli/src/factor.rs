@@ -1,12 +1,10 @@
 //! Guarded mode's second factor from the CLI: `tcctl enroll totp` and `tcctl unlock`
 //! (root), and the code an approving command reads from the controlling terminal.
 
-use std::path::Path;
-
 use tc_core::Reason;
 use tc_proto::v1;
 
-use crate::client::{self, status_error};
+use crate::client::{self, status_error, Target};
 use crate::tty::{self, TtyError};
 use crate::{exit, CliError};
 
@@ -49,7 +47,8 @@ fn qr(uri: &str) -> Result<String, CliError> {
 
 /// `tcctl enroll totp --user NAME`: a new secret (replacing the user's factor), shown
 /// once, confirmed with one code typed on this terminal.
-pub async fn enroll_totp(socket: &Path, user: &str) -> Result<(), CliError> {
+pub async fn enroll_totp(target: &Target, user: &str) -> Result<(), CliError> {
+    let socket = target.path.as_path();
     let shown_user = tc_core::display::escape(user);
     // The confirmation code is read from the terminal: check for one before tcd makes
     // (and replaces the user's factor with) a secret nobody could confirm.
@@ -58,7 +57,7 @@ pub async fn enroll_totp(socket: &Path, user: &str) -> Result<(), CliError> {
             std::io::ErrorKind::NotFound,
         ))));
     }
-    let mut d = client::connect(socket).await?;
+    let mut d = client::connect(target).await?;
     let r = d
         .client
         .enroll_factor(v1::EnrollFactorRequest { user: user.into() })
@@ -116,8 +115,9 @@ pub async fn enroll_totp(socket: &Path, user: &str) -> Result<(), CliError> {
 }
 
 /// `tcctl unlock --user NAME`: lifts a lock after too many wrong codes.
-pub async fn unlock(socket: &Path, user: &str) -> Result<(), CliError> {
-    let mut d = client::connect(socket).await?;
+pub async fn unlock(target: &Target, user: &str) -> Result<(), CliError> {
+    let socket = target.path.as_path();
+    let mut d = client::connect(target).await?;
     d.client
         .unlock_factor(v1::UnlockFactorRequest { user: user.into() })
         .await

@@ -419,6 +419,19 @@ impl Config {
         explicit: Option<&Path>,
         env: &dyn Fn(&str) -> Option<OsString>,
     ) -> Result<Config, ConfigError> {
+        Self::load_text_with_env(explicit, env).map(|(c, _)| c)
+    }
+
+    /// [`Config::load`], also returning the text it parsed (None: no file, defaults), so
+    /// tcd can serve exactly the policy it runs (`GetPolicy`).
+    pub fn load_text(explicit: Option<&Path>) -> Result<(Config, Option<String>), ConfigError> {
+        Self::load_text_with_env(explicit, &paths::process_env)
+    }
+
+    fn load_text_with_env(
+        explicit: Option<&Path>,
+        env: &dyn Fn(&str) -> Option<OsString>,
+    ) -> Result<(Config, Option<String>), ConfigError> {
         let (path, by) = match explicit {
             Some(p) => (p.to_path_buf(), Some("--config")),
             None => {
@@ -427,10 +440,10 @@ impl Config {
             }
         };
         match std::fs::read_to_string(&path) {
-            Ok(text) => Self::parse(&text, &path),
+            Ok(text) => Ok((Self::parse(&text, &path)?, Some(text))),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => match by {
                 Some(by) => Err(ConfigError::Missing { path, by }),
-                None => Ok(Config::default()),
+                None => Ok((Config::default(), None)),
             },
             Err(source) => Err(ConfigError::Read { path, source }),
         }

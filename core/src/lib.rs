@@ -6,12 +6,14 @@
 //! - [`hash`]: the canonical `args_hash` and fingerprint helpers.
 //! - [`display`]: escaping model and server text before a person reads it.
 //! - [`codes`]: refusal reasons (daemon) and error codes (MCP-facing).
+//! - [`guarded`]: guarded mode's fixed locations, root-ownership check, tighten-only merge.
 
 pub mod codes;
 pub mod config;
 pub mod display;
 #[cfg(any(test, feature = "fuzz-corpus"))]
 pub mod fuzz_corpus;
+pub mod guarded;
 pub mod hash;
 pub mod paths;
 

@@ -159,7 +159,10 @@ fn a_decline_stands_and_cannot_become_an_approval() {
         other => panic!("{other:?}"),
     }
     assert_eq!(reason(l.approve(&r.request_id, &me())), Reason::Declined);
-    assert_eq!(reason(l.mint(&call(1), None, &Default::default())), Reason::Declined);
+    assert_eq!(
+        reason(l.mint(&call(1), None, &Default::default())),
+        Reason::Declined
+    );
     // Raising it again does not reset it to pending.
     let text = RaiseText::default();
     assert_eq!(

@@ -857,7 +857,7 @@ impl Ledger {
     }
 
     /// Records a refused peer.
-    pub fn auth_denied(&self, uid: Option<u32>, pid: Option<i32>) {
+    pub fn auth_denied(&self, uid: Option<u32>, pid: Option<i32>, method: &str) {
         // Another uid's connections are not ours to pace, but they must not fill the log.
         let who = format!("uid {}", uid.map_or("?".into(), |u| u.to_string()));
         if !self.may_record("", &who, events::AUTH_DENIED) {
@@ -865,7 +865,7 @@ impl Ledger {
         }
         let ev = NewEvent {
             kind: events::AUTH_DENIED,
-            detail: json!({ "uid": uid, "pid": pid }),
+            detail: json!({ "uid": uid, "pid": pid, "method": method }),
             ..Default::default()
         };
         if let Err(e) = self.store.append(ev) {

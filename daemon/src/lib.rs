@@ -6,6 +6,7 @@
 
 pub mod approvals;
 pub mod auth;
+pub mod deploy;
 pub mod error;
 pub mod factor;
 pub mod fsutil;
@@ -30,7 +31,6 @@ use tc_proto::v1::confirm_server::ConfirmServer;
 use tokio::signal::unix::{signal, SignalKind};
 use tokio_stream::wrappers::UnixListenerStream;
 use tokio_stream::StreamExt;
-use tonic::transport::server::UdsConnectInfo;
 
 use crate::ledger::Ledger;
 use crate::secret::Secret;
@@ -62,6 +62,9 @@ pub struct Args {
 pub struct Options {
     pub config: Config,
     pub ephemeral: bool,
+    /// The config file tcd parsed and its text (None: no file, defaults), served as is
+    /// by `GetPolicy`; in guarded mode it must be root-owned.
+    pub policy: Option<(PathBuf, String)>,
 }
 
 /// Parses the command line, then serves until SIGTERM/SIGINT.
@@ -79,7 +82,8 @@ pub fn run() -> anyhow::Result<()> {
                 .unwrap_or_else(|_| "info".into()),
         )
         .init();
-    let mut config = Config::load(args.config.as_deref())?;
+    let (mut config, text) = Config::load_text(args.config.as_deref())?;
+    let policy = config.source.clone().zip(text);
     if let Some(s) = args.socket {
         config.daemon.socket = Some(s);
     }
@@ -96,6 +100,7 @@ pub fn run() -> anyhow::Result<()> {
     let result = rt.block_on(serve(Options {
         config,
         ephemeral: args.ephemeral,
+        policy,
     }));
     // serve() has cut every connection; this only bounds a straggling blocking task.
     rt.shutdown_timeout(Duration::from_secs(2));
@@ -152,8 +157,8 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let cfg = &opts.config;
-    let cache_dir = cfg.cache_dir()?;
-    let socket = cfg.socket()?;
+    let (access, reach) = deploy::access(cfg, opts.policy.as_ref())?;
+    let (cache_dir, socket) = deploy::locations(cfg)?;
     fsutil::ensure_private_dir(&cache_dir)
         .with_context(|| format!("cache directory {}", cache_dir.display()))?;
     let secret = if opts.ephemeral {
@@ -183,30 +188,10 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
             .with_mode(cfg.daemon.mode)
             .with_humans(cfg.guarded.humans.clone()),
     );
-    let bound = listener::bind(&socket)?;
-
-    let my_uid = nix::unistd::geteuid().as_raw();
-    let auth_ledger = ledger.clone();
-    let auth = move |req: tonic::Request<()>| {
-        let cred = req
-            .extensions()
-            .get::<UdsConnectInfo>()
-            .and_then(|i| i.peer_cred);
-        match cred {
-            Some(c) if c.uid() == my_uid => Ok(req),
-            other => {
-                let (uid, pid) = (other.map(|c| c.uid()), other.and_then(|c| c.pid()));
-                tracing::warn!(?uid, ?pid, "refused a peer with another uid");
-                let l = auth_ledger.clone();
-                tokio::spawn(auth_ledger.store.call(move || {
-                    l.auth_denied(uid, pid);
-                    Ok(())
-                }));
-                Err(tonic::Status::permission_denied(
-                    "tcd only serves its own user",
-                ))
-            }
-        }
+    let bound = listener::bind(&socket, reach)?;
+    let auth = auth::AuthLayer {
+        access,
+        ledger: ledger.clone(),
     };
     // `draining`: the signal came, no new connections, follow streams end.
     // `cut`: the grace is over, every connection still open fails its next read/write.
@@ -218,6 +203,7 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
             socket: socket.clone(),
             cache_dir: cache_dir.clone(),
             started: Instant::now(),
+            policy: opts.policy.clone(),
         },
         draining.clone(),
     );
@@ -257,7 +243,8 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
     tracing::info!(socket = %socket.display(), activated = bound.activated, db = %db.display(), "tcd ready");
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
     let server = tonic::transport::Server::builder()
-        .add_service(ConfirmServer::with_interceptor(service, auth))
+        .layer(auth)
+        .add_service(ConfirmServer::new(service))
         .serve_with_incoming_shutdown(incoming, shutdown);
     let result = tokio::select! {
         r = server => r,

@@ -1,5 +1,7 @@
 //! The daemon's Unix socket: systemd socket activation when `LISTEN_FDS` is set, else
 //! our own bind in a 0700 directory, stale sockets removed, the socket chmod 0600.
+//! Guarded mode ([`Reach::Shared`]): a 0755 directory and a 0666 socket, because the
+//! listed humans connect too and who may do what is decided by SO_PEERCRED.
 
 use std::io;
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
@@ -14,8 +16,17 @@ pub struct Bound {
     pub activated: bool,
 }
 
+/// Who may reach the socket file (not who may use it: that is `auth`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reach {
+    /// Personal mode: tcd's own user (0700 directory, 0600 socket).
+    Private,
+    /// Guarded mode: every local user (0755 directory, 0666 socket).
+    Shared,
+}
+
 /// Takes the activated socket, or binds `path`.
-pub fn bind(path: &Path) -> anyhow::Result<Bound> {
+pub fn bind(path: &Path, reach: Reach) -> anyhow::Result<Bound> {
     let mut fds = listenfd::ListenFd::from_env();
     if let Ok(Some(std)) = fds.take_unix_listener(0) {
         std.set_nonblocking(true)?;
@@ -35,8 +46,11 @@ pub fn bind(path: &Path) -> anyhow::Result<Bound> {
     let dir = path
         .parent()
         .ok_or_else(|| anyhow::anyhow!("socket path {} has no parent", path.display()))?;
-    crate::fsutil::ensure_private_dir(dir)
-        .map_err(|e| anyhow::anyhow!("socket directory {}: {e}", dir.display()))?;
+    match reach {
+        Reach::Private => crate::fsutil::ensure_private_dir(dir),
+        Reach::Shared => crate::fsutil::ensure_shared_dir(dir),
+    }
+    .map_err(|e| anyhow::anyhow!("socket directory {}: {e}", dir.display()))?;
     let listener = match UnixListener::bind(path) {
         Ok(l) => l,
         Err(e) if e.kind() == io::ErrorKind::AddrInUse => {
@@ -45,7 +59,11 @@ pub fn bind(path: &Path) -> anyhow::Result<Bound> {
         }
         Err(e) => return Err(anyhow::anyhow!("cannot bind {}: {e}", path.display())),
     };
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600))?;
+    let mode = match reach {
+        Reach::Private => 0o600,
+        Reach::Shared => 0o666,
+    };
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))?;
     Ok(Bound {
         listener,
         cleanup: Some(path.to_path_buf()),

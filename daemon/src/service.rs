@@ -24,6 +24,8 @@ pub struct Info {
     pub socket: PathBuf,
     pub cache_dir: PathBuf,
     pub started: Instant,
+    /// The config file tcd loaded and its text (`GetPolicy`).
+    pub policy: Option<(PathBuf, String)>,
 }
 
 /// The service object.
@@ -508,10 +510,19 @@ impl Confirm for Service {
         Ok(Response::new(v1::UnlockFactorReply {}))
     }
 
+    /// The exact text tcd runs with: guarded shims take their gates from it (and merge
+    /// the user's own file over it tighten-only), not from a file the agent can edit.
     async fn get_policy(
         &self,
         _: Request<v1::GetPolicyRequest>,
     ) -> Result<Response<v1::GetPolicyReply>, Status> {
-        Err(Status::unimplemented("GetPolicy is not built yet"))
+        let (source, config_toml) = match &self.info.policy {
+            Some((p, t)) => (p.display().to_string(), t.clone()),
+            None => (String::new(), String::new()),
+        };
+        Ok(Response::new(v1::GetPolicyReply {
+            config_toml,
+            source,
+        }))
     }
 }

@@ -2,7 +2,8 @@
 //! connector every client (tc-shim, tcctl, tests) uses.
 //!
 //! - [`v1`]: generated messages, `confirm_client::ConfirmClient`, `confirm_server`.
-//! - [`connect`]: a `Channel` over a Unix socket path.
+//! - [`connect`]: a `Channel` over a Unix socket path; [`connect_checked`]: the same,
+//!   only to a listener running as the expected uid (guarded mode).
 //! - [`PROTOCOL`]: the integer compared in the `Status` handshake.
 
 #[allow(clippy::all, missing_docs)]
@@ -37,6 +38,56 @@ pub async fn connect(path: impl AsRef<Path>) -> Result<Channel, tonic::transport
         }))
         .await
 }
+
+/// [`connect`], but each connection is used only if the kernel says (`SO_PEERCRED`) the
+/// process listening on `path` runs as `expected_uid`: guarded mode's clients refuse a
+/// daemon planted on the socket by anyone but the `tc` user.
+pub async fn connect_checked(
+    path: impl AsRef<Path>,
+    expected_uid: u32,
+) -> Result<Channel, tonic::transport::Error> {
+    let path: PathBuf = path.as_ref().to_path_buf();
+    Endpoint::from_static("http://tcd.local")
+        .connect_with_connector(tower::service_fn(move |_: Uri| {
+            let path = path.clone();
+            async move {
+                let stream = tokio::net::UnixStream::connect(&path).await?;
+                let uid = stream.peer_cred()?.uid();
+                if uid != expected_uid {
+                    return Err(std::io::Error::other(WrongDaemon {
+                        path,
+                        uid,
+                        expected_uid,
+                    }));
+                }
+                Ok::<_, std::io::Error>(TokioIo::new(stream))
+            }
+        }))
+        .await
+}
+
+/// The socket is served by another uid than the guarded daemon's.
+#[derive(Debug)]
+pub struct WrongDaemon {
+    pub path: PathBuf,
+    pub uid: u32,
+    pub expected_uid: u32,
+}
+
+impl std::fmt::Display for WrongDaemon {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} is served by uid {}, not by the guarded daemon's user (uid {}): refusing to \
+             trust it (another process holds tcd's socket)",
+            self.path.display(),
+            self.uid,
+            self.expected_uid
+        )
+    }
+}
+
+impl std::error::Error for WrongDaemon {}
 
 /// The machine-readable refusal reason a `tcd` error carries, if any.
 ///

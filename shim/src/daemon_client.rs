@@ -42,6 +42,8 @@ pub struct Raise {
 /// A lazily connected client.
 pub struct Daemon {
     pub socket: PathBuf,
+    /// Guarded mode: the uid the daemon must run as (SO_PEERCRED, on every connect).
+    daemon_uid: Option<u32>,
     client: Mutex<Option<ConfirmClient<Channel>>>,
     /// The mode tcd reported at the last connect (`Status.mode`); empty until then.
     mode: std::sync::RwLock<String>,
@@ -52,8 +54,29 @@ impl Daemon {
     pub fn new(socket: PathBuf) -> Daemon {
         Daemon {
             socket,
+            daemon_uid: None,
             client: Mutex::new(None),
             mode: std::sync::RwLock::new(String::new()),
+        }
+    }
+
+    /// A client that trusts the socket only when it is served by `uid` (guarded mode).
+    pub fn checked(socket: PathBuf, uid: u32) -> Daemon {
+        Daemon {
+            daemon_uid: Some(uid),
+            ..Daemon::new(socket)
+        }
+    }
+
+    /// The policy tcd runs with: its config file's text and path (guarded mode).
+    pub async fn policy(&self) -> Result<(String, PathBuf), DaemonError> {
+        let mut c = self.client().await?;
+        match c.get_policy(v1::GetPolicyRequest {}).await {
+            Ok(r) => {
+                let r = r.into_inner();
+                Ok((r.config_toml, PathBuf::from(r.source)))
+            }
+            Err(s) => Err(self.fail(s).await),
         }
     }
 
@@ -69,9 +92,11 @@ impl Daemon {
         if let Some(c) = guard.as_ref() {
             return Ok(c.clone());
         }
-        let channel = tc_proto::connect(&self.socket)
-            .await
-            .map_err(|e| self.unreachable(format!("{e} ({})", source_chain(&e))))?;
+        let channel = match self.daemon_uid {
+            Some(uid) => tc_proto::connect_checked(&self.socket, uid).await,
+            None => tc_proto::connect(&self.socket).await,
+        }
+        .map_err(|e| self.unreachable(format!("{e} ({})", source_chain(&e))))?;
         let mut c = ConfirmClient::new(channel);
         let status = c
             .status(v1::StatusRequest {})

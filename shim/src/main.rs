@@ -84,9 +84,31 @@ fn real_main() -> anyhow::Result<i32> {
         socket,
         command,
     } = Cli::parse().cmd;
-    let cfg = tc_core::Config::load(config.as_deref())?;
+    // One thread: the proxy is I/O-bound and a message bouncing between workers costs
+    // more than it gains (see docs/BENCHMARKS.md, "Shim"). Blocking work (hashing
+    // targets) stays short and bounded by the targets' walk caps.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let guarded = tc_core::guarded::client(config.as_deref(), socket.as_deref())?;
+    let (cfg, daemon) = match &guarded {
+        Some(g) => guarded_policy(&rt, g)?,
+        None => {
+            let cfg = tc_core::Config::load(config.as_deref())?;
+            let socket = match socket {
+                Some(s) => s,
+                None => cfg.socket().context("finding the daemon socket")?,
+            };
+            (cfg, daemon_client::Daemon::new(socket))
+        }
+    };
     let v = match cfg.vault(&vault) {
         Some(v) => v.clone(),
+        None if guarded.is_some() => anyhow::bail!(
+            "vault {vault:?} is not in {} (guarded mode: only vaults the system config \
+             defines are served)",
+            tc_core::guarded::SYSTEM_CONFIG
+        ),
         None if !command.is_empty() => {
             tracing::warn!("vault {vault:?} is not in the config: no gates, root = current directory");
             tc_core::config::VaultConfig {
@@ -107,26 +129,40 @@ fn real_main() -> anyhow::Result<i32> {
             cfg.source.as_ref().map(|p| format!(" ({})", p.display())).unwrap_or_default()
         ),
     };
+    if guarded.is_some() && !command.is_empty() && !v.command.is_empty() && command != v.command {
+        anyhow::bail!(
+            "`-- {}` is not allowed: {} gives vault {vault:?} its command (guarded mode)",
+            command.join(" "),
+            tc_core::guarded::SYSTEM_CONFIG
+        );
+    }
     let command = if command.is_empty() {
         v.command.clone()
     } else {
         command
     };
-    let socket = match socket {
-        Some(s) => s,
-        None => cfg.socket().context("finding the daemon socket")?,
-    };
     let policy = policy::Policy::new(&v)?;
     let gov = governor::Governor::new(&cfg.governor, &v.paged);
-    // One thread: the proxy is I/O-bound and a message bouncing between workers costs
-    // more than it gains (see docs/BENCHMARKS.md, "Shim"). Blocking work (hashing
-    // targets) stays short and bounded by the targets' walk caps.
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
     let prompt_ttl = std::time::Duration::from_secs(cfg.daemon.elicit_ttl_seconds.into());
-    let code = rt.block_on(proxy::run(policy, socket, command, prompt_ttl, gov));
+    let code = rt.block_on(proxy::run(policy, daemon, command, prompt_ttl, gov));
     // The stdin reader may be parked in a blocking read: do not wait for it.
     rt.shutdown_background();
     code
+}
+
+/// Guarded mode: the policy comes from tcd on /run/tc/tcd.sock (checked to run as the
+/// daemon user), with the user's own file merged over it tighten-only.
+fn guarded_policy(
+    rt: &tokio::runtime::Runtime,
+    g: &tc_core::guarded::GuardedClient,
+) -> anyhow::Result<(tc_core::Config, daemon_client::Daemon)> {
+    let daemon = daemon_client::Daemon::checked(
+        PathBuf::from(tc_core::guarded::SYSTEM_SOCKET),
+        g.daemon_uid,
+    );
+    let (text, source) = rt
+        .block_on(daemon.policy())
+        .context("guarded mode: cannot get the policy from tcd")?;
+    let cfg = g.policy(&text, &source)?;
+    Ok((cfg, daemon))
 }

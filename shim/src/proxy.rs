@@ -1923,7 +1923,7 @@ fn policy_result(e: &PolicyError) -> Value {
 /// Runs the proxy until the downstream exits; returns the exit code to use.
 pub async fn run(
     policy: Policy,
-    socket: std::path::PathBuf,
+    daemon: Daemon,
     command: Vec<String>,
     prompt_ttl: Duration,
     gov: Governor,
@@ -1954,7 +1954,7 @@ pub async fn run(
     let shim = Arc::new(Shim {
         calls: Arc::new(Semaphore::new(CALL_PERMITS as usize)),
         policy,
-        daemon: Daemon::new(socket),
+        daemon,
         to_child: child_box,
         to_client: client_box,
         state: Mutex::new(State::default()),

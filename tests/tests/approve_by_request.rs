@@ -261,12 +261,13 @@ fn the_token_route_still_works() {
     assert_eq!(disk(&env, "note.txt").as_deref(), Some("v1"));
 }
 
-/// A tcd whose root-owned config says guarded, humans = ["root"] (the tests run as root).
+/// A tcd whose root-owned config says guarded, humans = ["root"] and daemon_user = "root"
+/// (the tests run as root; guarded tcd runs only as its daemon user).
 fn guarded() -> Env {
     let mut env = fs_vault("legacy_elicitation_shim = true", None);
     let text = std::fs::read_to_string(&env.config).unwrap();
     let text = text.replacen("[daemon]\n", "[daemon]\nmode = \"guarded\"\n", 1)
-        + "\n[guarded]\nhumans = [\"root\"]\n";
+        + "\n[guarded]\nhumans = [\"root\"]\ndaemon_user = \"root\"\n";
     std::fs::write(&env.config, text).unwrap();
     tc_tests::chmod(&env.config, 0o644);
     tc_tests::chmod(env.config.parent().unwrap(), 0o755);

@@ -184,7 +184,7 @@ impl Guarded {
         let config = base.path().join("config.toml");
         std::fs::write(
             &config,
-            "[daemon]\nmode = \"guarded\"\n\n[guarded]\nhumans = [\"root\"]\n",
+            "[daemon]\nmode = \"guarded\"\n\n[guarded]\nhumans = [\"root\"]\ndaemon_user = \"root\"\n",
         )
         .unwrap();
         tc_tests::chmod(&config, 0o644);
