@@ -149,6 +149,20 @@ async fn collect(ledger: Arc<Ledger>, policy: retention::Retention) {
     }
 }
 
+/// What the start-up `elicit:` line says of the mode: personal mode states what it does
+/// not stop.
+fn mode_line(mode: tc_core::config::Mode) -> &'static str {
+    match mode {
+        tc_core::config::Mode::Personal => {
+            "mode: personal (an agent with a shell as this user can approve its own calls; \
+             guarded mode closes that, see README)"
+        }
+        tc_core::config::Mode::Guarded => {
+            "mode: guarded (every approval needs a listed human's factor)"
+        }
+    }
+}
+
 /// Opens the store, binds the socket and serves until a shutdown signal.
 pub async fn serve(opts: Options) -> anyhow::Result<()> {
     // First: a SIGTERM that arrives while starting (the socket accepts as soon as it is
@@ -166,7 +180,11 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
     } else {
         Secret::load_or_create(&cache_dir)?
     };
-    eprintln!("{}", secret.source.elicit_line());
+    eprintln!(
+        "{}; {}",
+        secret.source.elicit_line(),
+        mode_line(cfg.daemon.mode)
+    );
     let db = cache_dir.join("cache.db");
     let store = Store::open(&db).map_err(|e| {
         anyhow::anyhow!(

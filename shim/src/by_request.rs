@@ -34,6 +34,17 @@ fn details(s: &Shown<'_>, id: &str, mode: &str) -> Value {
     d
 }
 
+/// Where a minted token goes: beside the arguments, or (lean facade) inside the
+/// `call_capability` call's own "arguments".
+fn token_where(s: &Shown<'_>) -> &'static str {
+    if s.lean {
+        "send exactly the same `call_capability` call again with \"elicit_token\": \"<token>\" \
+         added inside its \"arguments\""
+    } else {
+        "send exactly the same call again with the extra argument \"elicit_token\": \"<token>\""
+    }
+}
+
 /// The route-1 refusal: ask the human to approve request `id`, then retry the identical
 /// call. The `tcctl elicit` token route stays available (and is the `recovery.command`).
 pub fn approve_required(s: &Shown<'_>, id: &str, mode: &str) -> Value {
@@ -50,8 +61,9 @@ pub fn approve_required(s: &Shown<'_>, id: &str, mode: &str) -> Value {
          approve it by running, in their own terminal:\n\n    {approve}\n\nOnly after the human \
          says they approved it, {again}: it then runs once. If they decline it, do not retry.\n\n\
          (The operator can instead mint a single-use token with:\n\n    {cmd}\n\nand give it to \
-         you to send in \"elicit_token\".) {mode}",
+         you: then {token}.) {mode}",
         tool = s.tool,
+        token = token_where(s),
         mode = mode_note(mode),
     );
     tool_error(

@@ -22,9 +22,16 @@ async fn socket_secret_and_directory_modes() {
     assert_eq!(mode(&key), 0o600, "server.key");
     assert!(d.stderr().contains("elicit:"), "{}", d.stderr());
     assert!(d.stderr().contains("server-secrets"), "{}", d.stderr());
+    // Personal mode says, where the operator looks first, what it does not stop.
+    assert!(
+        d.stderr().contains("mode: personal (an agent with a shell"),
+        "{}",
+        d.stderr()
+    );
     let mut c = d.client().await;
     let st = c.status(v1::StatusRequest {}).await.unwrap().into_inner();
     assert_eq!(st.protocol, tc_proto::PROTOCOL);
+    assert_eq!(st.mode, "personal");
     assert!(!st.ephemeral);
     assert_eq!(st.socket, d.socket.display().to_string());
     // The database holds token hashes, raised requests and the audit log: only this uid
