@@ -157,7 +157,10 @@ impl Pty {
                 return text;
             }
             let left = deadline.saturating_duration_since(Instant::now());
-            assert!(!left.is_zero(), "the terminal never showed {needle:?}:\n{text}");
+            assert!(
+                !left.is_zero(),
+                "the terminal never showed {needle:?}:\n{text}"
+            );
             buf = self.out.1.wait_timeout(buf, left).unwrap().0;
         }
     }
@@ -224,7 +227,10 @@ impl Scene {
             .and_then(|s| s.split_whitespace().next())
             .unwrap_or_else(|| panic!("no secret shown:\n{shown}"))
             .to_string();
-        assert!(shown.contains(&format!("otpauth://totp/tc:{}?secret={b32}&", guarded::HUMAN)));
+        assert!(shown.contains(&format!(
+            "otpauth://totp/tc:{}?secret={b32}&",
+            guarded::HUMAN
+        )));
         let secret = base32_decode(&b32);
         away_from_a_step_edge();
         p.type_line(&totp(&secret, step_now() - 1));
@@ -244,12 +250,21 @@ impl Scene {
             "--".into(),
             "env".into(),
         ];
-        for var in ["TC_CONFIG", "XDG_CONFIG_HOME", "XDG_STATE_HOME", "XDG_RUNTIME_DIR"] {
+        for var in [
+            "TC_CONFIG",
+            "XDG_CONFIG_HOME",
+            "XDG_STATE_HOME",
+            "XDG_RUNTIME_DIR",
+        ] {
             v.extend(["-u".into(), var.into()]);
         }
         v.push(format!("HOME={}", home.display()));
         v.extend(extra_env.iter().cloned());
-        v.extend([bin("tc-shim").display().to_string(), "serve".into(), "fs".into()]);
+        v.extend([
+            bin("tc-shim").display().to_string(),
+            "serve".into(),
+            "fs".into(),
+        ]);
         v.extend(flags.iter().map(|f| f.to_string()));
         v
     }
@@ -323,8 +338,14 @@ impl Scene {
     fn approve_rpc_as(&self, u: &User, home: &Path, id: &str, codes: &[String]) -> Vec<String> {
         let exe = std::env::current_exe().unwrap();
         let mut c = as_user(u, home, exe);
-        c.args(["--exact", "agent_probe", "--nocapture", "--test-threads", "1"])
-            .env(PROBE, format!("{id} {}", codes.join(" ")));
+        c.args([
+            "--exact",
+            "agent_probe",
+            "--nocapture",
+            "--test-threads",
+            "1",
+        ])
+        .env(PROBE, format!("{id} {}", codes.join(" ")));
         let out = run(c);
         let v: Vec<String> = String::from_utf8_lossy(&out.stdout)
             .lines()
@@ -348,14 +369,22 @@ fn refused_id(r: &Value) -> (String, String) {
     let s = sc(r);
     assert_eq!(s["details"]["mode"], "guarded", "{r}");
     let id = s["details"]["request_id"].as_str().unwrap().to_string();
-    assert_eq!(s["recovery"]["approve"], format!("tcctl approve {id}"), "{r}");
+    assert_eq!(
+        s["recovery"]["approve"],
+        format!("tcctl approve {id}"),
+        "{r}"
+    );
     let cmd = s["recovery"]["command"].as_str().unwrap().to_string();
     assert!(cmd.starts_with("tcctl elicit --hash "), "{cmd}");
     (id, cmd)
 }
 
 fn all(o: &Output) -> String {
-    format!("{}{}", String::from_utf8_lossy(&o.stdout), String::from_utf8_lossy(&o.stderr))
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
 }
 
 /// Not a test of its own: what [`Scene::approve_rpc_as`] runs as another uid.
@@ -412,25 +441,40 @@ fn an_agent_cannot_approve_and_the_human_approves_once() {
     let mut agent = s.agent();
     let (id, cmd) = refused_id(&agent.call_tool(1, "write_file", write("v1")));
 
-    // The exact elicit line, in a new session without a terminal, a code on the pipe.
+    // The exact elicit line, in a new session without a terminal, even the right code on
+    // the pipe (never read from there, never sent).
     let words: Vec<&str> = cmd.split_whitespace().collect();
     let mut c = as_user(human, home, "setsid");
     c.arg("-w").arg(bin("tcctl")).args(&words[1..]);
-    c.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    c.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut child = c.spawn().unwrap();
-    let piped = wrong_code(&secret, 0);
+    let piped = right_code(&secret);
     writeln!(child.stdin.take().unwrap(), "{piped}").unwrap();
     let o = child.wait_with_output().unwrap();
     assert_eq!(o.status.code(), Some(REFUSED), "{}", all(&o));
-    assert!(all(&o).contains("no terminal") && o.stdout.is_empty(), "{}", all(&o));
+    assert!(
+        all(&o).contains("no terminal") && o.stdout.is_empty(),
+        "{}",
+        all(&o)
+    );
     // `tcctl approve ID` without a terminal, and with --yes.
     let o = s.tcctl_as(human, home, &["approve", &id]);
     assert_eq!(o.status.code(), Some(FAILURE), "{}", all(&o));
     assert!(all(&o).contains("no terminal"), "{}", all(&o));
     let o = s.tcctl_as(human, home, &["approve", &id, "--yes"]);
     assert_eq!(o.status.code(), Some(FAILURE), "{}", all(&o));
-    assert!(all(&o).contains("--yes is refused in guarded mode"), "{}", all(&o));
-    assert_eq!(s.events("tc.factor.failed"), 0, "nothing reached the factor");
+    assert!(
+        all(&o).contains("--yes is refused in guarded mode"),
+        "{}",
+        all(&o)
+    );
+    assert_eq!(
+        s.events("tc.factor.failed"),
+        0,
+        "nothing reached the factor"
+    );
     // On a pty: no code, then a wrong one, to both commands.
     let (rc, out) = s.elicit_on_pty(&cmd, "");
     assert!(rc == REFUSED && out.contains("no code"), "{out}");
@@ -444,11 +488,18 @@ fn an_agent_cannot_approve_and_the_human_approves_once() {
     // Its own in-protocol prompt, answered accept + approve=true: not approved.
     let mut h = elicit::Human::python("legacy", &s.shim_argv(&[], &[]));
     let (prompt, r) = h.call_answering("write_file", write("v1"), elicit::approve());
-    assert!(prompt["message"].as_str().unwrap().contains("guarded mode"), "{prompt}");
+    assert!(
+        prompt["message"].as_str().unwrap().contains("guarded mode"),
+        "{prompt}"
+    );
     assert_eq!(code(&r).as_deref(), Some("approval_not_obtained"), "{r}");
     drop(h);
     let r = agent.call_tool(2, "write_file", write("v1"));
-    assert_eq!(refused_id(&r).0, id, "still the same request, still pending");
+    assert_eq!(
+        refused_id(&r).0,
+        id,
+        "still the same request, still pending"
+    );
     assert_eq!(s.note(), "v0");
     assert_eq!(s.events("tc.elicit.approved"), 0);
 
@@ -501,7 +552,10 @@ fn an_agent_cannot_read_loosen_reroute_or_trace() {
     refused_id(&agent.call_tool(1, "write_file", write("v1")));
 
     // 2: tcd's state.
-    let state = ["/var/lib/tc/cache.db", "/var/lib/tc/server-secrets/server.key"];
+    let state = [
+        "/var/lib/tc/cache.db",
+        "/var/lib/tc/server-secrets/server.key",
+    ];
     for f in state {
         assert!(Path::new(f).is_file(), "{f} missing");
     }
@@ -538,10 +592,16 @@ fn an_agent_cannot_read_loosen_reroute_or_trace() {
     let o = run(c);
     assert!(!o.status.success(), "{}", text(&o));
     let e = String::from_utf8_lossy(&o.stderr);
-    assert!(e.contains("vaults[0].gates[0]") && e.contains("when"), "{e}");
+    assert!(
+        e.contains("vaults[0].gates[0]") && e.contains("when"),
+        "{e}"
+    );
     assert_eq!(s.note(), "v0");
     let now = std::fs::read_to_string(home.join(".config/tc/config.toml")).unwrap();
-    assert!(now == after && now != before, "the shim left the user's file as it was");
+    assert!(
+        now == after && now != before,
+        "the shim left the user's file as it was"
+    );
     s.d.remove_user_config();
 
     // 4: a personal tcd of its own, whose config has the vault without a gate.
@@ -562,13 +622,27 @@ fn an_agent_cannot_read_loosen_reroute_or_trace() {
     std::os::unix::fs::chown(&my_cfg, Some(human.uid), Some(human.gid)).unwrap();
     let mut c = as_user(&human, &home, bin("tcd"));
     c.arg("--config").arg(&my_cfg).arg("--socket").arg(&my_sock);
-    c.arg("--cache-dir").arg(mine.join("state")).arg("--ephemeral");
+    c.arg("--cache-dir")
+        .arg(mine.join("state"))
+        .arg("--ephemeral");
     let _mine = guarded::spawn_serving(c, mine.join("tcd.log"), &my_sock);
     let (sock, cfg) = (my_sock.display().to_string(), my_cfg.display().to_string());
     for (env, flags, named) in [
-        (vec![], vec!["--socket", sock.as_str()], format!("--socket {sock}")),
-        (vec![], vec!["--config", cfg.as_str()], format!("--config {cfg}")),
-        (vec![format!("TC_CONFIG={cfg}")], vec![], format!("TC_CONFIG={cfg}")),
+        (
+            vec![],
+            vec!["--socket", sock.as_str()],
+            format!("--socket {sock}"),
+        ),
+        (
+            vec![],
+            vec!["--config", cfg.as_str()],
+            format!("--config {cfg}"),
+        ),
+        (
+            vec![format!("TC_CONFIG={cfg}")],
+            vec![],
+            format!("TC_CONFIG={cfg}"),
+        ),
     ] {
         let argv = s.shim_argv(&env, &flags);
         let o = run({
