@@ -71,6 +71,8 @@ pub struct Config {
     pub daemon: DaemonConfig,
     /// `[guarded]`: who may do what when `daemon.mode = "guarded"`.
     pub guarded: GuardedConfig,
+    /// `[approvals]`: the local approval page served by tcd (off unless `listen` is set).
+    pub approvals: ApprovalsConfig,
     pub governor: GovernorConfig,
     pub vaults: Vec<VaultConfig>,
     /// Where this config was loaded from (not a TOML key).
@@ -121,6 +123,14 @@ impl Mode {
             Mode::Guarded => "guarded",
         }
     }
+}
+
+/// `[approvals]`
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApprovalsConfig {
+    /// Loopback address of the approval page, e.g. `127.0.0.1:7777`; unset: no page.
+    pub listen: Option<String>,
 }
 
 /// `[guarded]`

@@ -400,6 +400,7 @@ impl Confirm for Service {
                     raised_by_uid: p.raised_by_uid.unwrap_or(u32::MAX),
                     covers: p.covers,
                     reason: p.reason,
+                    preview: String::new(),
                 })
                 .collect(),
         }))

@@ -161,6 +161,7 @@ impl Daemon {
                 summary: text.summary,
                 args_json: text.args_json,
                 covers: text.covers,
+                ..Default::default()
             })
             .await;
         match r {
