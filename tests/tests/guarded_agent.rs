@@ -9,17 +9,20 @@
 mod elicit;
 #[path = "guarded_support.rs"]
 mod guarded;
+#[path = "pty_support.rs"]
+mod pty_support;
 #[path = "shim_support.rs"]
 mod support;
 
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, Command, Output, Stdio};
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
 use guarded::{as_user, clean_env, in_namespace, owned_dir, run, text, Deployment, User};
-use hmac::{Hmac, Mac};
+use pty_support::{
+    away_from_a_step_edge, base32_decode, right_code, step_now, totp, wrong_code, Pty,
+};
 use serde_json::{json, Value};
 use support::{bin, code, filesystem_server, sc, workspace, RawClient};
 
@@ -38,148 +41,22 @@ fn skip() -> bool {
     !ok
 }
 
-// ---- the test's own TOTP (RFC 6238, SHA-1, 6 digits, 30 s) ----
-
-fn base32_decode(s: &str) -> Vec<u8> {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
-    let (mut bits, mut n, mut out) = (0u64, 0u32, Vec::new());
-    for c in s.bytes() {
-        let v = ALPHABET.iter().position(|&a| a == c).expect("base32") as u64;
-        bits = (bits << 5) | v;
-        n += 5;
-        if n >= 8 {
-            n -= 8;
-            out.push((bits >> n) as u8);
-        }
-    }
-    out
-}
-
-fn unix_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
-
-fn totp(secret: &[u8], step: i64) -> String {
-    let mut mac = <Hmac<sha1::Sha1> as Mac>::new_from_slice(secret).unwrap();
-    mac.update(&step.to_be_bytes());
-    let d = mac.finalize().into_bytes();
-    let o = usize::from(d[19] & 15);
-    let v = u32::from_be_bytes([d[o] & 0x7f, d[o + 1], d[o + 2], d[o + 3]]) % 1_000_000;
-    format!("{v:06}")
-}
-
-fn step_now() -> i64 {
-    unix_ms() / 30_000
-}
-
-/// Waits until the current step has at least 3 s left, so a code computed now is still
-/// in its step (or the next, which tcd also accepts) when tcd checks it.
-fn away_from_a_step_edge() {
-    let left = 30_000 - unix_ms() % 30_000;
-    if left < 3_000 {
-        std::thread::sleep(Duration::from_millis(left as u64 + 50));
-    }
-}
-
-/// The code of the current step, computed from the secret as the human's app does.
-fn right_code(secret: &[u8]) -> String {
-    away_from_a_step_edge();
-    totp(secret, step_now())
-}
-
-/// A guess the agent makes: none of T−1, T, T+1's codes.
-fn wrong_code(secret: &[u8], salt: u32) -> String {
-    let t = step_now();
-    let near: Vec<String> = (t - 1..=t + 1).map(|s| totp(secret, s)).collect();
-    (salt..)
-        .map(|k| format!("{:06}", (k * 7919 + 13) % 1_000_000))
-        .find(|c| !near.contains(c))
-        .unwrap()
-}
-
 // ---- a real terminal (tests/fixtures/pty_run.py) ----
 
-struct Pty {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    out: Arc<(Mutex<Vec<u8>>, Condvar)>,
-    reader: std::thread::JoinHandle<()>,
-}
-
-impl Pty {
-    /// `args` on a fresh pty that is its controlling terminal, the relay run as `who`
-    /// (None: root), so the pty belongs to whoever is at it.
-    fn spawn(who: Option<(&User, &Path)>, args: &[&str]) -> Pty {
-        let relay = workspace().join("tests/fixtures/pty_run.py");
-        let mut c = match who {
-            Some((u, home)) => as_user(u, home, PYTHON),
-            None => {
-                let mut c = Command::new(PYTHON);
-                clean_env(&mut c, Path::new("/root"));
-                c
-            }
-        };
-        c.arg(relay).args(args);
-        let mut child = c
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("pty_run.py");
-        let out = Arc::new((Mutex::new(Vec::new()), Condvar::new()));
-        let (mut r, o) = (child.stdout.take().unwrap(), out.clone());
-        let reader = std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n @ 1..) = r.read(&mut buf) {
-                o.0.lock().unwrap().extend_from_slice(&buf[..n]);
-                o.1.notify_all();
-            }
-        });
-        let stdin = child.stdin.take();
-        Pty {
-            child,
-            stdin,
-            out,
-            reader,
+/// `args` on a fresh pty that is its controlling terminal, the relay run as `who`
+/// (None: root), so the pty belongs to whoever is at it.
+fn pty(who: Option<(&User, &Path)>, args: &[&str]) -> Pty {
+    let relay = workspace().join("tests/fixtures/pty_run.py");
+    let mut c = match who {
+        Some((u, home)) => as_user(u, home, PYTHON),
+        None => {
+            let mut c = Command::new(PYTHON);
+            clean_env(&mut c, Path::new("/root"));
+            c
         }
-    }
-
-    /// Waits until the terminal shows `needle` (at most 20 s); returns all it showed.
-    fn wait_for(&self, needle: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let mut buf = self.out.0.lock().unwrap();
-        loop {
-            let text = String::from_utf8_lossy(&buf).into_owned();
-            if text.contains(needle) {
-                return text;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            assert!(
-                !left.is_zero(),
-                "the terminal never showed {needle:?}:\n{text}"
-            );
-            buf = self.out.1.wait_timeout(buf, left).unwrap().0;
-        }
-    }
-
-    fn type_line(&mut self, line: &str) {
-        let w = self.stdin.as_mut().unwrap();
-        w.write_all(format!("{line}\n").as_bytes()).unwrap();
-        w.flush().unwrap();
-    }
-
-    /// Waits for the command to exit: its exit code and all it showed.
-    fn finish(mut self) -> (i32, String) {
-        drop(self.stdin.take());
-        let st = tc_tests::wait_timeout(&mut self.child, Duration::from_secs(20))
-            .expect("the command on the pty did not exit");
-        self.reader.join().unwrap();
-        let text = String::from_utf8_lossy(&self.out.0.lock().unwrap()).into_owned();
-        (st.code().unwrap_or(-1), text)
-    }
+    };
+    c.arg(relay).args(args);
+    Pty::start(c)
 }
 
 // ---- the deployment ----
@@ -219,7 +96,7 @@ impl Scene {
     /// returns the secret read from what tcctl showed.
     fn enroll(&self) -> Vec<u8> {
         let tcctl = bin("tcctl").display().to_string();
-        let mut p = Pty::spawn(None, &[&tcctl, "enroll", "totp", "--user", guarded::HUMAN]);
+        let mut p = pty(None, &[&tcctl, "enroll", "totp", "--user", guarded::HUMAN]);
         let shown = p.wait_for("to confirm (1 of 3): ");
         let b32 = shown
             .split("secret (base32, to type in instead): ")
@@ -290,7 +167,7 @@ impl Scene {
     fn approve_on_pty(&self, u: &User, home: &Path, id: &str, code: &str) -> (i32, String) {
         let tcctl = bin("tcctl").display().to_string();
         for _ in 0..50 {
-            let mut p = Pty::spawn(Some((u, home)), &[&tcctl, "approve", id]);
+            let mut p = pty(Some((u, home)), &[&tcctl, "approve", id]);
             p.wait_for("Approve this call? [y/N] ");
             p.type_line("y");
             p.wait_for("Code from your authenticator app: ");
@@ -310,7 +187,7 @@ impl Scene {
         words[0] = bin("tcctl").display().to_string();
         let args: Vec<&str> = words.iter().map(String::as_str).collect();
         for _ in 0..50 {
-            let mut p = Pty::spawn(Some((&self.d.human, &self.d.home)), &args);
+            let mut p = pty(Some((&self.d.human, &self.d.home)), &args);
             p.wait_for("6-digit code");
             p.type_line(typed);
             let (rc, out) = p.finish();
@@ -508,7 +385,7 @@ fn an_agent_cannot_approve_and_the_human_approves_once() {
     let code_t = right_code(&secret);
     let (other, other_home) = (&s.d.other, &s.d.other_home);
     let tcctl = bin("tcctl").display().to_string();
-    let mut p = Pty::spawn(Some((other, other_home)), &[&tcctl, "approve", &id]);
+    let mut p = pty(Some((other, other_home)), &[&tcctl, "approve", &id]);
     p.type_line("y");
     p.type_line(&code_t);
     let (rc, out) = p.finish();

@@ -6,12 +6,15 @@
 //!
 //! Runs as root (tcd in guarded mode wants a root-owned config); skipped otherwise.
 
-use std::io::{Read, Write};
-use std::process::{Child, ChildStdin, Command, Stdio};
-use std::sync::{Arc, Condvar, Mutex};
-use std::time::{Duration, Instant};
+#[path = "pty_support.rs"]
+mod pty_support;
 
-use hmac::{Hmac, Mac};
+use std::io::Write;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use pty_support::{away_from_a_step_edge, base32_decode, step_now, totp, wrong_code, Pty};
+
 use tc_core::codes::events;
 use tc_core::Reason;
 use tc_proto::v1;
@@ -20,62 +23,6 @@ use tokio_stream::StreamExt;
 
 /// `tcctl`'s exit code for a refusal.
 const REFUSED: i32 = 4;
-
-// ---- the test's own TOTP (RFC 6238, SHA-1, 6 digits, 30 s) ----
-
-fn base32_decode(s: &str) -> Vec<u8> {
-    const ALPHABET: &[u8] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZ234567";
-    let (mut bits, mut n, mut out) = (0u64, 0u32, Vec::new());
-    for c in s.bytes() {
-        let v = ALPHABET.iter().position(|&a| a == c).expect("base32") as u64;
-        bits = (bits << 5) | v;
-        n += 5;
-        if n >= 8 {
-            n -= 8;
-            out.push((bits >> n) as u8);
-        }
-    }
-    out
-}
-
-fn unix_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as i64
-}
-
-fn totp(secret: &[u8], step: i64) -> String {
-    let mut mac = <Hmac<sha1::Sha1> as Mac>::new_from_slice(secret).unwrap();
-    mac.update(&step.to_be_bytes());
-    let d = mac.finalize().into_bytes();
-    let o = usize::from(d[19] & 15);
-    let v = u32::from_be_bytes([d[o] & 0x7f, d[o + 1], d[o + 2], d[o + 3]]) % 1_000_000;
-    format!("{v:06}")
-}
-
-fn step_now() -> i64 {
-    unix_ms() / 30_000
-}
-
-/// Waits (on the clock) until the current step has at least 3 s left, so a code this test
-/// computes is still in the step it was computed for when tcd checks it.
-fn away_from_a_step_edge() {
-    let left = 30_000 - unix_ms() % 30_000;
-    if left < 3_000 {
-        std::thread::sleep(Duration::from_millis(left as u64 + 50));
-    }
-}
-
-/// A code that is none of T−1, T, T+1's: a wrong guess whatever step tcd is in.
-fn wrong_code(secret: &[u8], salt: u32) -> String {
-    let t = step_now();
-    let near: Vec<String> = (t - 1..=t + 1).map(|s| totp(secret, s)).collect();
-    (salt..)
-        .map(|k| format!("{:06}", (k * 7919 + 13) % 1_000_000))
-        .find(|c| !near.contains(c))
-        .unwrap()
-}
 
 #[test]
 fn test_totp_matches_rfc6238() {
@@ -88,81 +35,12 @@ fn test_totp_matches_rfc6238() {
 
 // ---- a real terminal ----
 
-/// A command on a real pty (tests/fixtures/pty_run.py): what it writes to the terminal
-/// is collected, what the "human" types is sent.
-struct Pty {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    out: Arc<(Mutex<Vec<u8>>, Condvar)>,
-    reader: std::thread::JoinHandle<()>,
-}
-
-impl Pty {
-    fn spawn(args: &[String]) -> Pty {
-        let mut child = Command::new("python3")
-            .arg(workspace().join("tests/fixtures/pty_run.py"))
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("python3 pty_run.py");
-        let out = Arc::new((Mutex::new(Vec::new()), Condvar::new()));
-        let (mut r, o) = (child.stdout.take().unwrap(), out.clone());
-        let reader = std::thread::spawn(move || {
-            let mut buf = [0u8; 4096];
-            while let Ok(n @ 1..) = r.read(&mut buf) {
-                o.0.lock().unwrap().extend_from_slice(&buf[..n]);
-                o.1.notify_all();
-            }
-        });
-        let stdin = child.stdin.take();
-        Pty {
-            child,
-            stdin,
-            out,
-            reader,
-        }
-    }
-
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.out.0.lock().unwrap()).into_owned()
-    }
-
-    /// Waits until the terminal shows `needle` (at most 20 s); returns everything so far.
-    fn wait_for(&self, needle: &str) -> String {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        let mut buf = self.out.0.lock().unwrap();
-        loop {
-            let text = String::from_utf8_lossy(&buf).into_owned();
-            if text.contains(needle) {
-                return text;
-            }
-            let left = deadline.saturating_duration_since(Instant::now());
-            assert!(
-                !left.is_zero(),
-                "the terminal never showed {needle:?}:\n{text}"
-            );
-            buf = self.out.1.wait_timeout(buf, left).unwrap().0;
-        }
-    }
-
-    fn type_line(&mut self, line: &str) {
-        let w = self.stdin.as_mut().unwrap();
-        w.write_all(format!("{line}\n").as_bytes()).unwrap();
-        w.flush().unwrap();
-    }
-
-    /// Waits for the command to exit (at most 20 s): its exit code and all it showed.
-    fn finish(mut self) -> (i32, String) {
-        drop(self.stdin.take());
-        let st = tc_tests::wait_timeout(&mut self.child, Duration::from_secs(20))
-            .unwrap_or_else(|| panic!("the command did not exit:\n{}", self.text()));
-        // The relay has exited: its stdout is at EOF once the reader has read it all.
-        self.reader.join().unwrap();
-        let text = String::from_utf8_lossy(&self.out.0.lock().unwrap()).into_owned();
-        (st.code().unwrap_or(-1), text)
-    }
+/// `args` on a real pty that is its controlling terminal (as root).
+fn pty(args: &[String]) -> Pty {
+    let mut c = Command::new("python3");
+    c.arg(workspace().join("tests/fixtures/pty_run.py"))
+        .args(args);
+    Pty::start(c)
 }
 
 // ---- a guarded tcd ----
@@ -236,7 +114,7 @@ fn is_root() -> bool {
 /// `tcctl enroll totp --user root` on a pty, confirmed with the code of step T−1 (so step
 /// T is still fresh for the first approval); returns the secret read from its output.
 fn enroll(g: &Guarded) -> Vec<u8> {
-    let mut p = Pty::spawn(&g.tcctl_args(&["enroll", "totp", "--user", "root"]));
+    let mut p = pty(&g.tcctl_args(&["enroll", "totp", "--user", "root"]));
     let shown = p.wait_for("to confirm (1 of 3): ");
     let b32 = shown
         .split("secret (base32, to type in instead): ")
@@ -271,7 +149,7 @@ fn enroll(g: &Guarded) -> Vec<u8> {
 
 /// `tcctl elicit` for `b` on a pty, the human typing `typed` at the prompt.
 fn elicit_on_pty(g: &Guarded, b: &v1::Binding, typed: &str) -> (i32, String) {
-    let mut p = Pty::spawn(&g.tcctl_args(&[
+    let mut p = pty(&g.tcctl_args(&[
         "elicit",
         "--hash",
         &b.args_hash,
@@ -467,7 +345,7 @@ fn enrollment_needs_a_terminal_and_a_listed_human() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("no terminal"));
     assert_eq!(g.count(events::FACTOR_ENROLLED), 0);
     // A user who is not one of `[guarded] humans`.
-    let p = Pty::spawn(&g.tcctl_args(&["enroll", "totp", "--user", "nobody"]));
+    let p = pty(&g.tcctl_args(&["enroll", "totp", "--user", "nobody"]));
     let (rc, out) = p.finish();
     assert_eq!(rc, REFUSED, "{out}");
     assert!(out.contains("not_permitted"), "{out}");
