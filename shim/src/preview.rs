@@ -111,6 +111,9 @@ fn render(rel: &str, now: Option<&[u8]>, content: &str) -> String {
         );
     }
     let lines = content.lines().count();
+    if now.is_none() && content.is_empty() {
+        return format!("new file, empty: {rel}");
+    }
     let (head, from, old) = match old.flatten() {
         None => (
             format!("new file, {lines} lines\n"),

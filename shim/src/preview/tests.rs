@@ -49,7 +49,7 @@ fn a_new_file_is_said_with_its_content() {
         show(&root, "sub/new.md", "a\nb\n"),
         "new file, 2 lines\n--- /dev/null\n+++ sub/new.md (after the write)\n@@ -0,0 +1,2 @@\n+a\n+b\n"
     );
-    assert_eq!(show(&root, "empty.md", ""), "new file, 0 lines\n--- /dev/null\n+++ empty.md (after the write)\n");
+    assert_eq!(show(&root, "empty.md", ""), "new file, empty: empty.md");
 }
 
 #[test]
@@ -165,4 +165,23 @@ fn a_name_with_a_newline_cannot_add_lines() {
     use tc_core::preview::LineKind::*;
     assert_eq!(kinds, vec![Note, Header, Header, Hunk, Added], "{p}");
     assert!(p.contains(r#"+++ "a.md\n@@ -1 +1 @@\n+forged" (after the write)"#), "{p}");
+}
+
+/// A link swapped in after the path was judged is caught by judging the file opened.
+#[test]
+fn a_link_swapped_in_after_judging_shows_nothing() {
+    let (d, root) = root();
+    let outside = d.path().join("outside.md");
+    std::fs::write(&outside, "OUTSIDE-SECRET\n").unwrap();
+    std::fs::write(root.join("private/key.md"), "DENIED-SECRET\n").unwrap();
+    let p = policy(&root, GATE);
+    for (name, to) in [("late.md", outside.clone()), ("later.md", root.join("private/key.md"))] {
+        let judged = p.resolve("path", name).unwrap();
+        assert!(p.check_acl(std::slice::from_ref(&judged), false).is_ok());
+        std::os::unix::fs::symlink(&to, &judged).unwrap();
+        assert_eq!(
+            read_current(&p, "path", &judged),
+            Err(format!("no preview: {name} changed while it was read"))
+        );
+    }
 }
