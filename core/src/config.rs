@@ -778,7 +778,10 @@ deny = ["private/**"]
         let gate = |preview: &str| {
             format!("[[vaults]]\nid = \"a\"\nroot = \"/a\"\n[[vaults.gates]]\ntool = \"w\"\ntargets = {{ paths = [\"path\"] }}\npreview = {preview}\n")
         };
-        let c = parse(&gate("{ diff = { path = \"path\", content = \"content\" } }")).unwrap();
+        let c = parse(&gate(
+            "{ diff = { path = \"path\", content = \"content\" } }",
+        ))
+        .unwrap();
         assert_eq!(
             c.vaults[0].gates[0].preview,
             Some(Preview::Diff(DiffPreview {
@@ -788,10 +791,19 @@ deny = ["private/**"]
         );
         for (bad, key) in [
             ("{ diff = { path = \"path\" } }", "content"),
-            ("{ diff = { path = \"p\", content = \"c\", mode = \"x\" } }", "mode"),
+            (
+                "{ diff = { path = \"p\", content = \"c\", mode = \"x\" } }",
+                "mode",
+            ),
             ("{ image = { path = \"p\" } }", "image"),
-            ("{ diff = { path = \"p\", content = \"p\" } }", "preview.diff"),
-            ("{ diff = { path = \"\", content = \"c\" } }", "preview.diff"),
+            (
+                "{ diff = { path = \"p\", content = \"p\" } }",
+                "preview.diff",
+            ),
+            (
+                "{ diff = { path = \"\", content = \"c\" } }",
+                "preview.diff",
+            ),
         ] {
             let e = parse(&gate(bad)).unwrap_err().to_string();
             assert!(e.contains(key), "{bad}: {e}");

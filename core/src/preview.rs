@@ -81,7 +81,10 @@ mod tests {
     #[test]
     fn lines_are_classified_by_position_and_escaped() {
         let p = "new file, 2 lines\n--- /dev/null\n+++ a.md\n@@ -0,0 +1,2 @@\n+-- x\n+\u{1b}[31mred\r\n";
-        let got: Vec<_> = lines(p).into_iter().map(|(k, l)| (k, l.into_owned())).collect();
+        let got: Vec<_> = lines(p)
+            .into_iter()
+            .map(|(k, l)| (k, l.into_owned()))
+            .collect();
         assert_eq!(
             got,
             vec![

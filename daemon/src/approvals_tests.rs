@@ -243,9 +243,15 @@ fn the_preview_is_stored_with_the_request_and_capped() {
         preview: diff,
         ..Default::default()
     };
-    let id = l.raise_request(&b, &fp("s"), &text, Some(1000)).unwrap().request_id;
+    let id = l
+        .raise_request(&b, &fp("s"), &text, Some(1000))
+        .unwrap()
+        .request_id;
     let p = l.pending("").unwrap();
-    assert_eq!((p[0].request_id.as_str(), p[0].preview.as_str()), (id.as_str(), diff));
+    assert_eq!(
+        (p[0].request_id.as_str(), p[0].preview.as_str()),
+        (id.as_str(), diff)
+    );
     let long = "+x\n".repeat(tc_core::preview::TEXT_MAX);
     let text = RaiseText {
         preview: &long,
@@ -254,8 +260,11 @@ fn the_preview_is_stored_with_the_request_and_capped() {
     l.raise_request(&b, &fp("s"), &text, Some(1000)).unwrap();
     let p = l.pending("").unwrap();
     assert!(p[0].preview.len() < tc_core::preview::TEXT_MAX + 100);
-    assert!(p[0].preview.ends_with(&format!("(preview cut: {} bytes in all)", long.len())));
+    assert!(p[0]
+        .preview
+        .ends_with(&format!("(preview cut: {} bytes in all)", long.len())));
     // A raise without one (a gate with no preview, an older shim) clears it.
-    l.raise_request(&b, &fp("s"), &RaiseText::default(), Some(1000)).unwrap();
+    l.raise_request(&b, &fp("s"), &RaiseText::default(), Some(1000))
+        .unwrap();
     assert_eq!(l.pending("").unwrap()[0].preview, "");
 }

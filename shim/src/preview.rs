@@ -33,7 +33,11 @@ pub fn preview(policy: &Policy, gate: &Gate, args: &Value) -> String {
 fn diff(policy: &Policy, d: &DiffPreview, args: &Value) -> String {
     let arg = |name: &str| args.get(name).and_then(Value::as_str);
     let (Some(raw), Some(content)) = (arg(&d.path), arg(&d.content)) else {
-        let missing = if arg(&d.path).is_none() { &d.path } else { &d.content };
+        let missing = if arg(&d.path).is_none() {
+            &d.path
+        } else {
+            &d.content
+        };
         return format!("no preview: argument {missing:?} is missing or not a string");
     };
     // The same judgement the call itself gets: an escape is refused, the ACL (as for a
@@ -82,14 +86,19 @@ fn read_current(policy: &Policy, name: &str, p: &Path) -> Result<Option<Vec<u8>>
         _ => return Err(format!("no preview: {rel} changed while it was read")),
     }
     if meta.len() > INPUT_MAX {
-        return Err(format!("too large to preview: the file is {} bytes", meta.len()));
+        return Err(format!(
+            "too large to preview: the file is {} bytes",
+            meta.len()
+        ));
     }
     let mut bytes = Vec::new();
     if let Err(e) = f.take(INPUT_MAX + 1).read_to_end(&mut bytes) {
         return Err(format!("no preview: {rel} cannot be read ({})", e.kind()));
     }
     if bytes.len() as u64 > INPUT_MAX {
-        return Err(format!("too large to preview: the file is over {INPUT_MAX} bytes"));
+        return Err(format!(
+            "too large to preview: the file is over {INPUT_MAX} bytes"
+        ));
     }
     Ok(Some(bytes))
 }

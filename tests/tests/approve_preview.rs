@@ -142,7 +142,10 @@ fn binary_denied_and_escaping_files_show_nothing_of_their_content() {
         );
         let shown = approve_shows(&env, &id).unwrap();
         assert!(!shown.contains("SECRET"), "{path}: {shown}");
-        let r = h.call("write_file", json!({"path": path, "content": "overwrite\n"}));
+        let r = h.call(
+            "write_file",
+            json!({"path": path, "content": "overwrite\n"}),
+        );
         assert_eq!(code(&r).as_deref(), Some("acl_denied"), "{r}");
     }
     assert_eq!(
@@ -161,5 +164,8 @@ fn binary_denied_and_escaping_files_show_nothing_of_their_content() {
     let all = text(&all);
     assert!(!all.contains("OUTSIDE") && !all.contains("out.md"), "{all}");
     assert!(!all.contains("SECRET"), "{all}");
-    assert_eq!(disk(&env, "../outside.md").as_deref(), Some("OUTSIDE-SECRET\n"));
+    assert_eq!(
+        disk(&env, "../outside.md").as_deref(),
+        Some("OUTSIDE-SECRET\n")
+    );
 }

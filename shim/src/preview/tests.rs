@@ -33,13 +33,19 @@ fn an_existing_file_gets_a_unified_diff() {
         "--- a.md\n+++ a.md (after the write)\n@@ -1,3 +1,4 @@\n one\n-two\n+2\n three\n+four\n"
     );
     // What it would be is what is diffed: nothing was written.
-    assert_eq!(std::fs::read_to_string(root.join("a.md")).unwrap(), "one\ntwo\nthree\n");
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.md")).unwrap(),
+        "one\ntwo\nthree\n"
+    );
     assert_eq!(
         show(&root, "a.md", "one\ntwo\nthree\n"),
         "no change: the write leaves a.md as it is (3 lines)"
     );
     let p = show(&root, "a.md", "one\ntwo\nthree");
-    assert!(p.ends_with("-three\n+three\n\\ No newline at end of file\n"), "{p}");
+    assert!(
+        p.ends_with("-three\n+three\n\\ No newline at end of file\n"),
+        "{p}"
+    );
 }
 
 #[test]
@@ -59,7 +65,10 @@ fn binary_files_are_said_not_shown() {
     std::fs::write(root.join("latin1.txt"), b"caf\xe9\n").unwrap();
     std::fs::write(root.join("text.md"), "x\n").unwrap();
     let p = show(&root, "nul.bin", "hello\n");
-    assert_eq!(p, "binary file, not shown: nul.bin (now: 10 bytes; after the write: 6 bytes)");
+    assert_eq!(
+        p,
+        "binary file, not shown: nul.bin (now: 10 bytes; after the write: 6 bytes)"
+    );
     assert!(show(&root, "latin1.txt", "x").starts_with("binary file, not shown: latin1.txt"));
     assert_eq!(
         show(&root, "text.md", "a\0b"),
@@ -82,13 +91,20 @@ fn oversized_inputs_and_diffs_are_said_not_shown() {
     );
     assert_eq!(
         show(&root, "small.md", &big),
-        format!("too large to preview: the new content is {} bytes", big.len())
+        format!(
+            "too large to preview: the new content is {} bytes",
+            big.len()
+        )
     );
     // Inputs within the limit whose diff is not.
     let lines: String = (0..20_000).map(|i| format!("line {i}\n")).collect();
     assert!(lines.len() as u64 <= INPUT_MAX);
     let p = show(&root, "fresh.md", &lines);
-    assert!(p.starts_with("too large to preview: the diff is "), "{}", &p[..80]);
+    assert!(
+        p.starts_with("too large to preview: the diff is "),
+        "{}",
+        &p[..80]
+    );
     assert!(p.len() < 100);
 }
 
@@ -100,7 +116,10 @@ fn a_denied_path_is_never_read() {
     std::os::unix::fs::symlink("private", root.join("dir")).unwrap();
     for path in ["private/key.md", "alias.md", "dir/key.md", "dir/new.md"] {
         let p = show(&root, path, "new\n");
-        assert!(p.starts_with("no preview: ") && p.contains("denied by the vault ACL"), "{path}: {p}");
+        assert!(
+            p.starts_with("no preview: ") && p.contains("denied by the vault ACL"),
+            "{path}: {p}"
+        );
         assert!(!p.contains("SECRET"), "{path}: {p}");
     }
 }
@@ -113,10 +132,19 @@ fn links_out_of_the_root_show_nothing_from_outside() {
     std::os::unix::fs::symlink(&outside, root.join("out.md")).unwrap();
     std::os::unix::fs::symlink(d.path(), root.join("up")).unwrap();
     std::os::unix::fs::symlink("../nowhere.md", root.join("dangling.md")).unwrap();
-    for path in ["out.md", "up/outside.md", "dangling.md", "../outside.md", "/etc/passwd"] {
+    for path in [
+        "out.md",
+        "up/outside.md",
+        "dangling.md",
+        "../outside.md",
+        "/etc/passwd",
+    ] {
         let p = show(&root, path, "new\n");
         assert!(p.starts_with("no preview: "), "{path}: {p}");
-        assert!(!p.contains("OUTSIDE-SECRET") && !p.contains("root:"), "{path}: {p}");
+        assert!(
+            !p.contains("OUTSIDE-SECRET") && !p.contains("root:"),
+            "{path}: {p}"
+        );
     }
 }
 
@@ -147,13 +175,25 @@ fn what_cannot_be_previewed_says_why() {
         "no preview: argument \"path\" is missing or not a string"
     );
     std::fs::create_dir(root.join("folder")).unwrap();
-    assert_eq!(show(&root, "folder", "x"), "no preview: folder is not a regular file");
+    assert_eq!(
+        show(&root, "folder", "x"),
+        "no preview: folder is not a regular file"
+    );
     // A FIFO is refused without blocking on it.
     nix::unistd::mkfifo(&root.join("fifo"), nix::sys::stat::Mode::S_IRWXU).unwrap();
-    assert_eq!(show(&root, "fifo", "x"), "no preview: fifo is not a regular file");
-    let plain = policy(&root, "[[vaults.gates]]\ntool = \"w\"\ntargets = \"none\"\n");
+    assert_eq!(
+        show(&root, "fifo", "x"),
+        "no preview: fifo is not a regular file"
+    );
+    let plain = policy(
+        &root,
+        "[[vaults.gates]]\ntool = \"w\"\ntargets = \"none\"\n",
+    );
     let g = plain.gate_entry("w").unwrap().clone();
-    assert_eq!(preview(&plain, &g, &json!({"path": "a.md", "content": "x"})), "");
+    assert_eq!(
+        preview(&plain, &g, &json!({"path": "a.md", "content": "x"})),
+        ""
+    );
 }
 
 #[test]
@@ -161,10 +201,16 @@ fn a_name_with_a_newline_cannot_add_lines() {
     let (_d, root) = root();
     let name = "a.md\n@@ -1 +1 @@\n+forged";
     let p = show(&root, name, "x\n");
-    let kinds: Vec<_> = tc_core::preview::lines(&p).into_iter().map(|(k, _)| k).collect();
+    let kinds: Vec<_> = tc_core::preview::lines(&p)
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
     use tc_core::preview::LineKind::*;
     assert_eq!(kinds, vec![Note, Header, Header, Hunk, Added], "{p}");
-    assert!(p.contains(r#"+++ "a.md\n@@ -1 +1 @@\n+forged" (after the write)"#), "{p}");
+    assert!(
+        p.contains(r#"+++ "a.md\n@@ -1 +1 @@\n+forged" (after the write)"#),
+        "{p}"
+    );
 }
 
 /// A link swapped in after the path was judged is caught by judging the file opened.
@@ -175,7 +221,10 @@ fn a_link_swapped_in_after_judging_shows_nothing() {
     std::fs::write(&outside, "OUTSIDE-SECRET\n").unwrap();
     std::fs::write(root.join("private/key.md"), "DENIED-SECRET\n").unwrap();
     let p = policy(&root, GATE);
-    for (name, to) in [("late.md", outside.clone()), ("later.md", root.join("private/key.md"))] {
+    for (name, to) in [
+        ("late.md", outside.clone()),
+        ("later.md", root.join("private/key.md")),
+    ] {
         let judged = p.resolve("path", name).unwrap();
         assert!(p.check_acl(std::slice::from_ref(&judged), false).is_ok());
         std::os::unix::fs::symlink(&to, &judged).unwrap();
