@@ -174,8 +174,40 @@ fn print_request(p: &v1::PendingRequest, now: i64) {
     for line in pretty(&p.args_json, &p.summary).lines() {
         let _ = writeln!(o, "  {}", escape(line));
     }
+    if !p.preview.is_empty() {
+        let _ = writeln!(o, "preview:");
+        o.push_str(&preview(&p.preview, colour()));
+    }
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(o.as_bytes()).and_then(|()| out.flush());
+}
+
+/// Colour only on a terminal, and not when `NO_COLOR` is set.
+fn colour() -> bool {
+    use std::io::IsTerminal;
+    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+}
+
+/// The gate's preview, indented, each line escaped (`tc_core::preview::lines`); removed
+/// lines red, added green, hunks cyan when `colour`.
+fn preview(text: &str, colour: bool) -> String {
+    use tc_core::preview::LineKind;
+    let mut o = String::new();
+    for (kind, line) in tc_core::preview::lines(text) {
+        let sgr = match kind {
+            LineKind::Removed => "31",
+            LineKind::Added => "32",
+            LineKind::Hunk => "36",
+            LineKind::Header => "1",
+            LineKind::Note | LineKind::Context => "",
+        };
+        if colour && !sgr.is_empty() {
+            let _ = writeln!(o, "  \x1b[{sgr}m{line}\x1b[0m");
+        } else {
+            let _ = writeln!(o, "  {line}");
+        }
+    }
+    o
 }
 
 /// The arguments pretty-printed; the raw text when they are not JSON (cut), the summary
@@ -220,5 +252,17 @@ mod tests {
             "{cut… (cut: 9 bytes in all)"
         );
         assert!(pretty("", "t {..}").contains("t {..}"));
+    }
+
+    #[test]
+    fn the_preview_is_escaped_and_coloured_only_when_asked() {
+        let p = "--- a\n+++ a (after the write)\n@@ -1 +1 @@\n-old\n+new\u{1b}[2J\n";
+        assert_eq!(
+            preview(p, false),
+            "  --- a\n  +++ a (after the write)\n  @@ -1 +1 @@\n  -old\n  +new⟨U+001B⟩[2J\n"
+        );
+        let c = preview(p, true);
+        assert!(c.contains("  \x1b[31m-old\x1b[0m\n"), "{c:?}");
+        assert!(c.contains("  \x1b[32m+new⟨U+001B⟩[2J\x1b[0m\n"), "{c:?}");
     }
 }

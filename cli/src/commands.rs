@@ -180,6 +180,7 @@ async fn pending(socket: Target, vault: Option<String>, json: bool) -> Result<()
                 "expires_at_ms": p.expires_at_ms, "minted": p.minted,
                 "request_id": p.request_id, "status": p.status,
                 "raised_by_uid": (p.raised_by_uid != u32::MAX).then_some(p.raised_by_uid),
+                "preview": p.preview,
             });
             let _ = writeln!(out, "{}", json_safe(&line.to_string()));
             continue;

@@ -222,6 +222,26 @@ pub struct Gate {
     /// Required; `Option` only so a missing value gets a message saying what to write.
     #[serde(default)]
     pub targets: Option<Targets>,
+    /// What the human is shown of the call's effect besides its arguments (none: nothing).
+    #[serde(default)]
+    pub preview: Option<Preview>,
+}
+
+/// `preview = { diff = { path = "…", content = "…" } }`: the names of the call's
+/// arguments holding the file written and its new content; the shim shows a unified diff
+/// of the file as it is against what the write would make it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub enum Preview {
+    Diff(DiffPreview),
+}
+
+/// `preview.diff`
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiffPreview {
+    pub path: String,
+    pub content: String,
 }
 
 /// Conditions under which a gate applies (all given ones must hold); absent = always.
@@ -571,6 +591,14 @@ impl Config {
                     }
                     _ => {}
                 }
+                if let Some(Preview::Diff(d)) = &g.preview {
+                    if d.path.is_empty() || d.content.is_empty() || d.path == d.content {
+                        return Err(self.invalid(
+                            format!("{key}.preview.diff"),
+                            "must name two different arguments: path (the file) and content (what is written)",
+                        ));
+                    }
+                }
             }
             for (j, p) in v.paged.iter().enumerate() {
                 if p.items.is_empty() {
@@ -743,6 +771,43 @@ deny = ["private/**"]
             .unwrap_err()
             .to_string();
         assert!(e.contains("exist"), "{e}");
+    }
+
+    #[test]
+    fn a_gate_preview_names_two_arguments() {
+        let gate = |preview: &str| {
+            format!("[[vaults]]\nid = \"a\"\nroot = \"/a\"\n[[vaults.gates]]\ntool = \"w\"\ntargets = {{ paths = [\"path\"] }}\npreview = {preview}\n")
+        };
+        let c = parse(&gate(
+            "{ diff = { path = \"path\", content = \"content\" } }",
+        ))
+        .unwrap();
+        assert_eq!(
+            c.vaults[0].gates[0].preview,
+            Some(Preview::Diff(DiffPreview {
+                path: "path".into(),
+                content: "content".into()
+            }))
+        );
+        for (bad, key) in [
+            ("{ diff = { path = \"path\" } }", "content"),
+            (
+                "{ diff = { path = \"p\", content = \"c\", mode = \"x\" } }",
+                "mode",
+            ),
+            ("{ image = { path = \"p\" } }", "image"),
+            (
+                "{ diff = { path = \"p\", content = \"p\" } }",
+                "preview.diff",
+            ),
+            (
+                "{ diff = { path = \"\", content = \"c\" } }",
+                "preview.diff",
+            ),
+        ] {
+            let e = parse(&gate(bad)).unwrap_err().to_string();
+            assert!(e.contains(key), "{bad}: {e}");
+        }
     }
 
     #[test]

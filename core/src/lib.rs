@@ -5,6 +5,7 @@
 //! - [`paths`]: where the config, cache dir and socket live, with documented fallbacks.
 //! - [`hash`]: the canonical `args_hash` and fingerprint helpers.
 //! - [`display`]: escaping model and server text before a person reads it.
+//! - [`preview`]: a gate's preview: its limits and its lines as shown.
 //! - [`codes`]: refusal reasons (daemon) and error codes (MCP-facing).
 //! - [`guarded`]: guarded mode's fixed locations, root-ownership check, tighten-only merge.
 
@@ -16,6 +17,7 @@ pub mod fuzz_corpus;
 pub mod guarded;
 pub mod hash;
 pub mod paths;
+pub mod preview;
 
 pub use codes::{ErrorCode, Reason};
 pub use config::Config;

@@ -40,6 +40,8 @@ pub struct RaiseText<'a> {
     pub summary: &'a str,
     pub args_json: &'a str,
     pub covers: &'a str,
+    /// The gate's preview (cut to `tc_core::preview::TEXT_MAX` bytes).
+    pub preview: &'a str,
 }
 
 /// A recorded raise.
@@ -242,6 +244,7 @@ impl Ledger {
         let summary = capped(text.summary, crate::ledger::SUMMARY_MAX);
         let args_json = capped_json(text.args_json);
         let covers = capped(text.covers, COVERS_MAX);
+        let preview = tc_core::preview::capped(text.preview);
         let now = now_ms();
         let exp = now + self.ttl_ms;
         self.store.write(|tx, evs| {
@@ -265,18 +268,19 @@ impl Ledger {
             };
             tx.prepare_cached(
                 "INSERT INTO raised (vault, caller, args_hash, tool, state_fp, summary, raised_at, expires_at,
-                   request_id, args_json, covers, raised_by_uid, status, reason, token_id, expired_logged)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 'pending', '', NULL, 0)
+                   request_id, args_json, covers, raised_by_uid, status, reason, token_id, expired_logged, preview)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 'pending', '', NULL, 0, ?13)
                  ON CONFLICT (vault, caller, args_hash) DO UPDATE SET
                    tool = excluded.tool, state_fp = excluded.state_fp, summary = excluded.summary,
                    raised_at = excluded.raised_at, expires_at = excluded.expires_at,
                    request_id = excluded.request_id, args_json = excluded.args_json,
                    covers = excluded.covers, raised_by_uid = excluded.raised_by_uid,
-                   status = 'pending', reason = '', token_id = NULL, expired_logged = 0",
+                   status = 'pending', reason = '', token_id = NULL, expired_logged = 0,
+                   preview = excluded.preview",
             )?
             .execute(params![
                 b.vault, b.caller, b.args_hash, b.tool, state_fp, summary, now, exp, id, args_json,
-                covers, uid
+                covers, uid, preview
             ])?;
             evs.push(b_event(b, events::REQUESTED, state_fp, json!({ "summary": summary, "request_id": id })));
             Ok(Ok(Raised {
@@ -451,7 +455,8 @@ impl Ledger {
                 "SELECT r.vault, r.tool, r.caller, r.args_hash, r.state_fp, r.summary, r.raised_at, r.expires_at,
                    EXISTS (SELECT 1 FROM tokens t WHERE t.vault = r.vault AND t.caller = r.caller
                            AND t.args_hash = r.args_hash AND t.state_fp = r.state_fp AND t.created_at >= r.raised_at),
-                   coalesce(r.request_id, ''), r.status, r.args_json, r.covers, r.raised_by_uid, r.reason
+                   coalesce(r.request_id, ''), r.status, r.args_json, r.covers, r.raised_by_uid, r.reason,
+                   r.preview
                  FROM raised r WHERE r.expires_at > ?1 AND (?2 = '' OR r.vault = ?2)
                  ORDER BY r.raised_at DESC",
             )?;
@@ -472,6 +477,7 @@ impl Ledger {
                     covers: r.get(12)?,
                     raised_by_uid: r.get(13)?,
                     reason: r.get(14)?,
+                    preview: r.get(15)?,
                 })
             })?;
             Ok(rows.collect::<Result<_, _>>()?)

@@ -35,6 +35,7 @@ fn raise(l: &Ledger, b: &Binding, state: &str) -> Raised {
         summary: "t {..}",
         args_json: r#"{"path":"a"}"#,
         covers: "the paths",
+        preview: "",
     };
     l.raise_request(b, &fp(state), &text, Some(1000)).unwrap()
 }
@@ -230,4 +231,40 @@ fn guarded_mode_approves_nothing_without_the_factor_of_the_raiser() {
         Reason::NotApproved
     );
     assert_eq!(l.pending("").unwrap()[0].status, PENDING);
+}
+
+/// The shim's preview is kept with the request (the latest raise's), cut when too long.
+#[test]
+fn the_preview_is_stored_with_the_request_and_capped() {
+    let (_d, l) = ledger();
+    let b = call(1);
+    let diff = "--- a.md\n+++ a.md (after the write)\n@@ -1 +1 @@\n-old\n+new\n";
+    let text = RaiseText {
+        preview: diff,
+        ..Default::default()
+    };
+    let id = l
+        .raise_request(&b, &fp("s"), &text, Some(1000))
+        .unwrap()
+        .request_id;
+    let p = l.pending("").unwrap();
+    assert_eq!(
+        (p[0].request_id.as_str(), p[0].preview.as_str()),
+        (id.as_str(), diff)
+    );
+    let long = "+x\n".repeat(tc_core::preview::TEXT_MAX);
+    let text = RaiseText {
+        preview: &long,
+        ..Default::default()
+    };
+    l.raise_request(&b, &fp("s"), &text, Some(1000)).unwrap();
+    let p = l.pending("").unwrap();
+    assert!(p[0].preview.len() < tc_core::preview::TEXT_MAX + 100);
+    assert!(p[0]
+        .preview
+        .ends_with(&format!("(preview cut: {} bytes in all)", long.len())));
+    // A raise without one (a gate with no preview, an older shim) clears it.
+    l.raise_request(&b, &fp("s"), &RaiseText::default(), Some(1000))
+        .unwrap();
+    assert_eq!(l.pending("").unwrap()[0].preview, "");
 }

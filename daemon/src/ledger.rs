@@ -183,6 +183,8 @@ pub struct Pending {
     pub raised_by_uid: Option<u32>,
     /// Why it was declined (declined only).
     pub reason: String,
+    /// The gate's preview, as the raiser sent it (capped).
+    pub preview: String,
 }
 
 /// The ledger: the store plus the keys that hash tokens and seal blobs.

@@ -152,6 +152,7 @@ impl Confirm for Service {
                     summary: &r.summary,
                     args_json: &r.args_json,
                     covers: &r.covers,
+                    preview: &r.preview,
                 };
                 l.raise_request(&b, &r.state_fp, &text, uid)
             })
@@ -400,7 +401,7 @@ impl Confirm for Service {
                     raised_by_uid: p.raised_by_uid.unwrap_or(u32::MAX),
                     covers: p.covers,
                     reason: p.reason,
-                    preview: String::new(),
+                    preview: p.preview,
                 })
                 .collect(),
         }))

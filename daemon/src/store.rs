@@ -158,6 +158,11 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     CREATE UNIQUE INDEX raised_request_id ON raised (request_id);
     CREATE INDEX raised_expiry ON raised (expires_at);
     "#,
+    // 8 (preview): the gate's preview the shim computed for a raised request (a unified
+    // diff, or the line saying why none is shown), capped; '' when the gate has none.
+    r#"
+    ALTER TABLE raised ADD COLUMN preview TEXT NOT NULL DEFAULT '';
+    "#,
 ];
 
 /// The schema version this build writes.

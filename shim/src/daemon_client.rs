@@ -37,6 +37,8 @@ pub struct Raise {
     pub summary: String,
     pub args_json: String,
     pub covers: String,
+    /// The gate's preview (`preview.rs`); "" when it declares none.
+    pub preview: String,
 }
 
 /// A lazily connected client.
@@ -161,7 +163,7 @@ impl Daemon {
                 summary: text.summary,
                 args_json: text.args_json,
                 covers: text.covers,
-                ..Default::default()
+                preview: text.preview,
             })
             .await;
         match r {

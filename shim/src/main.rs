@@ -16,6 +16,7 @@ mod lean;
 mod names;
 mod outbox;
 mod policy;
+mod preview;
 mod proxy;
 mod regular;
 mod results;

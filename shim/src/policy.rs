@@ -174,6 +174,9 @@ impl Policy {
                 Some(Targets::Git(Some(a))) => names.push(a.clone()),
                 _ => {}
             }
+            if let Some(tc_core::config::Preview::Diff(d)) = &g.preview {
+                names.push(d.path.clone());
+            }
         }
         for name in names {
             let spec = ArgSpec {
@@ -389,7 +392,7 @@ impl Policy {
 
     /// Where a path under the root really leads, relative to the root (as written when
     /// that cannot be known).
-    fn real_relative(&self, p: &Path) -> PathBuf {
+    pub(crate) fn real_relative(&self, p: &Path) -> PathBuf {
         real_path(p)
             .and_then(|r| r.strip_prefix(&self.canon_root).ok().map(Path::to_path_buf))
             .unwrap_or_else(|| self.relative(p).to_path_buf())

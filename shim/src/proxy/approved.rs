@@ -72,6 +72,7 @@ impl Shim {
             summary: summary.to_string(),
             args_json: serde_json::to_string_pretty(c.args).unwrap_or_default(),
             covers: crate::confirm::describe_targets(c.gate.targets.as_ref()),
+            preview: crate::preview::preview(&self.policy, c.gate, c.args),
         };
         match self
             .daemon
