@@ -214,7 +214,12 @@ fn preview(text: &str, colour: bool) -> String {
 /// when the shim sent none.
 fn pretty(args_json: &str, summary: &str) -> String {
     if args_json.is_empty() {
-        return format!("(not sent; summary: {summary})");
+        // Only a summary: the raiser's words, not checked against the hash (the
+        // arguments were too large to send, or whatever raised this did not send them).
+        return format!(
+            "(the arguments were not sent; the approval binds their hash. The raiser's \
+             unverified summary: {summary})"
+        );
     }
     match serde_json::from_str::<serde_json::Value>(args_json) {
         Ok(v) => serde_json::to_string_pretty(&v).unwrap_or_else(|_| args_json.to_string()),

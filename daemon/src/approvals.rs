@@ -189,6 +189,28 @@ fn capped(s: &str, max: usize) -> String {
 }
 
 /// Cuts JSON to [`ARGS_JSON_MAX`] bytes (at a character boundary), saying how long it was.
+/// The arguments a human is shown must be the ones the approval binds: anything that
+/// can reach the socket (in guarded mode, an agent with the human's shell) could
+/// otherwise raise a request showing a harmless call under the hash of another. So
+/// `args_json`, when given, must hash (`tc_core::hash::args_hash`) to the binding's
+/// `args_hash`; "" means "not shown" and is displayed as such.
+fn shown_is_bound(b: &Binding, args_json: &str) -> Result<(), DaemonError> {
+    if args_json.is_empty() {
+        return Ok(());
+    }
+    let v: serde_json::Value = serde_json::from_str(args_json).map_err(|_| {
+        DaemonError::refused(Reason::BadArgument, "args_json is not a JSON document")
+    })?;
+    if tc_core::hash::args_hash(&b.tool, &v) != b.args_hash {
+        return Err(DaemonError::refused(
+            Reason::BadArgument,
+            "args_json is not the call the binding's args_hash names: the arguments shown to \
+             the approver must be the ones the approval binds",
+        ));
+    }
+    Ok(())
+}
+
 fn capped_json(s: &str) -> String {
     if s.len() <= ARGS_JSON_MAX {
         return s.to_string();
@@ -239,6 +261,7 @@ impl Ledger {
                 "state_fp must be 64 lowercase hex digits",
             ));
         }
+        shown_is_bound(b, text.args_json)?;
         // A model can raise at will (each refused call does): bounded per caller.
         self.charge(&b.vault, &b.caller)?;
         let summary = capped(text.summary, crate::ledger::SUMMARY_MAX);

@@ -17,13 +17,27 @@ fn ledger() -> (tempfile::TempDir, Ledger) {
     (dir, Ledger::new(store, Secret::ephemeral(), 300))
 }
 
+/// The arguments of call `n`, as the shim sends them.
+fn args_of(n: u8) -> String {
+    format!(r#"{{"path":"f{n}"}}"#)
+}
+
 fn call(n: u8) -> Binding {
+    let args: serde_json::Value = serde_json::from_str(&args_of(n)).unwrap();
     Binding {
         vault: "v".into(),
         tool: "t".into(),
         caller: "c".into(),
-        args_hash: tc_core::hash::sha256_hex(&[n]),
+        args_hash: tc_core::hash::args_hash("t", &args),
     }
+}
+
+/// Which `call(n)` a binding is (the tests' calls are few).
+fn args_for(b: &Binding) -> String {
+    let n = (0..=u8::MAX)
+        .find(|&n| call(n).args_hash == b.args_hash)
+        .expect("a binding made by call(n)");
+    args_of(n)
 }
 
 fn fp(s: &str) -> String {
@@ -31,9 +45,10 @@ fn fp(s: &str) -> String {
 }
 
 fn raise(l: &Ledger, b: &Binding, state: &str) -> Raised {
+    let args = args_for(b);
     let text = RaiseText {
         summary: "t {..}",
-        args_json: r#"{"path":"a"}"#,
+        args_json: &args,
         covers: "the paths",
         preview: "",
     };
@@ -76,7 +91,7 @@ fn ids_are_short_unambiguous_and_kept_while_the_same_request_waits() {
         .all(|p| p.status == PENDING && p.raised_by_uid == Some(1000)));
     assert!(p
         .iter()
-        .all(|p| p.args_json == r#"{"path":"a"}"# && p.covers == "the paths"));
+        .all(|p| p.args_json == args_for(&p.binding) && p.covers == "the paths"));
     // Garbage and injection attempts are refused before the database.
     assert_eq!(reason(l.approve("'; DROP", &me())), Reason::Unknown);
 }
@@ -267,4 +282,43 @@ fn the_preview_is_stored_with_the_request_and_capped() {
     l.raise_request(&b, &fp("s"), &RaiseText::default(), Some(1000))
         .unwrap();
     assert_eq!(l.pending("").unwrap()[0].preview, "");
+}
+
+/// Whatever can reach the socket (in guarded mode, an agent with the human's shell) must
+/// not show the approver one call and have another approved: the arguments shown must
+/// hash to the binding.
+#[test]
+fn the_arguments_shown_must_be_the_ones_the_approval_binds() {
+    let (_d, l) = ledger();
+    let harmless = args_of(2);
+    let text = RaiseText {
+        summary: "t {path: f2}",
+        args_json: &harmless,
+        covers: "",
+        preview: "",
+    };
+    // Call 1's hash, call 2's arguments: refused, nothing raised.
+    assert_eq!(
+        reason(l.raise_request(&call(1), &fp("s"), &text, Some(1000))),
+        Reason::BadArgument
+    );
+    let garbage = RaiseText {
+        args_json: "{not json",
+        ..text
+    };
+    assert_eq!(
+        reason(l.raise_request(&call(2), &fp("s"), &garbage, Some(1000))),
+        Reason::BadArgument
+    );
+    assert!(l.pending("").unwrap().is_empty());
+    // The same arguments under their own hash, and "not shown", are raised.
+    l.raise_request(&call(2), &fp("s"), &text, Some(1000))
+        .unwrap();
+    let none = RaiseText {
+        args_json: "",
+        ..text
+    };
+    l.raise_request(&call(3), &fp("s"), &none, Some(1000))
+        .unwrap();
+    assert_eq!(l.pending("").unwrap().len(), 2);
 }

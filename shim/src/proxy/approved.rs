@@ -70,7 +70,7 @@ impl Shim {
     pub(super) async fn raise_call(&self, c: &Call<'_>, summary: &str) -> Option<String> {
         let text = Raise {
             summary: summary.to_string(),
-            args_json: serde_json::to_string_pretty(c.args).unwrap_or_default(),
+            args_json: shown_args(c.args),
             covers: crate::confirm::describe_targets(c.gate.targets.as_ref()),
             preview: crate::preview::preview(&self.policy, c.gate, c.args),
         };
@@ -164,4 +164,18 @@ impl Shim {
 fn strip_lead(msg: &str) -> &str {
     msg.strip_prefix("the human declined this call: ")
         .unwrap_or(msg)
+}
+
+/// The arguments tcd shows the approver: the call's own, without the gate's fields (tcd
+/// checks they hash to the binding's `args_hash`); "" (shown as "not sent") past
+/// `SHOWN_ARGS_MAX`, which keeps a raise far inside tcd's message limit.
+fn shown_args(args: &serde_json::Value) -> String {
+    const SHOWN_ARGS_MAX: usize = 1 << 20;
+    let s =
+        serde_json::to_string_pretty(&tc_core::hash::strip_gate_fields(args)).unwrap_or_default();
+    if s.len() > SHOWN_ARGS_MAX {
+        String::new()
+    } else {
+        s
+    }
 }
