@@ -68,7 +68,10 @@ const card = (id) => `.req[data-id="${id}"]`;
 
 async function waitRequest({ id, status }) {
   await page.waitForSelector(`${card(id)} .status.${status || 'pending'}`);
-  return { text: await page.textContent(card(id)) };
+  return {
+    text: await page.textContent(card(id)),
+    approveVisible: await page.isVisible(`${card(id)} button.approve`),
+  };
 }
 
 async function approve({ id }) {

@@ -226,7 +226,8 @@ fn approve_on_the_page_runs_the_retry_once_and_decline_is_a_hard_stop() {
     assert_eq!(code(&d).as_deref(), Some("approval_declined"), "{d}");
     assert!(d["content"][0]["text"].as_str().unwrap().contains("not today"), "{d}");
     assert_eq!(disk(&env, "note.txt").as_deref(), Some("v0"));
-    b.cmd(json!({"op": "waitRequest", "id": id2, "status": "declined"}));
+    let shown = b.cmd(json!({"op": "waitRequest", "id": id2, "status": "declined"}));
+    assert_eq!(shown["approveVisible"], false, "a declined request offers Approve");
     // A declined request cannot be approved on the page either (a genuine assertion).
     let cred = b.cmd(json!({"op": "assertion", "id": id2}))["credential"].clone();
     let (st, body) = b.request(
@@ -310,6 +311,7 @@ fn a_request_that_expires_unanswered_shows_as_expired() {
     let mut b = Browser::open(&format!("http://localhost:{port}/"));
     let id = refused_id(&h.call("write_file", write("e")), &write("e"));
     b.cmd(json!({"op": "waitRequest", "id": id}));
-    b.cmd(json!({"op": "waitRequest", "id": id, "status": "expired"}));
+    let shown = b.cmd(json!({"op": "waitRequest", "id": id, "status": "expired"}));
+    assert_eq!(shown["approveVisible"], false, "an expired request offers Approve");
     assert_eq!(status_of(&env, &id), "expired");
 }
