@@ -137,7 +137,12 @@ impl ApprovalsConfig {
     /// `listen`, parsed: None when unset; an error (in words) for anything but a loopback
     /// address with a fixed port.
     pub fn listen_addr(&self) -> Result<Option<std::net::SocketAddr>, String> {
-        let Some(s) = self.listen.as_deref().map(str::trim).filter(|s| !s.is_empty()) else {
+        let Some(s) = self
+            .listen
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        else {
             return Ok(None);
         };
         let addr: std::net::SocketAddr = s.parse().map_err(|_| {

@@ -80,7 +80,10 @@ pub fn pretty_args(args_json: &str, summary: &str) -> String {
             Err(_) => args_json.to_string(),
         }
     };
-    text.lines().map(|l| escape(l)).collect::<Vec<_>>().join("\n")
+    text.lines()
+        .map(|l| escape(l))
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// `s` safe to show a person (borrowed when nothing needed escaping).

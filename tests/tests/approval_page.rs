@@ -33,7 +33,11 @@ impl Browser {
             "/usr/bin/chromium is missing: run scripts/install-peers (apt-get install chromium)"
         );
         let pw = peers().join("npm/node_modules/playwright-core");
-        assert!(pw.exists(), "{} is missing: run scripts/install-peers", pw.display());
+        assert!(
+            pw.exists(),
+            "{} is missing: run scripts/install-peers",
+            pw.display()
+        );
         let mut child = Command::new("node")
             .arg(tc_tests::workspace().join("tests/browser/approval_page.mjs"))
             .env("TC_PLAYWRIGHT_CORE", &pw)
@@ -43,7 +47,11 @@ impl Browser {
             .expect("node");
         let stdin = child.stdin.take().unwrap();
         let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut b = Browser { child, stdin, stdout };
+        let mut b = Browser {
+            child,
+            stdin,
+            stdout,
+        };
         b.cmd(json!({"op": "open", "url": url}));
         b
     }
@@ -53,7 +61,8 @@ impl Browser {
         writeln!(self.stdin, "{c}").unwrap();
         let mut line = String::new();
         self.stdout.read_line(&mut line).unwrap();
-        let v: Value = serde_json::from_str(&line).unwrap_or_else(|_| panic!("browser said {line:?}"));
+        let v: Value =
+            serde_json::from_str(&line).unwrap_or_else(|_| panic!("browser said {line:?}"));
         assert_eq!(v["ok"], true, "browser command {c} failed: {}", v["error"]);
         v
     }
@@ -64,8 +73,13 @@ impl Browser {
 
     /// A fetch from the page (its cookie; `csrf: false` leaves the token out).
     fn request(&mut self, method: &str, path: &str, body: Value, csrf: bool) -> (u16, String) {
-        let v = self.cmd(json!({"op": "request", "method": method, "path": path, "body": body, "csrf": csrf}));
-        (v["status"].as_u64().unwrap() as u16, v["body"].as_str().unwrap().to_string())
+        let v = self.cmd(
+            json!({"op": "request", "method": method, "path": path, "body": body, "csrf": csrf}),
+        );
+        (
+            v["status"].as_u64().unwrap() as u16,
+            v["body"].as_str().unwrap().to_string(),
+        )
     }
 }
 
@@ -78,7 +92,11 @@ impl Drop for Browser {
 
 /// A free loopback port for `[approvals] listen`.
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// Server-filesystem behind the shim, tcd with the page on; the client connected.
@@ -114,10 +132,16 @@ fn register(env: &Env, b: &mut Browser) {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let code = String::from_utf8_lossy(&o.stdout).trim().to_string();
     assert_eq!(code.len(), 14, "{code}");
-    assert_eq!(b.msg(json!({"op": "register", "code": code})), "passkey added");
+    assert_eq!(
+        b.msg(json!({"op": "register", "code": code})),
+        "passkey added"
+    );
     // The code was single use.
     let again = b.msg(json!({"op": "register", "code": code}));
-    assert!(again.starts_with("passkey not added: wrong or expired code"), "{again}");
+    assert!(
+        again.starts_with("passkey not added: wrong or expired code"),
+        "{again}"
+    );
 }
 
 /// Each request's status as tcd's ListPending reports it.
@@ -127,13 +151,20 @@ fn statuses(env: &Env) -> Vec<(String, String)> {
         .lines()
         .map(|l| {
             let v: Value = serde_json::from_str(l).unwrap();
-            (v["request_id"].as_str().unwrap().into(), v["status"].as_str().unwrap().into())
+            (
+                v["request_id"].as_str().unwrap().into(),
+                v["status"].as_str().unwrap().into(),
+            )
         })
         .collect()
 }
 
 fn status_of(env: &Env, id: &str) -> String {
-    statuses(env).into_iter().find(|(i, _)| i == id).map(|(_, s)| s).unwrap_or_default()
+    statuses(env)
+        .into_iter()
+        .find(|(i, _)| i == id)
+        .map(|(_, s)| s)
+        .unwrap_or_default()
 }
 
 /// Where screenshots go: `TC_SCREENSHOTS_DIR` (docs/screenshots to refresh the committed
@@ -152,7 +183,11 @@ fn http(port: u16, req: &str) -> (u16, String) {
     s.write_all(req.as_bytes()).unwrap();
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);
-    let status = out.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    let status = out
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
     (status, out)
 }
 
@@ -196,8 +231,18 @@ fn approve_on_the_page_runs_the_retry_once_and_decline_is_a_hard_stop() {
     // Raised while the page is open: it appears without a reload, with its details.
     let r = h.call("write_file", write("v1"));
     let id = refused_id(&r, &write("v1"));
-    let card = b.cmd(json!({"op": "waitRequest", "id": id}))["text"].as_str().unwrap().to_string();
-    for want in ["write_file", "fs", "stdio", "\"content\": \"v1\"", "\"path\": \"note.txt\"", "time left"] {
+    let card = b.cmd(json!({"op": "waitRequest", "id": id}))["text"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    for want in [
+        "write_file",
+        "fs",
+        "stdio",
+        "\"content\": \"v1\"",
+        "\"path\": \"note.txt\"",
+        "time left",
+    ] {
         assert!(card.contains(want), "{want}: {card}");
     }
     let shot = shots().join("approval-page-pending.png");
@@ -224,10 +269,19 @@ fn approve_on_the_page_runs_the_retry_once_and_decline_is_a_hard_stop() {
     assert!(m.starts_with(&format!("declined {id2}")), "{m}");
     let d = h.call("write_file", write("v1"));
     assert_eq!(code(&d).as_deref(), Some("approval_declined"), "{d}");
-    assert!(d["content"][0]["text"].as_str().unwrap().contains("not today"), "{d}");
+    assert!(
+        d["content"][0]["text"]
+            .as_str()
+            .unwrap()
+            .contains("not today"),
+        "{d}"
+    );
     assert_eq!(disk(&env, "note.txt").as_deref(), Some("v0"));
     let shown = b.cmd(json!({"op": "waitRequest", "id": id2, "status": "declined"}));
-    assert_eq!(shown["approveVisible"], false, "a declined request offers Approve");
+    assert_eq!(
+        shown["approveVisible"], false,
+        "a declined request offers Approve"
+    );
     // A declined request cannot be approved on the page either (a genuine assertion).
     let cred = b.cmd(json!({"op": "assertion", "id": id2}))["credential"].clone();
     let (st, body) = b.request(
@@ -243,7 +297,11 @@ fn approve_on_the_page_runs_the_retry_once_and_decline_is_a_hard_stop() {
     b.cmd(json!({"op": "screenshot", "path": shot}));
     let n = b.cmd(json!({"op": "reloadCount"}));
     assert_eq!(n["navigations"], 1, "the page was reloaded: {n}");
-    assert_eq!(n["remote"], json!([]), "the page fetched from elsewhere: {n}");
+    assert_eq!(
+        n["remote"],
+        json!([]),
+        "the page fetched from elsewhere: {n}"
+    );
 }
 
 #[test]
@@ -259,7 +317,9 @@ fn forged_replayed_cross_origin_and_csrf_less_requests_approve_nothing() {
     // A forged assertion (one signature byte flipped): refused, nothing approved.
     let mut forged = b.cmd(json!({"op": "assertion", "id": a}))["credential"].clone();
     let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
-    let mut sig = b64.decode(forged["response"]["signature"].as_str().unwrap()).unwrap();
+    let mut sig = b64
+        .decode(forged["response"]["signature"].as_str().unwrap())
+        .unwrap();
     let last = sig.len() - 1;
     sig[last] ^= 1;
     forged["response"]["signature"] = b64.encode(&sig).into();
@@ -275,14 +335,22 @@ fn forged_replayed_cross_origin_and_csrf_less_requests_approve_nothing() {
     assert_eq!(status_of(&env, &a), "approved");
     let (st, body) = b.request("POST", &finish(&a), json!({"credential": genuine}), true);
     assert_eq!(st, 400, "{body}");
-    let (st, body) = b.request("POST", &format!("/api/requests/{bid}/approve/start"), json!({}), true);
+    let (st, body) = b.request(
+        "POST",
+        &format!("/api/requests/{bid}/approve/start"),
+        json!({}),
+        true,
+    );
     assert_eq!(st, 200, "{body}");
     let (st, body) = b.request("POST", &finish(&bid), json!({"credential": genuine}), true);
     assert_eq!(st, 403, "{body}");
     assert_eq!(status_of(&env, &bid), "pending");
 
     // No CSRF token: refused, for Decline and for starting an approval.
-    for path in [format!("/api/requests/{bid}/decline"), format!("/api/requests/{bid}/approve/start")] {
+    for path in [
+        format!("/api/requests/{bid}/decline"),
+        format!("/api/requests/{bid}/approve/start"),
+    ] {
         let (st, body) = b.request("POST", &path, json!({"reason": "x"}), false);
         assert_eq!(st, 403, "{path}: {body}");
     }
@@ -292,15 +360,37 @@ fn forged_replayed_cross_origin_and_csrf_less_requests_approve_nothing() {
     let host = format!("localhost:{port}");
     let origin = format!("http://{host}");
     let decline = format!("/api/requests/{bid}/decline");
-    assert_eq!(raw_post(port, &host, "http://evil.example", &cookie, &csrf, &decline), 403);
-    assert_eq!(raw_post(port, "evil.example", &origin, &cookie, &csrf, &decline), 403);
-    let (st, _) = http(port, &format!("GET / HTTP/1.1\r\nHost: evil.example:{port}\r\nConnection: close\r\n\r\n"));
+    assert_eq!(
+        raw_post(port, &host, "http://evil.example", &cookie, &csrf, &decline),
+        403
+    );
+    assert_eq!(
+        raw_post(port, "evil.example", &origin, &cookie, &csrf, &decline),
+        403
+    );
+    let (st, _) = http(
+        port,
+        &format!("GET / HTTP/1.1\r\nHost: evil.example:{port}\r\nConnection: close\r\n\r\n"),
+    );
     assert_eq!(st, 403);
-    assert_eq!(raw_post(port, &host, &origin, &cookie, "0".repeat(64).as_str(), &decline), 403);
+    assert_eq!(
+        raw_post(
+            port,
+            &host,
+            &origin,
+            &cookie,
+            "0".repeat(64).as_str(),
+            &decline
+        ),
+        403
+    );
     assert_eq!(status_of(&env, &bid), "pending");
     // …while the same request with everything right goes through (the refusals above
     // were for the one thing wrong in each).
-    assert_eq!(raw_post(port, &host, &origin, &cookie, &csrf, &decline), 200);
+    assert_eq!(
+        raw_post(port, &host, &origin, &cookie, &csrf, &decline),
+        200
+    );
     assert_eq!(status_of(&env, &bid), "declined");
     assert_eq!(events_of(&env, "tc.elicit.approved"), 1);
 }
@@ -312,6 +402,9 @@ fn a_request_that_expires_unanswered_shows_as_expired() {
     let id = refused_id(&h.call("write_file", write("e")), &write("e"));
     b.cmd(json!({"op": "waitRequest", "id": id}));
     let shown = b.cmd(json!({"op": "waitRequest", "id": id, "status": "expired"}));
-    assert_eq!(shown["approveVisible"], false, "an expired request offers Approve");
+    assert_eq!(
+        shown["approveVisible"], false,
+        "an expired request offers Approve"
+    );
     assert_eq!(status_of(&env, &id), "expired");
 }

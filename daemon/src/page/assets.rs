@@ -18,14 +18,18 @@ mod tests {
     #[test]
     fn no_inline_script_and_nothing_remote() {
         assert!(!INDEX_HTML.contains("<script>"), "inline script");
-        let handler = INDEX_HTML
-            .split(" on")
-            .skip(1)
-            .any(|rest| rest.split('=').next().is_some_and(|w| !w.is_empty() && w.bytes().all(|b| b.is_ascii_lowercase())));
+        let handler = INDEX_HTML.split(" on").skip(1).any(|rest| {
+            rest.split('=')
+                .next()
+                .is_some_and(|w| !w.is_empty() && w.bytes().all(|b| b.is_ascii_lowercase()))
+        });
         assert!(!handler, "inline event handler");
         assert!(!INDEX_HTML.contains("style="), "inline style");
         for a in [INDEX_HTML, PAGE_JS, PAGE_CSS] {
-            assert!(!a.contains("https://") && !a.contains("//cdn"), "remote reference");
+            assert!(
+                !a.contains("https://") && !a.contains("//cdn"),
+                "remote reference"
+            );
         }
         assert!(!PAGE_JS.contains("innerHTML"), "text only, never HTML");
         assert!(index("ab12").contains("content=\"ab12\""));

@@ -41,7 +41,10 @@ pub fn issue(l: &Ledger) -> Result<(String, i64), DaemonError> {
     let now = now_ms();
     let exp = now + TTL_MS;
     l.store.write(|tx, _| {
-        tx.execute("DELETE FROM passkey_codes WHERE expires_at <= ?1", params![now])?;
+        tx.execute(
+            "DELETE FROM passkey_codes WHERE expires_at <= ?1",
+            params![now],
+        )?;
         tx.execute(
             "DELETE FROM passkey_codes WHERE code_hash IN (SELECT code_hash FROM passkey_codes
              ORDER BY expires_at DESC LIMIT -1 OFFSET ?1)",

@@ -71,7 +71,14 @@ pub fn recent(l: &Ledger) -> Result<Vec<HistoryRow>, DaemonError> {
             |r| {
                 let kind: String = r.get(1)?;
                 let detail: String = r.get(5)?;
-                Ok(row(r.get(0)?, &kind, r.get(2)?, r.get(3)?, r.get(4)?, &detail))
+                Ok(row(
+                    r.get(0)?,
+                    &kind,
+                    r.get(2)?,
+                    r.get(3)?,
+                    r.get(4)?,
+                    &detail,
+                ))
             },
         )?;
         Ok(rows.collect::<Result<_, _>>()?)

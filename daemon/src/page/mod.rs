@@ -76,7 +76,9 @@ mod tests {
     use tc_core::config::ApprovalsConfig;
 
     fn parse(s: &str) -> anyhow::Result<Option<SocketAddr>> {
-        listen_addr(&ApprovalsConfig { listen: Some(s.into()) })
+        listen_addr(&ApprovalsConfig {
+            listen: Some(s.into()),
+        })
     }
 
     #[test]
@@ -84,7 +86,13 @@ mod tests {
         assert_eq!(listen_addr(&ApprovalsConfig::default()).unwrap(), None);
         assert!(parse("127.0.0.1:7777").unwrap().is_some());
         assert!(parse("[::1]:7777").unwrap().is_some());
-        for bad in ["0.0.0.0:7777", "192.168.1.2:7777", "[::]:7777", "localhost", "127.0.0.1:0"] {
+        for bad in [
+            "0.0.0.0:7777",
+            "192.168.1.2:7777",
+            "[::]:7777",
+            "localhost",
+            "127.0.0.1:0",
+        ] {
             assert!(parse(bad).is_err(), "{bad} accepted");
         }
     }

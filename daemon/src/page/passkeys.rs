@@ -73,9 +73,11 @@ pub fn used(l: &Ledger, res: &AuthenticationResult) -> Result<(), DaemonError> {
     let id = hex::encode::<&[u8]>(res.cred_id().as_ref());
     l.store.write(|tx, _| {
         let text: Option<String> = tx
-            .query_row("SELECT passkey FROM passkeys WHERE cred_id = ?1", params![id], |r| {
-                r.get(0)
-            })
+            .query_row(
+                "SELECT passkey FROM passkeys WHERE cred_id = ?1",
+                params![id],
+                |r| r.get(0),
+            )
             .ok();
         let Some(text) = text else { return Ok(Ok(())) };
         let mut pk: Passkey = serde_json::from_str(&text).map_err(internal)?;
@@ -91,7 +93,6 @@ pub fn used(l: &Ledger, res: &AuthenticationResult) -> Result<(), DaemonError> {
 
 /// How many passkeys are registered.
 pub fn count(l: &Ledger) -> Result<u32, DaemonError> {
-    l.store.read(|c| {
-        Ok(c.query_row("SELECT count(*) FROM passkeys", [], |r| r.get::<_, u32>(0))?)
-    })
+    l.store
+        .read(|c| Ok(c.query_row("SELECT count(*) FROM passkeys", [], |r| r.get::<_, u32>(0))?))
 }

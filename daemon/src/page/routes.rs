@@ -26,8 +26,14 @@ pub fn router(page: Arc<Page>) -> Router {
     Router::new()
         .route("/", get(index))
         .route("/requests/{id}", get(index))
-        .route("/assets/page.js", get(|| asset("text/javascript", assets::PAGE_JS)))
-        .route("/assets/page.css", get(|| asset("text/css", assets::PAGE_CSS)))
+        .route(
+            "/assets/page.js",
+            get(|| asset("text/javascript", assets::PAGE_JS)),
+        )
+        .route(
+            "/assets/page.css",
+            get(|| asset("text/css", assets::PAGE_CSS)),
+        )
         .route("/api/state", get(state))
         .route("/api/events", get(events))
         .route("/api/requests/{id}/decline", post(decline))
@@ -36,7 +42,10 @@ pub fn router(page: Arc<Page>) -> Router {
         .route("/api/requests/{id}/approve/totp", post(approve_totp))
         .route("/api/passkeys/start", post(passkey_start))
         .route("/api/passkeys/finish", post(passkey_finish))
-        .layer(middleware::from_fn_with_state(page.clone(), security::front_door))
+        .layer(middleware::from_fn_with_state(
+            page.clone(),
+            security::front_door,
+        ))
         .with_state(page)
 }
 
@@ -52,12 +61,16 @@ impl IntoResponse for Refusal {
 impl From<DaemonError> for Refusal {
     fn from(e: DaemonError) -> Self {
         match e {
-            DaemonError::Refused { reason, message } => {
-                Refusal(StatusCode::CONFLICT, format!("{}: {message}", reason.as_str()))
-            }
+            DaemonError::Refused { reason, message } => Refusal(
+                StatusCode::CONFLICT,
+                format!("{}: {message}", reason.as_str()),
+            ),
             other => {
                 tracing::warn!(error = %other, "approval page: internal error");
-                Refusal(StatusCode::INTERNAL_SERVER_ERROR, "internal error (see tcd's log)".into())
+                Refusal(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal error (see tcd's log)".into(),
+                )
             }
         }
     }
@@ -77,7 +90,9 @@ fn csrf(page: &Page, h: &HeaderMap) -> Result<(), Refusal> {
     if page.sessions.csrf_ok(h) {
         Ok(())
     } else {
-        Err(forbidden("forbidden: missing or wrong CSRF token (reload the page)"))
+        Err(forbidden(
+            "forbidden: missing or wrong CSRF token (reload the page)",
+        ))
     }
 }
 
@@ -210,7 +225,9 @@ async fn approve_finish(
             forbidden("the passkey assertion did not verify; nothing was approved")
         })?;
     if !res.user_verified() {
-        return Err(forbidden("the passkey did not verify the user; nothing was approved"));
+        return Err(forbidden(
+            "the passkey did not verify the user; nothing was approved",
+        ));
     }
     let i = id.clone();
     let approved = ledger(&page, move |l| {
@@ -255,7 +272,13 @@ async fn approve_totp(
                 "no request with this id and a known uid is waiting",
             ));
         };
-        l.approve(&i, &Approver { uid, code: Some(b.code) })
+        l.approve(
+            &i,
+            &Approver {
+                uid,
+                code: Some(b.code),
+            },
+        )
     })
     .await?;
     Ok(Json(json!({ "approved": id, "expires_at_ms": approved.expires_at_ms })).into_response())
@@ -282,7 +305,9 @@ async fn passkey_start(
         if page.code_failures.fetch_add(1, Ordering::SeqCst) + 1 >= codes::MAX_FAILURES {
             ledger(&page, codes::void_all).await?;
         }
-        return Err(forbidden("wrong or expired code (get one with `tcctl passkey add`)"));
+        return Err(forbidden(
+            "wrong or expired code (get one with `tcctl passkey add`)",
+        ));
     }
     let keys = ledger(&page, passkeys::all).await?;
     let exclude = keys.iter().map(|k| k.cred_id().clone()).collect();
@@ -323,7 +348,11 @@ async fn passkey_finish(
             tracing::warn!(error = %e, "approval page: a passkey registration did not verify");
             forbidden("the passkey registration did not verify")
         })?;
-    let name = if b.name.trim().is_empty() { "passkey".to_string() } else { b.name };
+    let name = if b.name.trim().is_empty() {
+        "passkey".to_string()
+    } else {
+        b.name
+    };
     ledger(&page, move |l| passkeys::add(l, &pk, &name)).await?;
     Ok(Json(json!({ "registered": true })).into_response())
 }

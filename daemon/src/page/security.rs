@@ -68,7 +68,11 @@ pub async fn front_door(State(page): State<Arc<Page>>, req: Request, next: Next)
         .get("sec-fetch-site")
         .is_some_and(|v| v.as_bytes() == b"cross-site");
     let mut resp = if !page.guard.host_ok(h.get(header::HOST)) {
-        (StatusCode::FORBIDDEN, "forbidden: unknown Host (the page answers to localhost only)").into_response()
+        (
+            StatusCode::FORBIDDEN,
+            "forbidden: unknown Host (the page answers to localhost only)",
+        )
+            .into_response()
     } else if cross_site || !page.guard.origin_ok(req.method(), h.get(header::ORIGIN)) {
         (StatusCode::FORBIDDEN, "forbidden: foreign Origin").into_response()
     } else {
@@ -85,8 +89,14 @@ pub async fn front_door(State(page): State<Arc<Page>>, req: Request, next: Next)
     for (k, v) in fixed {
         hs.insert(k, HeaderValue::from_static(v));
     }
-    hs.insert("cross-origin-opener-policy", HeaderValue::from_static("same-origin"));
-    hs.insert("cross-origin-resource-policy", HeaderValue::from_static("same-origin"));
+    hs.insert(
+        "cross-origin-opener-policy",
+        HeaderValue::from_static("same-origin"),
+    );
+    hs.insert(
+        "cross-origin-resource-policy",
+        HeaderValue::from_static("same-origin"),
+    );
     resp
 }
 
@@ -116,7 +126,10 @@ impl Sessions {
         let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
         m.retain(|_, s| s.created.elapsed() < SESSION_TTL);
         while m.len() >= MAX_SESSIONS {
-            let oldest = m.iter().min_by_key(|(_, s)| s.created).map(|(k, _)| k.clone());
+            let oldest = m
+                .iter()
+                .min_by_key(|(_, s)| s.created)
+                .map(|(k, _)| k.clone());
             oldest.map(|k| m.remove(&k));
         }
         let s = Session {
@@ -133,7 +146,9 @@ impl Sessions {
     pub fn with<T>(&self, headers: &HeaderMap, f: impl FnOnce(&mut Session) -> T) -> Option<T> {
         let sid = cookie(headers)?;
         let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        let s = m.get_mut(&sid).filter(|s| s.created.elapsed() < SESSION_TTL)?;
+        let s = m
+            .get_mut(&sid)
+            .filter(|s| s.created.elapsed() < SESSION_TTL)?;
         Some(f(s))
     }
 
@@ -178,7 +193,12 @@ mod tests {
         let g = Guard::new("127.0.0.1:7777".parse().unwrap());
         assert!(g.host_ok(Some(&hv("localhost:7777"))));
         assert!(g.host_ok(Some(&hv("127.0.0.1:7777"))));
-        for bad in ["evil.example", "evil.example:7777", "localhost:7778", "localhost"] {
+        for bad in [
+            "evil.example",
+            "evil.example:7777",
+            "localhost:7778",
+            "localhost",
+        ] {
             assert!(!g.host_ok(Some(&hv(bad))), "{bad}");
         }
         assert!(!g.host_ok(None));

@@ -47,6 +47,8 @@ function toB64u(buf) {
 async function addPasskey() {
   const code = document.getElementById('pk-code').value;
   const name = document.getElementById('pk-name').value;
+  // Single use either way: a spent or wrong code is not left on the screen.
+  document.getElementById('pk-code').value = '';
   try {
     const o = (await post('/api/passkeys/start', { code })).publicKey;
     o.challenge = fromB64u(o.challenge);
@@ -61,7 +63,6 @@ async function addPasskey() {
       },
     };
     await post('/api/passkeys/finish', { credential, name });
-    document.getElementById('pk-code').value = '';
     say('passkey added', true);
     refresh();
   } catch (e) {
