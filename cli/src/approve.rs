@@ -171,8 +171,9 @@ fn print_request(p: &v1::PendingRequest, now: i64) {
     let _ = writeln!(o, "covers:    {}", escape(covers));
     let _ = writeln!(o, "state:     {}", escape(&p.state_fp));
     let _ = writeln!(o, "arguments:");
-    for line in pretty(&p.args_json, &p.summary).lines() {
-        let _ = writeln!(o, "  {}", escape(line));
+    // Pretty-printed and escaped line by line, as on the approval page.
+    for line in tc_core::display::pretty_args(&p.args_json, &p.summary).lines() {
+        let _ = writeln!(o, "  {line}");
     }
     if !p.preview.is_empty() {
         let _ = writeln!(o, "preview:");
@@ -210,23 +211,6 @@ fn preview(text: &str, colour: bool) -> String {
     o
 }
 
-/// The arguments pretty-printed; the raw text when they are not JSON (cut), the summary
-/// when the shim sent none.
-fn pretty(args_json: &str, summary: &str) -> String {
-    if args_json.is_empty() {
-        // Only a summary: the raiser's words, not checked against the hash (the
-        // arguments were too large to send, or whatever raised this did not send them).
-        return format!(
-            "(the arguments were not sent; the approval binds their hash. The raiser's \
-             unverified summary: {summary})"
-        );
-    }
-    match serde_json::from_str::<serde_json::Value>(args_json) {
-        Ok(v) => serde_json::to_string_pretty(&v).unwrap_or_else(|_| args_json.to_string()),
-        Err(_) => args_json.to_string(),
-    }
-}
-
 /// Declines one raised request.
 pub async fn decline(target: Target, a: DeclineArgs) -> Result<(), CliError> {
     let mut d = client::connect(&target).await?;
@@ -248,16 +232,6 @@ pub async fn decline(target: Target, a: DeclineArgs) -> Result<(), CliError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn arguments_are_pretty_printed_or_shown_raw() {
-        assert_eq!(pretty(r#"{"a":1}"#, "s"), "{\n  \"a\": 1\n}");
-        assert_eq!(
-            pretty("{cut… (cut: 9 bytes in all)", "s"),
-            "{cut… (cut: 9 bytes in all)"
-        );
-        assert!(pretty("", "t {..}").contains("t {..}"));
-    }
 
     #[test]
     fn the_preview_is_escaped_and_coloured_only_when_asked() {

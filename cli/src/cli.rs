@@ -73,6 +73,16 @@ pub enum Command {
         #[arg(long)]
         user: String,
     },
+    /// The approval page (`[approvals] listen`): print its URL, or open it.
+    Approvals {
+        #[command(subcommand)]
+        command: ApprovalsCommand,
+    },
+    /// Passkeys for approving on the page (root in guarded mode).
+    Passkey {
+        #[command(subcommand)]
+        command: PasskeyCommand,
+    },
     /// Print a shell completion script.
     Completions { shell: clap_complete::Shell },
 }
@@ -120,4 +130,20 @@ pub enum EnrollCommand {
         #[arg(long)]
         user: String,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ApprovalsCommand {
+    /// Print the page's URL; in a desktop session also open it in the browser.
+    Open {
+        /// Only print the URL.
+        #[arg(long)]
+        print: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PasskeyCommand {
+    /// Print a one-time code to type into the page's "add a passkey" form (ten minutes).
+    Add,
 }

@@ -10,7 +10,9 @@ use tc_core::display::{escape, json_safe, reescape};
 use tc_proto::v1;
 use tokio_stream::StreamExt;
 
-use crate::cli::{Cli, Command, ElicitArgs, EnrollCommand, PolicyCommand};
+use crate::cli::{
+    ApprovalsCommand, Cli, Command, ElicitArgs, EnrollCommand, PasskeyCommand, PolicyCommand,
+};
 use crate::client::{self, status_error, Target};
 use crate::{exit, CliError};
 
@@ -52,6 +54,12 @@ pub async fn run(args: Cli) -> Result<(), CliError> {
         Command::Policy {
             command: PolicyCommand::Check,
         } => policy_check(&config),
+        Command::Approvals {
+            command: ApprovalsCommand::Open { print },
+        } => crate::page::open(&config, print),
+        Command::Passkey {
+            command: PasskeyCommand::Add,
+        } => crate::page::passkey_add(&config, socket).await,
         Command::Completions { .. }
         | Command::Policy {
             command: PolicyCommand::Init { .. },

@@ -5,6 +5,7 @@
 //! - [`client`]: connecting to `tcd` and turning failures into messages a person can act on.
 //! - [`commands`]: one function per subcommand.
 //! - [`factor`]: guarded mode's second factor (enroll, unlock, the approval code).
+//! - [`page`]: `tcctl approvals open`, `tcctl passkey add` (the approval page).
 //! - [`policy_init`]: `tcctl policy init`, a starter policy read from a real server.
 
 pub mod approve;
@@ -12,6 +13,7 @@ pub mod cli;
 pub mod client;
 pub mod commands;
 pub mod factor;
+pub mod page;
 pub mod policy_init;
 pub mod tty;
 

@@ -190,6 +190,8 @@ pub mod events {
     pub const FACTOR_UNLOCKED: &str = "tc.factor.unlocked";
     /// A code whose time step was already used: it may have been read over a shoulder.
     pub const FACTOR_REPLAYED: &str = "tc.factor.replayed";
+    /// A passkey was registered on the approval page (with a code from `tcctl passkey add`).
+    pub const PASSKEY_ADDED: &str = "tc.passkey.added";
 
     /// Kinds a client may append with `AppendEvent`; the rest only the daemon writes.
     pub const CLIENT_APPENDABLE: &[&str] = &[DECLINED, NOT_OBTAINED, OVERFLOW];

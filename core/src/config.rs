@@ -133,6 +133,47 @@ pub struct ApprovalsConfig {
     pub listen: Option<String>,
 }
 
+impl ApprovalsConfig {
+    /// `listen`, parsed: None when unset; an error (in words) for anything but a loopback
+    /// address with a fixed port.
+    pub fn listen_addr(&self) -> Result<Option<std::net::SocketAddr>, String> {
+        let Some(s) = self
+            .listen
+            .as_deref()
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+        else {
+            return Ok(None);
+        };
+        let addr: std::net::SocketAddr = s.parse().map_err(|_| {
+            format!("[approvals] listen = {s:?}: expected a loopback address and port, e.g. \"127.0.0.1:7777\"")
+        })?;
+        if !addr.ip().is_loopback() {
+            return Err(format!(
+                "[approvals] listen = {s:?} is not a loopback address: the approval page is served \
+                 on loopback only (127.0.0.1 or ::1), never on a network interface"
+            ));
+        }
+        if addr.port() == 0 {
+            return Err(format!(
+                "[approvals] listen = {s:?}: give a fixed port (the page's URL must not change)"
+            ));
+        }
+        Ok(Some(addr))
+    }
+
+    /// The page's URL: `localhost` whatever the loopback address (WebAuthn takes no IP
+    /// address as its relying party, and the page checks `Host`).
+    pub fn page_url(addr: std::net::SocketAddr) -> String {
+        format!("http://localhost:{}/", addr.port())
+    }
+
+    /// The URL of one raised request's view on the page (`/requests/<ID>`).
+    pub fn request_url(addr: std::net::SocketAddr, request_id: &str) -> String {
+        format!("http://localhost:{}/requests/{request_id}", addr.port())
+    }
+}
+
 /// `[guarded]`
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]

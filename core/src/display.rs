@@ -68,6 +68,29 @@ pub fn escape_into(out: &mut String, s: &str) {
     }
 }
 
+/// A call's arguments as shown to the human approving it (tcctl, the page): the JSON
+/// pretty-printed, each line escaped; the raw text when it is not JSON (cut), the
+/// summary when the shim sent none.
+pub fn pretty_args(args_json: &str, summary: &str) -> String {
+    let text = if args_json.is_empty() {
+        // Only a summary: the raiser's words, not checked against the hash (the
+        // arguments were too large to send, or whatever raised this did not send them).
+        format!(
+            "(the arguments were not sent; the approval binds their hash. The raiser's \
+             unverified summary: {summary})"
+        )
+    } else {
+        match serde_json::from_str::<serde_json::Value>(args_json) {
+            Ok(v) => serde_json::to_string_pretty(&v).unwrap_or_else(|_| args_json.to_string()),
+            Err(_) => args_json.to_string(),
+        }
+    };
+    text.lines()
+        .map(|l| escape(l))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// `s` safe to show a person (borrowed when nothing needed escaping).
 pub fn escape(s: &str) -> Cow<'_, str> {
     if !s.chars().any(needs_escape) {

@@ -44,6 +44,26 @@ pub struct RaiseText<'a> {
     pub preview: &'a str,
 }
 
+/// What an approver proves (see [`Ledger::approve_with`]).
+#[derive(Debug, Clone, Copy)]
+pub enum Proof<'a> {
+    /// A uid (the peer) and, in guarded mode, their TOTP code.
+    Code(&'a Approver),
+    /// A WebAuthn assertion with user verification, verified by the page for this id.
+    Passkey,
+}
+
+impl Proof<'_> {
+    /// The factor the approval event records (never the code itself).
+    fn factor(&self) -> &'static str {
+        match self {
+            Proof::Code(Approver { code: Some(_), .. }) => "totp",
+            Proof::Code(_) => "none",
+            Proof::Passkey => "passkey",
+        }
+    }
+}
+
 /// A recorded raise.
 #[derive(Debug, Clone)]
 pub struct Raised {
@@ -318,6 +338,12 @@ impl Ledger {
     /// mode the approver must be the uid that raised it and `factor::check` must accept
     /// their code, in this same transaction (the accepted step commits with the approval).
     pub fn approve(&self, id: &str, who: &Approver) -> Result<Approved, DaemonError> {
+        self.approve_with(id, Proof::Code(who))
+    }
+
+    /// [`Ledger::approve`] with the proof the approver gave: their uid and code, or a
+    /// passkey assertion the page verified (which stands for the factor, for any human).
+    pub fn approve_with(&self, id: &str, proof: Proof<'_>) -> Result<Approved, DaemonError> {
         if !is_request_id(id) {
             return Err(no_request(id));
         }
@@ -346,7 +372,11 @@ impl Ledger {
                 )),
                 _ => {}
             }
-            if guarded {
+            let who = match proof {
+                Proof::Code(who) => who.clone(),
+                Proof::Passkey => Approver { uid: row.uid.unwrap_or(u32::MAX), code: None },
+            };
+            if guarded && matches!(proof, Proof::Code(_)) {
                 // Another human's request is theirs to approve, with their own factor.
                 if row.uid != Some(who.uid) {
                     return Err(DaemonError::refused(
@@ -370,7 +400,7 @@ impl Ledger {
                 "UPDATE raised SET status = 'approved', token_id = ?2, expires_at = ?3 WHERE request_id = ?1",
             )?
             .execute(params![id, token_id, exp])?;
-            evs.push(event(&row, events::APPROVED, json!({ "request_id": id, "uid": who.uid, "expires_at_ms": exp })));
+            evs.push(event(&row, events::APPROVED, json!({ "request_id": id, "uid": who.uid, "expires_at_ms": exp, "factor": proof.factor() })));
             Ok(Ok(Approved { binding: b.clone(), state_fp: row.state_fp.clone(), expires_at_ms: exp }))
         })
     }

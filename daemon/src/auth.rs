@@ -68,6 +68,8 @@ pub const WHO: &[(&str, Who)] = &[
     ("UnlockFactor", Who::Root),
     ("RotateSecret", Who::Root),
     ("ListEvents", Who::Root),
+    // A passkey approves any request on the page: registering one is root's.
+    ("PasskeyCode", Who::Root),
 ];
 
 /// The gRPC path prefix of the service.

@@ -13,6 +13,7 @@ pub mod fsutil;
 pub mod ledger;
 pub mod limits;
 pub mod listener;
+pub mod page;
 pub mod retention;
 pub mod seal;
 pub mod secret;
@@ -173,6 +174,8 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
     let cfg = &opts.config;
     let (access, reach) = deploy::access(cfg, opts.policy.as_ref())?;
     let (cache_dir, socket) = deploy::locations(cfg)?;
+    // A non-loopback `[approvals] listen` stops the start, before anything is bound.
+    let page_addr = page::listen_addr(&cfg.approvals)?;
     fsutil::ensure_private_dir(&cache_dir)
         .with_context(|| format!("cache directory {}", cache_dir.display()))?;
     let secret = if opts.ephemeral {
@@ -227,6 +230,18 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
     );
 
     let gc = tokio::spawn(collect(ledger.clone(), retention));
+    let page = match page_addr {
+        Some(addr) => match page::start(addr, ledger.clone(), draining.clone()).await {
+            Ok(h) => Some(h),
+            Err(e) => {
+                if let Some(path) = &bound.cleanup {
+                    let _ = std::fs::remove_file(path);
+                }
+                return Err(e);
+            }
+        },
+        None => None,
+    };
 
     let shutdown = {
         let draining = draining.clone();
@@ -273,6 +288,9 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
     };
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
     gc.abort();
+    if let Some(p) = page {
+        p.abort();
+    }
     // Every write that was accepted is committed (and answered, if its client is still
     // there) before the process exits.
     ledger.store.close();

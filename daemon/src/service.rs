@@ -527,4 +527,23 @@ impl Confirm for Service {
             source,
         }))
     }
+
+    async fn passkey_code(
+        &self,
+        r: Request<v1::PasskeyCodeRequest>,
+    ) -> Result<Response<v1::PasskeyCodeReply>, Status> {
+        // Root only in guarded mode (WHO, and again here: defence in depth).
+        if self.ledger.mode() == Mode::Guarded && auth::peer(&r).map(|p| p.uid) != Some(0) {
+            return Err(DaemonError::refused(
+                Reason::NotPermitted,
+                "guarded mode: only root may register a passkey (`sudo tcctl passkey add`)",
+            )
+            .into());
+        }
+        let (code, expires_at_ms) = self.run(crate::page::codes::issue).await?;
+        Ok(Response::new(v1::PasskeyCodeReply {
+            code,
+            expires_at_ms,
+        }))
+    }
 }

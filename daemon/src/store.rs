@@ -163,6 +163,23 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     r#"
     ALTER TABLE raised ADD COLUMN preview TEXT NOT NULL DEFAULT '';
     "#,
+    // 9 (the approval page): passkeys registered for approving on the page (`page/`),
+    // the WebAuthn credential as webauthn-rs serialises it (public key and counter, no
+    // secret); and the one-time registration codes `tcctl passkey add` prints (their
+    // SHA-256 only, single use, short-lived).
+    r#"
+    CREATE TABLE passkeys (
+        cred_id TEXT PRIMARY KEY,
+        name TEXT NOT NULL,
+        passkey TEXT NOT NULL,
+        created_at INTEGER NOT NULL,
+        last_used_at INTEGER
+    );
+    CREATE TABLE passkey_codes (
+        code_hash BLOB PRIMARY KEY,
+        expires_at INTEGER NOT NULL
+    );
+    "#,
 ];
 
 /// The schema version this build writes.

@@ -172,3 +172,19 @@ fn reescape_keeps_markers_and_escapes_the_rest() {
     );
     assert!(!reescape("x\u{9b}").contains('\u{9b}'));
 }
+
+#[test]
+fn arguments_are_pretty_printed_escaped_or_shown_raw() {
+    assert_eq!(pretty_args(r#"{"a":1}"#, "s"), "{\n  \"a\": 1\n}");
+    assert_eq!(
+        pretty_args("{cut… (cut: 9 bytes in all)", "s"),
+        "{cut… (cut: 9 bytes in all)"
+    );
+    assert!(pretty_args("", "t {..}").contains("t {..}"));
+    // A control character inside a string value is shown as a marker, never raw.
+    assert_eq!(
+        pretty_args("{\"a\":\"x\\u001b[2Jy\"}", "s"),
+        "{\n  \"a\": \"x\\u001b[2Jy\"\n}"
+    );
+    assert!(pretty_args("raw\u{202e}text", "s").contains("⟨U+202E⟩"));
+}

@@ -1,0 +1,227 @@
+//! The page's front door: `Host` and `Origin` on every request (DNS rebinding, cross-site
+//! requests: 403), strict response headers, and per-page-load sessions with a CSRF token.
+//!
+//! A session is a random id in an HttpOnly SameSite=Strict cookie; its CSRF token is in
+//! the page (a meta tag) and must come back in the `x-tc-csrf` header of every POST.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use rand::RngCore;
+use subtle::ConstantTimeEq;
+use webauthn_rs::prelude::{PasskeyAuthentication, PasskeyRegistration};
+
+use super::Page;
+
+pub const COOKIE: &str = "tc_page";
+pub const CSRF_HEADER: &str = "x-tc-csrf";
+/// Sessions kept at once (the oldest goes first); one per page load.
+const MAX_SESSIONS: usize = 32;
+/// A session's life: a page left open longer is reloaded.
+const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
+
+pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
+                       connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
+
+/// The `Host` values the page answers to, and the `Origin`s it accepts.
+pub struct Guard {
+    hosts: Vec<String>,
+    origins: Vec<String>,
+}
+
+impl Guard {
+    pub fn new(addr: SocketAddr) -> Self {
+        let port = addr.port();
+        let mut hosts = vec![addr.to_string(), format!("localhost:{port}")];
+        hosts.dedup();
+        let origins = hosts.iter().map(|h| format!("http://{h}")).collect();
+        Guard { hosts, origins }
+    }
+
+    /// Whether `h` names this page (exactly; a rebinding name like `evil.example` never does).
+    pub fn host_ok(&self, h: Option<&HeaderValue>) -> bool {
+        h.and_then(|h| h.to_str().ok())
+            .is_some_and(|h| self.hosts.iter().any(|x| x.eq_ignore_ascii_case(h)))
+    }
+
+    /// An `Origin`, when sent, must be this page's; a POST must send one.
+    pub fn origin_ok(&self, method: &Method, o: Option<&HeaderValue>) -> bool {
+        match o.map(|o| o.to_str()) {
+            None => method == Method::GET || method == Method::HEAD,
+            Some(Ok(o)) => self.origins.iter().any(|x| x.eq_ignore_ascii_case(o)),
+            Some(Err(_)) => false,
+        }
+    }
+}
+
+/// Middleware on every route: refuses a foreign `Host`/`Origin`/cross-site fetch, then
+/// adds the headers that keep the page out of frames, caches and referrers.
+pub async fn front_door(State(page): State<Arc<Page>>, req: Request, next: Next) -> Response {
+    let h = req.headers();
+    let cross_site = h
+        .get("sec-fetch-site")
+        .is_some_and(|v| v.as_bytes() == b"cross-site");
+    let mut resp = if !page.guard.host_ok(h.get(header::HOST)) {
+        (
+            StatusCode::FORBIDDEN,
+            "forbidden: unknown Host (the page answers to localhost only)",
+        )
+            .into_response()
+    } else if cross_site || !page.guard.origin_ok(req.method(), h.get(header::ORIGIN)) {
+        (StatusCode::FORBIDDEN, "forbidden: foreign Origin").into_response()
+    } else {
+        next.run(req).await
+    };
+    let hs = resp.headers_mut();
+    let fixed = [
+        (header::CONTENT_SECURITY_POLICY, CSP),
+        (header::X_FRAME_OPTIONS, "DENY"),
+        (header::REFERRER_POLICY, "no-referrer"),
+        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        (header::CACHE_CONTROL, "no-store"),
+    ];
+    for (k, v) in fixed {
+        hs.insert(k, HeaderValue::from_static(v));
+    }
+    hs.insert(
+        "cross-origin-opener-policy",
+        HeaderValue::from_static("same-origin"),
+    );
+    hs.insert(
+        "cross-origin-resource-policy",
+        HeaderValue::from_static("same-origin"),
+    );
+    resp
+}
+
+/// One page load.
+pub struct Session {
+    pub csrf: String,
+    created: Instant,
+    /// A passkey registration under way (started with a valid code).
+    pub registering: Option<PasskeyRegistration>,
+    /// Approvals under way: the WebAuthn challenge issued for each request id, single use.
+    pub approving: HashMap<String, PasskeyAuthentication>,
+}
+
+#[derive(Default)]
+pub struct Sessions(Mutex<HashMap<String, Session>>);
+
+fn random_hex() -> String {
+    let mut b = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut b);
+    hex::encode(b)
+}
+
+impl Sessions {
+    /// A new session: (cookie value, CSRF token).
+    pub fn open(&self) -> (String, String) {
+        let (sid, csrf) = (random_hex(), random_hex());
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        m.retain(|_, s| s.created.elapsed() < SESSION_TTL);
+        while m.len() >= MAX_SESSIONS {
+            let oldest = m
+                .iter()
+                .min_by_key(|(_, s)| s.created)
+                .map(|(k, _)| k.clone());
+            oldest.map(|k| m.remove(&k));
+        }
+        let s = Session {
+            csrf: csrf.clone(),
+            created: Instant::now(),
+            registering: None,
+            approving: HashMap::new(),
+        };
+        m.insert(sid.clone(), s);
+        (sid, csrf)
+    }
+
+    /// Runs `f` on the request's session, if its cookie names a live one.
+    pub fn with<T>(&self, headers: &HeaderMap, f: impl FnOnce(&mut Session) -> T) -> Option<T> {
+        let sid = cookie(headers)?;
+        let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let s = m
+            .get_mut(&sid)
+            .filter(|s| s.created.elapsed() < SESSION_TTL)?;
+        Some(f(s))
+    }
+
+    /// A POST's CSRF check: a live session and its token in the header, compared in
+    /// constant time.
+    pub fn csrf_ok(&self, headers: &HeaderMap) -> bool {
+        let Some(sent) = headers.get(CSRF_HEADER).map(|v| v.as_bytes().to_vec()) else {
+            return false;
+        };
+        self.with(headers, |s| bool::from(s.csrf.as_bytes().ct_eq(&sent)))
+            .unwrap_or(false)
+    }
+}
+
+/// The session id from the `Cookie` header.
+fn cookie(headers: &HeaderMap) -> Option<String> {
+    headers
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';'))
+        .filter_map(|kv| kv.trim().split_once('='))
+        .find(|(k, _)| *k == COOKIE)
+        .map(|(_, v)| v.to_string())
+}
+
+/// The `Set-Cookie` value of a new session.
+pub fn set_cookie(sid: &str) -> String {
+    format!("{COOKIE}={sid}; Path=/; HttpOnly; SameSite=Strict")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn hv(s: &str) -> HeaderValue {
+        HeaderValue::from_str(s).unwrap()
+    }
+
+    #[test]
+    fn host_and_origin_are_this_page_only() {
+        let g = Guard::new("127.0.0.1:7777".parse().unwrap());
+        assert!(g.host_ok(Some(&hv("localhost:7777"))));
+        assert!(g.host_ok(Some(&hv("127.0.0.1:7777"))));
+        for bad in [
+            "evil.example",
+            "evil.example:7777",
+            "localhost:7778",
+            "localhost",
+        ] {
+            assert!(!g.host_ok(Some(&hv(bad))), "{bad}");
+        }
+        assert!(!g.host_ok(None));
+        assert!(g.origin_ok(&Method::POST, Some(&hv("http://localhost:7777"))));
+        assert!(!g.origin_ok(&Method::POST, Some(&hv("http://evil.example"))));
+        assert!(!g.origin_ok(&Method::POST, Some(&hv("null"))));
+        assert!(!g.origin_ok(&Method::POST, None));
+        assert!(g.origin_ok(&Method::GET, None));
+    }
+
+    #[test]
+    fn csrf_needs_the_session_cookie_and_its_token() {
+        let s = Sessions::default();
+        let (sid, csrf) = s.open();
+        let mut h = HeaderMap::new();
+        h.insert(header::COOKIE, hv(&format!("a=b; {COOKIE}={sid}")));
+        assert!(!s.csrf_ok(&h));
+        h.insert(CSRF_HEADER, hv("0".repeat(64).as_str()));
+        assert!(!s.csrf_ok(&h));
+        h.insert(CSRF_HEADER, hv(&csrf));
+        assert!(s.csrf_ok(&h));
+        let (_, other) = s.open();
+        h.insert(CSRF_HEADER, hv(&other));
+        assert!(!s.csrf_ok(&h), "another session's token");
+    }
+}

@@ -1,0 +1,83 @@
+//! The page's live feed (server-sent events): the whole state (requests, history) each
+//! time something commits, and every few seconds so expiries show; ends at shutdown.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::response::sse::{Event, KeepAlive, Sse};
+use serde::Serialize;
+use tokio_stream::wrappers::ReceiverStream;
+use tokio_stream::Stream;
+
+use super::history::{self, HistoryRow};
+use super::view::RequestView;
+use super::{passkeys, Page};
+use crate::error::DaemonError;
+
+/// How often the state is re-sent without a commit (expiries are not commits).
+const TICK: Duration = Duration::from_secs(5);
+
+/// Everything the page shows.
+#[derive(Debug, Serialize)]
+pub struct State {
+    pub mode: &'static str,
+    pub passkeys: u32,
+    pub now_ms: i64,
+    pub requests: Vec<RequestView>,
+    pub history: Vec<HistoryRow>,
+}
+
+/// The state now, read on the store thread.
+pub async fn snapshot(page: &Page) -> Result<State, DaemonError> {
+    let l = page.ledger.clone();
+    page.ledger
+        .store
+        .call(move || {
+            let requests = l.pending("")?.iter().map(RequestView::new).collect();
+            Ok(State {
+                mode: match l.mode() {
+                    tc_core::config::Mode::Personal => "personal",
+                    tc_core::config::Mode::Guarded => "guarded",
+                },
+                passkeys: passkeys::count(&l)?,
+                now_ms: tc_core::now_ms(),
+                requests,
+                history: history::recent(&l)?,
+            })
+        })
+        .await
+}
+
+/// The SSE response: a task sends the state into a small channel until the page goes
+/// away or tcd drains.
+pub fn feed(page: Arc<Page>) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+    let (tx, rx) = tokio::sync::mpsc::channel(2);
+    tokio::spawn(async move {
+        let mut committed = page.ledger.store.subscribe();
+        let mut tick = tokio::time::interval(TICK);
+        let draining = page.draining.flipped();
+        tokio::pin!(draining);
+        loop {
+            let ev = match snapshot(&page).await {
+                Ok(s) => Event::default().event("state").json_data(&s).ok(),
+                Err(e) => {
+                    tracing::warn!(error = %e, "approval page: reading the state failed");
+                    None
+                }
+            };
+            if let Some(ev) = ev {
+                if tx.send(Ok(ev)).await.is_err() {
+                    return;
+                }
+            }
+            tokio::select! {
+                _ = &mut draining => return,
+                _ = tx.closed() => return,
+                _ = committed.recv() => {}
+                _ = tick.tick() => {}
+            }
+        }
+    });
+    Sse::new(ReceiverStream::new(rx)).keep_alive(KeepAlive::default())
+}

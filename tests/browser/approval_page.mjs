@@ -1,0 +1,148 @@
+// Drives Debian's chromium (playwright-core, headless, no network but loopback) with a
+// CDP virtual authenticator (user verification on) against tcd's approval page, for
+// tests/tests/approval_page.rs. One JSON command per stdin line, one JSON answer per
+// stdout line: {"ok": true, ...} or {"ok": false, "error": "..."}.
+import { createRequire } from 'node:module';
+import readline from 'node:readline';
+
+const require = createRequire(import.meta.url);
+const { chromium } = require(process.env.TC_PLAYWRIGHT_CORE);
+
+const TIMEOUT = 20000;
+let browser, context, page;
+
+async function open({ url }) {
+  browser = await chromium.launch({
+    executablePath: '/usr/bin/chromium',
+    headless: true,
+    args: [
+      '--no-sandbox',
+      // Nothing but this machine: every name but localhost fails to resolve.
+      '--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost',
+      '--disable-background-networking',
+      '--disable-component-update',
+      '--disable-domain-reliability',
+      '--disable-sync',
+      '--no-first-run',
+      '--no-default-browser-check',
+    ],
+  });
+  context = await browser.newContext({ viewport: { width: 1100, height: 900 } });
+  page = await context.newPage();
+  page.setDefaultTimeout(TIMEOUT);
+  const cdp = await context.newCDPSession(page);
+  await cdp.send('WebAuthn.enable');
+  await cdp.send('WebAuthn.addVirtualAuthenticator', {
+    options: {
+      protocol: 'ctap2', transport: 'internal', hasResidentKey: true,
+      hasUserVerification: true, isUserVerified: true, automaticPresenceSimulation: true,
+    },
+  });
+  const remote = [];
+  page.on('request', (r) => { if (!r.url().startsWith(new URL(url).origin)) remote.push(r.url()); });
+  page.remote = remote;
+  await page.goto(url);
+  await page.waitForSelector('#live.on');
+  return {};
+}
+
+/// Waits until #msg starts with one of `prefixes`; returns its text.
+async function message(prefixes) {
+  await page.waitForFunction((ps) => {
+    const t = document.getElementById('msg').textContent;
+    return ps.some((p) => t.startsWith(p));
+  }, prefixes);
+  const t = await page.textContent('#msg');
+  await page.evaluate(() => { document.getElementById('msg').textContent = ''; });
+  return t;
+}
+
+async function register({ code }) {
+  await page.fill('#pk-code', code);
+  await page.fill('#pk-name', 'test key');
+  await page.click('#pk-add');
+  return { msg: await message(['passkey added', 'passkey not added']) };
+}
+
+const card = (id) => `.req[data-id="${id}"]`;
+
+async function waitRequest({ id, status }) {
+  await page.waitForSelector(`${card(id)} .status.${status || 'pending'}`);
+  return {
+    text: await page.textContent(card(id)),
+    approveVisible: await page.isVisible(`${card(id)} button.approve`),
+  };
+}
+
+async function approve({ id }) {
+  await page.click(`${card(id)} button.approve`);
+  return { msg: await message(['approved', 'not approved']) };
+}
+
+async function decline({ id, reason }) {
+  await page.fill(`${card(id)} input.reason`, reason || '');
+  await page.click(`${card(id)} button.decline`);
+  return { msg: await message(['declined', 'not declined']) };
+}
+
+// In the page: a genuine assertion for `id` (from a fresh challenge), as JSON.
+async function assertion({ id }) {
+  const credential = await page.evaluate(async (id) => {
+    const csrf = document.querySelector('meta[name="tc-csrf"]').content;
+    const b64 = (buf) => btoa(String.fromCharCode(...new Uint8Array(buf)))
+      .replace(/\+/g, '-').replace(/\//g, '_').replace(/=+$/, '');
+    const unb64 = (s) => Uint8Array.from(atob(s.replace(/-/g, '+').replace(/_/g, '/')), (c) => c.charCodeAt(0)).buffer;
+    const r = await fetch(`/api/requests/${id}/approve/start`, {
+      method: 'POST', headers: { 'content-type': 'application/json', 'x-tc-csrf': csrf }, body: '{}',
+    });
+    const o = (await r.json()).publicKey;
+    o.challenge = unb64(o.challenge);
+    (o.allowCredentials || []).forEach((c) => { c.id = unb64(c.id); });
+    const c = await navigator.credentials.get({ publicKey: o });
+    return {
+      id: c.id, rawId: b64(c.rawId), type: c.type,
+      response: {
+        authenticatorData: b64(c.response.authenticatorData),
+        clientDataJSON: b64(c.response.clientDataJSON),
+        signature: b64(c.response.signature),
+        userHandle: c.response.userHandle ? b64(c.response.userHandle) : null,
+      },
+    };
+  }, id);
+  return { credential };
+}
+
+// In the page: a request with this page's cookie; `csrf: false` leaves the token out.
+async function request({ method, path, body, csrf }) {
+  return page.evaluate(async ({ method, path, body, csrf }) => {
+    const headers = { 'content-type': 'application/json' };
+    if (csrf !== false) headers['x-tc-csrf'] = document.querySelector('meta[name="tc-csrf"]').content;
+    const r = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    return { status: r.status, body: await r.text() };
+  }, { method, path, body, csrf });
+}
+
+async function screenshot({ path, selector }) {
+  if (selector) await page.locator(selector).screenshot({ path });
+  else await page.screenshot({ path, fullPage: true });
+  return {};
+}
+
+async function reloadCount() {
+  return { remote: page.remote, navigations: await page.evaluate(() => performance.getEntriesByType('navigation').length) };
+}
+
+const ops = { open, register, waitRequest, approve, decline, assertion, request, screenshot, reloadCount };
+
+const rl = readline.createInterface({ input: process.stdin });
+for await (const line of rl) {
+  let out;
+  try {
+    const cmd = JSON.parse(line);
+    out = { ok: true, ...(await ops[cmd.op](cmd)) };
+  } catch (e) {
+    out = { ok: false, error: String(e && e.stack || e) };
+  }
+  process.stdout.write(JSON.stringify(out) + '\n');
+}
+if (browser) await browser.close();
