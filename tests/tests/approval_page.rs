@@ -105,6 +105,12 @@ fn started(ttl: Option<u32>) -> (Env, Human, u16) {
     let port = free_port();
     let mut text = std::fs::read_to_string(&env.config).unwrap();
     text.push_str(&format!("\n[approvals]\nlisten = \"127.0.0.1:{port}\"\n"));
+    // The gate declares a preview: the page shows the diff of what the write would do.
+    let text = text.replacen(
+        "targets = { paths = [\"path\"] }",
+        "targets = { paths = [\"path\"] }\npreview = { diff = { path = \"path\", content = \"content\" } }",
+        1,
+    );
     std::fs::write(&env.config, text).unwrap();
     if let Some(t) = ttl {
         set_ttl(&env, t);
@@ -242,6 +248,10 @@ fn approve_on_the_page_runs_the_retry_once_and_decline_is_a_hard_stop() {
         "\"content\": \"v1\"",
         "\"path\": \"note.txt\"",
         "time left",
+        // The preview: the file as it is (v0) against what the write makes it (v1).
+        "@@ -1 +1 @@",
+        "-v0",
+        "+v1",
     ] {
         assert!(card.contains(want), "{want}: {card}");
     }
