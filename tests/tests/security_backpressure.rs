@@ -54,11 +54,12 @@ fn a_client_that_does_not_read_is_not_read_from() {
         for i in 0..LINES {
             let l = format!("{{\"jsonrpc\":\"2.0\",\"id\":{i}.5,\"method\":\"ping\"}}\n");
             if stdin.write_all(l.as_bytes()).is_err() {
-                return i;
+                return (i, stdin);
             }
         }
-        drop(stdin);
-        LINES
+        // Kept open until the peak is read: at EOF the shim exits, and a zombie has no
+        // VmHWM to read.
+        (LINES, stdin)
     });
     // Not reading for a while: an unbounded shim reads everything and queues every answer.
     std::thread::sleep(Duration::from_secs(3));
@@ -73,12 +74,14 @@ fn a_client_that_does_not_read_is_not_read_from() {
         assert!(l.contains("-32600"), "{l}");
         answers += 1;
     }
-    assert_eq!(writer.join().unwrap(), LINES, "the writer was cut off");
+    let (written, stdin) = writer.join().unwrap();
+    assert_eq!(written, LINES, "the writer was cut off");
     assert_eq!(
         answers, LINES,
         "every line was answered once the client read"
     );
     let peak_after = status_kb(pid, "VmHWM:");
+    drop(stdin);
     assert!(
         peak_after < before + 40 * 1024,
         "answers queued for a client that did not read grew tc-shim from {before} kB to {peak} kB \
