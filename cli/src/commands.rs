@@ -36,9 +36,7 @@ pub async fn run(args: Cli) -> Result<(), CliError> {
         Command::Approve(a) => crate::approve::approve(socket, a).await,
         Command::Decline(a) => crate::approve::decline(socket, a).await,
         Command::Pending {
-            vault,
-            watch: true,
-            ..
+            vault, watch: true, ..
         } => crate::watch::pending_watch(socket, vault, config.approvals.listen.clone()).await,
         Command::Pending { vault, json, .. } => pending(socket, vault, json).await,
         Command::Watch { terminal } => {

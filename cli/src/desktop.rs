@@ -40,7 +40,16 @@ impl Desktop {
                 PATH,
                 Some(DEST),
                 "Notify",
-                &("tcctl", 0u32, "dialog-question", title.as_str(), body.as_str(), actions, hints, -1i32),
+                &(
+                    "tcctl",
+                    0u32,
+                    "dialog-question",
+                    title.as_str(),
+                    body.as_str(),
+                    actions,
+                    hints,
+                    -1i32,
+                ),
             )
             .await;
         r.is_ok()
@@ -57,10 +66,17 @@ pub fn content(p: &v1::PendingRequest, link: Option<&str>) -> (String, String) {
         escape(&b.tool),
         escape(&b.vault)
     );
-    let mut body = format!("{}\nRequest {}", reescape(&p.summary), escape(&p.request_id));
+    let mut body = format!(
+        "{}\nRequest {}",
+        reescape(&p.summary),
+        escape(&p.request_id)
+    );
     match link {
         Some(l) => body.push_str(&format!("\nReview it at {l}")),
-        None => body.push_str(&format!("\nReview it with: tcctl approve {}", escape(&p.request_id))),
+        None => body.push_str(&format!(
+            "\nReview it with: tcctl approve {}",
+            escape(&p.request_id)
+        )),
     }
     (markup_escape(&title), markup_escape(&body))
 }

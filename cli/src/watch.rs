@@ -144,7 +144,11 @@ impl Follower {
     }
 
     /// A request event: the request if it is new and still pending.
-    async fn judge(&mut self, id: &str, at_ms: i64) -> Result<Option<v1::PendingRequest>, CliError> {
+    async fn judge(
+        &mut self,
+        id: &str,
+        at_ms: i64,
+    ) -> Result<Option<v1::PendingRequest>, CliError> {
         if self.done.contains(id) {
             return Ok(None);
         }
@@ -275,7 +279,10 @@ pub async fn watch(socket: Target, terminal: bool, listen: Option<String>) -> Re
 fn stopped(socket: &Target) -> CliError {
     CliError::new(
         exit::UNAVAILABLE,
-        format!("tcd at {} closed the event stream (it stopped)", socket.path.display()),
+        format!(
+            "tcd at {} closed the event stream (it stopped)",
+            socket.path.display()
+        ),
     )
 }
 

@@ -221,7 +221,10 @@ mod tests {
         assert_eq!(route(Era::Modern, Some(&e), false, false), Route::Modern);
         assert_eq!(route(Era::Legacy, Some(&e), true, false), Route::Legacy);
         assert_eq!(route(Era::Legacy, Some(&e), false, false), Route::Cli);
-        assert_eq!(route(Era::Modern, Some(&json!({})), true, false), Route::Cli);
+        assert_eq!(
+            route(Era::Modern, Some(&json!({})), true, false),
+            Route::Cli
+        );
         assert_eq!(route(Era::Legacy, None, true, false), Route::Cli);
         // URL mode: legacy era, opted in, the page configured; preferred over the form.
         let u = json!({"elicitation": {"url": {}}});

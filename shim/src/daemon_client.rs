@@ -216,7 +216,11 @@ impl Daemon {
 
     /// The status of raised request `id` in `vault` ("pending", "approved", "declined",
     /// "expired"), or `None` when tcd no longer lists it.
-    pub async fn request_status(&self, vault: &str, id: &str) -> Result<Option<String>, DaemonError> {
+    pub async fn request_status(
+        &self,
+        vault: &str,
+        id: &str,
+    ) -> Result<Option<String>, DaemonError> {
         let mut c = self.client().await?;
         match c
             .list_pending(v1::ListPendingRequest {

@@ -119,8 +119,10 @@ fn url_accept_then_page_approval_runs_the_call_once() {
     assert_eq!(disk(&env, "note.txt").as_deref(), Some("v1"));
     // The client learns the out-of-band step finished, for the elicitation it was shown.
     assert!(
-        before.iter().any(|b| b["method"] == "notifications/elicitation/complete"
-            && b["params"]["elicitationId"] == m["params"]["elicitationId"]),
+        before
+            .iter()
+            .any(|b| b["method"] == "notifications/elicitation/complete"
+                && b["params"]["elicitationId"] == m["params"]["elicitationId"]),
         "{before:?}"
     );
     assert_eq!(events_of(&env, "tc.elicit.consumed"), 1);
@@ -130,7 +132,10 @@ fn url_accept_then_page_approval_runs_the_call_once() {
                    "params": {"name": "write_file", "arguments": write_v1()}}));
     let again = c.recv();
     assert_eq!(again["method"], "elicitation/create", "{again}");
-    assert!(!again["params"]["url"].as_str().unwrap().ends_with(&id), "{again}");
+    assert!(
+        !again["params"]["url"].as_str().unwrap().ends_with(&id),
+        "{again}"
+    );
     assert_eq!(disk(&env, "note.txt").as_deref(), Some("v0"));
 }
 
@@ -153,7 +158,10 @@ fn page_decline_is_approval_declined_with_the_reason() {
     let (env, mut c) = started(Some(port), url_caps(), None);
     let (m, id) = call_and_get_link(&mut c, port);
     answer(&mut c, &m, json!({"action": "accept"}));
-    ok(&tcctl(&env, &["decline", &id, "--reason", "not on a Friday"]));
+    ok(&tcctl(
+        &env,
+        &["decline", &id, "--reason", "not on a Friday"],
+    ));
     let (r, _) = result_of_call(&mut c);
     assert_eq!(code(&r).as_deref(), Some("approval_declined"), "{r}");
     let text = r["content"][0]["text"].as_str().unwrap();

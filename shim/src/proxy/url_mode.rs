@@ -113,9 +113,7 @@ impl Shim {
                 "elicitationId": elicitation_id,
             },
         }));
-        let (ended, answered) = self
-            .wait_for_page(c, &request_id, answer_rx, wake_rx)
-            .await;
+        let (ended, answered) = self.wait_for_page(c, &request_id, answer_rx, wake_rx).await;
         {
             let mut st = self.lock();
             st.client_requests.remove(&rid);
@@ -149,8 +147,11 @@ impl Shim {
                 None
             }
             Ended::Cancelled => {
-                self.not_obtained(c, "the client cancelled the call while it waited for the page")
-                    .await;
+                self.not_obtained(
+                    c,
+                    "the client cancelled the call while it waited for the page",
+                )
+                .await;
                 None
             }
         }
@@ -267,9 +268,18 @@ mod tests {
     #[test]
     fn url_answers() {
         let a = |v: Value| read_url_answer(&v);
-        assert_eq!(a(json!({"result": {"action": "accept"}})), UrlAnswer::Opened);
-        assert_eq!(a(json!({"result": {"action": "decline"}})), UrlAnswer::Declined);
-        assert_eq!(a(json!({"result": {"action": "cancel"}})), UrlAnswer::Cancelled);
+        assert_eq!(
+            a(json!({"result": {"action": "accept"}})),
+            UrlAnswer::Opened
+        );
+        assert_eq!(
+            a(json!({"result": {"action": "decline"}})),
+            UrlAnswer::Declined
+        );
+        assert_eq!(
+            a(json!({"result": {"action": "cancel"}})),
+            UrlAnswer::Cancelled
+        );
         assert_eq!(a(json!({"error": {"code": -1}})), UrlAnswer::Cancelled);
         assert_eq!(a(json!({"result": {}})), UrlAnswer::Cancelled);
     }
