@@ -36,7 +36,7 @@ pub struct Follower {
 
 /// What the follower saw.
 pub enum Seen {
-    Raised(v1::PendingRequest),
+    Raised(Box<v1::PendingRequest>),
     /// A request already yielded was approved, declined or expired (`kind`, `id`).
     Ended(String, String),
 }
@@ -110,7 +110,7 @@ impl Follower {
             if let Some(p) = self.queue.pop() {
                 if self.done.insert(p.request_id.clone()) {
                     self.yielded.insert(p.request_id.clone());
-                    return Ok(Some(Seen::Raised(p)));
+                    return Ok(Some(Seen::Raised(Box::new(p))));
                 }
                 continue;
             }
@@ -130,7 +130,7 @@ impl Follower {
                 events::REQUESTED => {
                     if let Some(p) = self.judge(id, e.at_ms).await? {
                         self.yielded.insert(p.request_id.clone());
-                        return Ok(Some(Seen::Raised(p)));
+                        return Ok(Some(Seen::Raised(Box::new(p))));
                     }
                 }
                 events::APPROVED | events::DECLINED | events::EXPIRED
