@@ -35,6 +35,19 @@ pub enum Command {
         /// One JSON object per line.
         #[arg(long)]
         json: bool,
+        /// Keep running: print the requests waiting now, then each new one as it is
+        /// raised, one JSON object per line (id, vault, tool, caller, summary, expires,
+        /// url when the approval page is configured).
+        #[arg(long, conflicts_with = "json")]
+        watch: bool,
+    },
+    /// Tell me when something waits: a desktop notification for each new request (with
+    /// the approval page's link); without a desktop session, a live list here. It never
+    /// approves anything.
+    Watch {
+        /// List on this terminal even when a desktop session is there.
+        #[arg(long)]
+        terminal: bool,
     },
     /// Print the audit log.
     Events {

@@ -37,7 +37,13 @@ pub async fn run(args: Cli) -> Result<(), CliError> {
         Command::Elicit(a) => elicit(&config, socket, a).await,
         Command::Approve(a) => crate::approve::approve(socket, a).await,
         Command::Decline(a) => crate::approve::decline(socket, a).await,
-        Command::Pending { vault, json } => pending(socket, vault, json).await,
+        Command::Pending {
+            vault, watch: true, ..
+        } => crate::watch::pending_watch(socket, vault, config.approvals.listen.clone()).await,
+        Command::Pending { vault, json, .. } => pending(socket, vault, json).await,
+        Command::Watch { terminal } => {
+            crate::watch::watch(socket, terminal, config.approvals.listen.clone()).await
+        }
         Command::Events {
             follow,
             json,

@@ -4,18 +4,22 @@
 //! - [`cli`]: the clap command line.
 //! - [`client`]: connecting to `tcd` and turning failures into messages a person can act on.
 //! - [`commands`]: one function per subcommand.
+//! - [`desktop`]: `tcctl watch`'s desktop notifications (D-Bus).
 //! - [`factor`]: guarded mode's second factor (enroll, unlock, the approval code).
 //! - [`page`]: `tcctl approvals open`, `tcctl passkey add` (the approval page).
 //! - [`policy_init`]: `tcctl policy init`, a starter policy read from a real server.
+//! - [`watch`]: `tcctl pending --watch` and `tcctl watch`, following new requests.
 
 pub mod approve;
 pub mod cli;
 pub mod client;
 pub mod commands;
+pub mod desktop;
 pub mod factor;
 pub mod page;
 pub mod policy_init;
 pub mod tty;
+pub mod watch;
 
 use std::process::ExitCode;
 

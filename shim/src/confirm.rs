@@ -22,12 +22,26 @@ pub enum Route {
     Legacy,
     /// The shim answers `input_required`; the client re-sends the call with the answer.
     Modern,
+    /// The shim sends a legacy client that declares `elicitation.url` the approval page's
+    /// link for the request (`proxy/url_mode.rs`) and waits for tcd's approval.
+    Url,
 }
 
 /// Picks the route for a call. `caps` are the client's capabilities: from `initialize`
 /// on a legacy connection, from the request's own `_meta` on a modern one (never
-/// inferred from earlier requests). The legacy round trip is opt-in per vault.
-pub fn route(era: Era, caps: Option<&Value>, legacy_opt_in: bool) -> Route {
+/// inferred from earlier requests). The legacy round trip is opt-in per vault. `page`: the
+/// approval page is configured (`[approvals] listen`).
+///
+/// A legacy client that declares both modes gets the URL route when the page exists: there
+/// the human sees the full arguments and the diff, and (guarded mode) gives the factor the
+/// form cannot carry, so the approval is made where it can be judged. The modern era keeps
+/// the form: its `input_required` round trip ends when the client re-sends the call, with no
+/// open request to finish when the page approval lands (a url-only modern client gets the
+/// CLI route, whose refusal names the request id the page shows).
+pub fn route(era: Era, caps: Option<&Value>, legacy_opt_in: bool, page: bool) -> Route {
+    if era == Era::Legacy && legacy_opt_in && page && url_mode(caps) {
+        return Route::Url;
+    }
     if !form_mode(caps) {
         return Route::Cli;
     }
@@ -46,6 +60,12 @@ pub fn form_mode(caps: Option<&Value>) -> bool {
         Some(Value::Object(e)) => e.contains_key("form") || !e.contains_key("url"),
         _ => false,
     }
+}
+
+/// Whether the client declared URL-mode elicitation (`elicitation.url`, 2025-11-25 on).
+pub fn url_mode(caps: Option<&Value>) -> bool {
+    caps.and_then(|c| c.pointer("/elicitation/url"))
+        .is_some_and(Value::is_object)
 }
 
 /// The form: one boolean, false by default, so only a deliberate tick approves.
@@ -198,11 +218,27 @@ mod tests {
     #[test]
     fn routes() {
         let e = json!({"elicitation": {}});
-        assert_eq!(route(Era::Modern, Some(&e), false), Route::Modern);
-        assert_eq!(route(Era::Legacy, Some(&e), true), Route::Legacy);
-        assert_eq!(route(Era::Legacy, Some(&e), false), Route::Cli);
-        assert_eq!(route(Era::Modern, Some(&json!({})), true), Route::Cli);
-        assert_eq!(route(Era::Legacy, None, true), Route::Cli);
+        assert_eq!(route(Era::Modern, Some(&e), false, false), Route::Modern);
+        assert_eq!(route(Era::Legacy, Some(&e), true, false), Route::Legacy);
+        assert_eq!(route(Era::Legacy, Some(&e), false, false), Route::Cli);
+        assert_eq!(
+            route(Era::Modern, Some(&json!({})), true, false),
+            Route::Cli
+        );
+        assert_eq!(route(Era::Legacy, None, true, false), Route::Cli);
+        // URL mode: legacy era, opted in, the page configured; preferred over the form.
+        let u = json!({"elicitation": {"url": {}}});
+        let both = json!({"elicitation": {"form": {}, "url": {}}});
+        assert_eq!(route(Era::Legacy, Some(&u), true, true), Route::Url);
+        assert_eq!(route(Era::Legacy, Some(&both), true, true), Route::Url);
+        assert_eq!(route(Era::Legacy, Some(&both), true, false), Route::Legacy);
+        assert_eq!(route(Era::Legacy, Some(&u), true, false), Route::Cli);
+        assert_eq!(route(Era::Legacy, Some(&u), false, true), Route::Cli);
+        assert_eq!(route(Era::Legacy, Some(&e), true, true), Route::Legacy);
+        assert_eq!(route(Era::Modern, Some(&u), true, true), Route::Cli);
+        assert_eq!(route(Era::Modern, Some(&both), true, true), Route::Modern);
+        let odd = json!({"elicitation": {"url": true}});
+        assert_eq!(route(Era::Legacy, Some(&odd), true, true), Route::Cli);
     }
 
     #[test]

@@ -216,6 +216,30 @@ impl Daemon {
         }
     }
 
+    /// The status of raised request `id` in `vault` ("pending", "approved", "declined",
+    /// "expired"), or `None` when tcd no longer lists it.
+    pub async fn request_status(
+        &self,
+        vault: &str,
+        id: &str,
+    ) -> Result<Option<String>, DaemonError> {
+        let mut c = self.client().await?;
+        match c
+            .list_pending(v1::ListPendingRequest {
+                vault: vault.into(),
+            })
+            .await
+        {
+            Ok(r) => Ok(r
+                .into_inner()
+                .requests
+                .into_iter()
+                .find(|p| p.request_id == id)
+                .map(|p| p.status)),
+            Err(s) => Err(self.fail(s).await),
+        }
+    }
+
     /// Declines the raised request `id` (the human said no in the MCP client).
     pub async fn decline(&self, id: &str, reason: &str) -> Result<(), DaemonError> {
         let mut c = self.client().await?;

@@ -145,7 +145,8 @@ fn real_main() -> anyhow::Result<i32> {
     let policy = policy::Policy::new(&v)?;
     let gov = governor::Governor::new(&cfg.governor, &v.paged);
     let prompt_ttl = std::time::Duration::from_secs(cfg.daemon.elicit_ttl_seconds.into());
-    let code = rt.block_on(proxy::run(policy, daemon, command, prompt_ttl, gov));
+    let page = proxy::page_base(cfg.approvals.listen.as_deref());
+    let code = rt.block_on(proxy::run(policy, daemon, command, prompt_ttl, page, gov));
     // The stdin reader may be parked in a blocking read: do not wait for it.
     rt.shutdown_background();
     code

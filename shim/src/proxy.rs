@@ -5,6 +5,8 @@ mod admit;
 mod approved;
 mod continued;
 mod governed;
+mod url_mode;
+pub use url_mode::page_base;
 
 use crate::value::at;
 use std::collections::HashMap;
@@ -156,6 +158,8 @@ pub struct Shim {
     probe: tokio::sync::Mutex<()>,
     /// How long the legacy route waits for the human (the confirmation TTL).
     prompt_ttl: Duration,
+    /// The approval page's base URL (`[approvals] listen`), for the URL route.
+    page: Option<String>,
     /// The response governor (byte cap, paging, resources/read): `proxy/governed.rs`.
     gov: Governor,
     /// Orders changes around state-dependent judgments (`barrier.rs`).
@@ -883,7 +887,12 @@ impl Shim {
                 Some(m) => (Era::Modern, m.get(era::META_CAPS).cloned()),
                 None => (Era::Legacy, self.lock().client_caps.clone()),
             };
-            let route = confirm::route(era, caps.as_ref(), self.policy.legacy_elicitation);
+            let route = confirm::route(
+                era,
+                caps.as_ref(),
+                self.policy.legacy_elicitation,
+                self.page.is_some(),
+            );
             // What a human decided about this exact call by its request id (`approved.rs`).
             match self.held_approval(&call, route).await {
                 approved::Held::Approved(a) => a,
@@ -895,6 +904,13 @@ impl Shim {
                         Some(a) => a,
                         None => return,
                     },
+                    Route::Url => {
+                        let base = self.page.clone().unwrap_or_default();
+                        match self.url_round_trip(&call, &base).await {
+                            Some(a) => a,
+                            None => return,
+                        }
+                    }
                 },
             }
         };
@@ -1926,6 +1942,7 @@ pub async fn run(
     daemon: Daemon,
     command: Vec<String>,
     prompt_ttl: Duration,
+    page: Option<String>,
     gov: Governor,
 ) -> anyhow::Result<i32> {
     let (prog, rest) = command.split_first().ok_or_else(|| {
@@ -1961,6 +1978,7 @@ pub async fn run(
         next_id: AtomicU64::new(1),
         probe: tokio::sync::Mutex::new(()),
         prompt_ttl,
+        page,
         gov,
         barrier: Arc::new(Barrier::default()),
     });

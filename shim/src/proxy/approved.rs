@@ -52,7 +52,7 @@ impl Shim {
     }
 
     /// Answers a refused redemption of a held approval.
-    fn answer_refused(&self, c: &Call<'_>, e: &DaemonError) {
+    pub(super) fn answer_refused(&self, c: &Call<'_>, e: &DaemonError) {
         let why = match e {
             DaemonError::Refused(s) => s.message().to_string(),
             DaemonError::Unreachable { .. } => String::new(),
