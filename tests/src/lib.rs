@@ -572,3 +572,13 @@ pub fn as_nobody() -> Option<Command> {
         Some(c)
     }
 }
+
+/// A loopback TCP port free right now (the OS picks it), for a tcd's `[approvals] listen`:
+/// fixed ports collide between tests run in parallel.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}

@@ -91,18 +91,10 @@ impl Drop for Browser {
 }
 
 /// A free loopback port for `[approvals] listen`.
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 /// Server-filesystem behind the shim, tcd with the page on; the client connected.
 fn started(ttl: Option<u32>) -> (Env, Human, u16) {
     let mut env = fs_vault("", None);
-    let port = free_port();
+    let port = tc_tests::free_port();
     let mut text = std::fs::read_to_string(&env.config).unwrap();
     text.push_str(&format!("\n[approvals]\nlisten = \"127.0.0.1:{port}\"\n"));
     // The gate declares a preview: the page shows the diff of what the write would do.

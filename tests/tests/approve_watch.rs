@@ -65,19 +65,21 @@ impl Drop for Watching {
     }
 }
 
-fn started(page: bool) -> (Env, Human) {
+/// tcd (with the approval page on a free port when `page`), the Python client connected.
+fn started(page: bool) -> (Env, Human, u16) {
     let mut env = fs_vault("", None);
+    let port = if page { tc_tests::free_port() } else { 0 };
     if page {
         let text = std::fs::read_to_string(&env.config).unwrap();
         std::fs::write(
             &env.config,
-            format!("{text}\n[approvals]\nlisten = \"127.0.0.1:47831\"\n"),
+            format!("{text}\n[approvals]\nlisten = \"127.0.0.1:{port}\"\n"),
         )
         .unwrap();
     }
     env.start_tcd();
     let h = Human::python("legacy", &env.shim_argv("fs"));
-    (env, h)
+    (env, h, port)
 }
 
 fn write(path: &str, content: &str) -> Value {
@@ -90,7 +92,7 @@ fn request_id(r: &Value) -> String {
 
 #[test]
 fn pending_watch_prints_each_new_request_once() {
-    let (env, mut h) = started(true);
+    let (env, mut h, port) = started(true);
     // One raised before the watcher starts: listed at start.
     let before = request_id(&h.call("write_file", write("a.txt", "1")));
     let w = Watching::start(&env, &["pending", "--watch"], None);
@@ -110,7 +112,7 @@ fn pending_watch_prints_each_new_request_once() {
         assert!(v["expires"].as_str().unwrap().ends_with('Z'), "{v}");
         assert_eq!(
             v["url"],
-            format!("http://127.0.0.1:47831/requests/{id}"),
+            format!("http://127.0.0.1:{port}/requests/{id}"),
             "{v}"
         );
         ids.push(id);
@@ -134,7 +136,7 @@ fn pending_watch_prints_each_new_request_once() {
 
 #[test]
 fn a_second_watcher_started_later_sees_what_waits_and_nothing_twice() {
-    let (env, mut h) = started(false);
+    let (env, mut h, _) = started(false);
     let a = request_id(&h.call("write_file", write("a.txt", "1")));
     let b = request_id(&h.call("write_file", write("b.txt", "1")));
     let w = Watching::start(&env, &["pending", "--watch"], None);
@@ -152,7 +154,7 @@ fn a_second_watcher_started_later_sees_what_waits_and_nothing_twice() {
 
 #[test]
 fn watch_without_a_desktop_lists_on_the_terminal() {
-    let (env, mut h) = started(true);
+    let (env, mut h, port) = started(true);
     for (n, bus) in [None, Some("unix:path=/nonexistent/tc-test-bus")]
         .into_iter()
         .enumerate()
@@ -166,7 +168,7 @@ fn watch_without_a_desktop_lists_on_the_terminal() {
         assert!(rest.contains("w.txt"), "{rest}");
         assert!(rest.contains(&format!("tcctl approve {id}")), "{rest}");
         assert!(
-            rest.contains(&format!("http://127.0.0.1:47831/requests/{id}")),
+            rest.contains(&format!("http://127.0.0.1:{port}/requests/{id}")),
             "{rest}"
         );
         // The outcome shows in the live list; the notification never approves anything.

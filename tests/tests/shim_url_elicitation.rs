@@ -106,7 +106,7 @@ fn ok(o: &Output) {
 
 #[test]
 fn url_accept_then_page_approval_runs_the_call_once() {
-    let port = 47811;
+    let port = tc_tests::free_port();
     let (env, mut c) = started(Some(port), url_caps(), None);
     let (m, id) = call_and_get_link(&mut c, port);
     // The human opens the page: that approves nothing.
@@ -142,7 +142,7 @@ fn url_accept_then_page_approval_runs_the_call_once() {
 #[test]
 fn approval_before_the_client_answers_also_runs_once() {
     // A human who saw `tcctl watch` approves before the client's consent dialog is answered.
-    let port = 47812;
+    let port = tc_tests::free_port();
     let (env, mut c) = started(Some(port), url_caps(), None);
     let (_m, id) = call_and_get_link(&mut c, port);
     ok(&tcctl(&env, &["approve", &id, "--yes"]));
@@ -154,7 +154,7 @@ fn approval_before_the_client_answers_also_runs_once() {
 
 #[test]
 fn page_decline_is_approval_declined_with_the_reason() {
-    let port = 47813;
+    let port = tc_tests::free_port();
     let (env, mut c) = started(Some(port), url_caps(), None);
     let (m, id) = call_and_get_link(&mut c, port);
     answer(&mut c, &m, json!({"action": "accept"}));
@@ -171,7 +171,7 @@ fn page_decline_is_approval_declined_with_the_reason() {
 
 #[test]
 fn client_decline_is_a_hard_stop_and_declines_in_tcd() {
-    let port = 47814;
+    let port = tc_tests::free_port();
     let (env, mut c) = started(Some(port), url_caps(), None);
     let (m, id) = call_and_get_link(&mut c, port);
     answer(&mut c, &m, json!({"action": "decline"}));
@@ -186,7 +186,7 @@ fn client_decline_is_a_hard_stop_and_declines_in_tcd() {
 
 #[test]
 fn client_cancel_is_not_obtained() {
-    let port = 47815;
+    let port = tc_tests::free_port();
     let (env, mut c) = started(Some(port), url_caps(), None);
     let (m, _id) = call_and_get_link(&mut c, port);
     answer(&mut c, &m, json!({"action": "cancel"}));
@@ -198,7 +198,7 @@ fn client_cancel_is_not_obtained() {
 
 #[test]
 fn an_unanswered_request_reads_as_expired() {
-    let port = 47816;
+    let port = tc_tests::free_port();
     let (env, mut c) = started(Some(port), url_caps(), Some(2));
     let (m, _id) = call_and_get_link(&mut c, port);
     answer(&mut c, &m, json!({"action": "accept"}));
@@ -209,7 +209,7 @@ fn an_unanswered_request_reads_as_expired() {
 
 #[test]
 fn form_and_url_prefers_the_page_and_form_only_keeps_the_form() {
-    let port = 47817;
+    let port = tc_tests::free_port();
     let (_env, mut c) = started(
         Some(port),
         json!({"elicitation": {"form": {}, "url": {}}}),
