@@ -370,8 +370,35 @@ fn add_entries(
                     ),
                 ))
             }
-            None => sarr.push(u.clone()),
+            None => {
+                if list == "gates" {
+                    new_gate_loosens_nothing(u, &ukey, refuse)?;
+                }
+                sarr.push(u.clone())
+            }
         }
+    }
+    Ok(())
+}
+
+/// A gate the user adds may only make a call need a confirmation, never do anything
+/// else: a `when` on it would turn a destructive tool's floor (disabled unless gated)
+/// into "runs ungated whenever the condition fails", and a `probe` target makes the
+/// shim call a downstream tool of the agent's choosing, unconfirmed, to fingerprint it.
+fn new_gate_loosens_nothing(u: &Value, key: &str, refuse: &Refuse) -> Result<(), GuardedError> {
+    if u.get("when").is_some() {
+        return Err(refuse(
+            format!("{key}.when"),
+            "a gate the user adds applies always: a `when` could let a destructive tool \
+             the system config does not gate run unconfirmed",
+        ));
+    }
+    if u.get("targets").and_then(|t| t.get("probe")).is_some() {
+        return Err(refuse(
+            format!("{key}.targets.probe"),
+            "a probe calls a downstream tool without a confirmation; only the system \
+             config may declare one",
+        ));
     }
     Ok(())
 }

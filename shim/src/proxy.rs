@@ -981,7 +981,9 @@ impl Shim {
             .await;
         let answer = match (&opened, answer) {
             (Ok(o), _) if !o.inner.is_empty() => {
-                return self.continue_round(c, state, &o.inner, applies).await;
+                return self
+                    .continue_round(c, state, &o.inner, &o.state_fp, applies)
+                    .await;
             }
             (Ok(_), Some(a)) => a,
             // The state came back without our answer: offer the same form again.

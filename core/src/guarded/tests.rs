@@ -114,12 +114,12 @@ fn a_broken_user_file_is_an_error_not_ignored() {
     assert_eq!(refused_key("[daemon]\nsockett = 1\n"), "daemon.sockett");
     // An added gate is checked like any gate, and the error names the user's file.
     let e = merge(&format!(
-        "{VAULT}[[vaults.gates]]\ntool = \"rm\"\nwhen = {{ exist = \"p\" }}\ntargets = \"none\"\n"
+        "{VAULT}[[vaults.gates]]\ntool = \"rm\"\ntargets = {{ pathz = [\"p\"] }}\n"
     ))
     .unwrap_err()
     .to_string();
     assert!(
-        e.contains("exist") && e.contains("/home/a/.config/tc/config.toml"),
+        e.contains("targets") && e.contains("/home/a/.config/tc/config.toml"),
         "{e}"
     );
     let e = merge(&format!("{VAULT}[[vaults.gates]]\ntool = \"rm\"\n"))
@@ -250,4 +250,29 @@ fn root_ownership_is_checked_on_the_file_and_its_directory() {
     let dlink = t.path().join("dlink");
     symlink(&dir, &dlink).unwrap();
     assert!(why(&dlink.join("config.toml")).contains("dlink: is a symlink"));
+}
+
+/// Review 3: a gate the user adds cannot carry a `when` (it would un-floor a destructive
+/// tool the system leaves ungated: disabled becomes "runs unconfirmed") nor a `probe`
+/// (the shim would call a downstream tool of the agent's choosing, unconfirmed).
+#[test]
+fn an_added_gate_can_neither_switch_itself_off_nor_probe() {
+    for (extra, key) in [
+        (
+            "when = { equals = { arg = \"dryRun\", value = \"never\" } }\ntargets = { paths = [\"path\"] }\n",
+            "vaults[0].gates[0].when",
+        ),
+        (
+            "targets = { probe = { tool = \"write_file\", arguments = { path = \"$path\" } } }\n",
+            "vaults[0].gates[0].targets.probe",
+        ),
+    ] {
+        let user = format!("{VAULT}[[vaults.gates]]\ntool = \"edit_file\"\n{extra}");
+        assert_eq!(refused_key(&user), key, "{user}");
+    }
+    // Unconditional, locally fingerprinted gates are still welcome.
+    merge(&format!(
+        "{VAULT}[[vaults.gates]]\ntool = \"edit_file\"\ntargets = {{ paths = [\"path\"] }}\n"
+    ))
+    .unwrap();
 }

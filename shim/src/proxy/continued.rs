@@ -62,6 +62,52 @@ struct Inner {
     state: Option<String>,
     /// The call had been approved (the state is sealed with the approved fingerprint).
     approved: bool,
+    /// [`round_mac`] of this round, by this process: tcd's seal alone proves nothing
+    /// about `approved`, since anything running as the human (in guarded mode, the
+    /// agent's shell) may call SealState with any `inner`.
+    #[serde(default)]
+    mac: String,
+}
+
+/// This process's key for [`round_mac`], random per process and never written anywhere
+/// (a round of an approved call cannot be continued by another tc-shim process).
+fn round_key() -> &'static [u8; 32] {
+    static KEY: std::sync::OnceLock<[u8; 32]> = std::sync::OnceLock::new();
+    KEY.get_or_init(|| {
+        let mut k = [0u8; 32];
+        rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut k);
+        k
+    })
+}
+
+/// HMAC of everything a round is: the call, the approved fingerprint, the downstream's
+/// state and whether the call was approved.
+fn round_mac(b: &Binding, fp: &str, state: Option<&str>, approved: bool) -> String {
+    use hmac::Mac as _;
+    let doc = json!([b.vault, b.tool, b.caller, b.args_hash, fp, state, approved]);
+    let mut m = <hmac::Hmac<sha2::Sha256>>::new_from_slice(round_key()).expect("any key length");
+    m.update(doc.to_string().as_bytes());
+    hex::encode(m.finalize().into_bytes())
+}
+
+/// Whether `inner` is a round this process sealed for `b` at `fp` (constant time).
+fn round_is_ours(b: &Binding, fp: &str, inner: &Inner) -> bool {
+    use hmac::Mac as _;
+    let Ok(mac) = hex::decode(&inner.mac) else {
+        return false;
+    };
+    let doc = json!([
+        b.vault,
+        b.tool,
+        b.caller,
+        b.args_hash,
+        fp,
+        inner.state,
+        inner.approved
+    ]);
+    let mut m = <hmac::Hmac<sha2::Sha256>>::new_from_slice(round_key()).expect("any key length");
+    m.update(doc.to_string().as_bytes());
+    m.verify_slice(&mac).is_ok()
 }
 
 /// A downstream round the client answered: what goes back to the downstream.
@@ -173,9 +219,12 @@ impl Shim {
                 tc_core::MAX_SEALED_LEN
             )))
         } else {
+            let approved = w.approved_fp.is_some();
+            let mac = round_mac(b, &fp, state.as_deref(), approved);
             let inner = Inner {
                 state,
-                approved: w.approved_fp.is_some(),
+                approved,
+                mac,
             };
             let bytes = serde_json::to_vec(&inner).expect("Inner serializes");
             match self.daemon.seal_state(b.clone(), &fp, bytes).await {
@@ -232,7 +281,8 @@ impl Shim {
         result
     }
 
-    /// A re-sent call whose state (already verified, not yet spent) carries `inner`: the
+    /// A re-sent call whose state (already verified, not yet spent, sealed at `sealed_fp`)
+    /// carries `inner`: a round of an approved call must be one this process sealed; the
     /// state is spent, against the approved fingerprint if the call was approved (a
     /// changed target is `replay_drift`), and the downstream's round goes on.
     pub(super) async fn continue_round(
@@ -240,6 +290,7 @@ impl Shim {
         c: &Call<'_>,
         state: &str,
         inner: &[u8],
+        sealed_fp: &str,
         applies: bool,
     ) -> Resumed {
         let Ok(inner) = serde_json::from_slice::<Inner>(inner) else {
@@ -257,6 +308,23 @@ impl Shim {
             );
             return Resumed::Answered;
         };
+        // A round of an approved call runs the call again under that approval: only if
+        // this process sealed it (not a state forged through tcd's socket).
+        if inner.approved && !round_is_ours(c.binding, sealed_fp, &inner) {
+            let text = format!(
+                "The requestState of `{}` claims a downstream round of an approved call, but this \
+                 tc-shim did not seal it (made through tcd's socket, or by another tc-shim \
+                 process). Nothing was run. Send the call again without requestState.",
+                c.shown.tool
+            );
+            let mut d = c.shown.details();
+            d["reason"] = json!("invalid");
+            self.answer(
+                c.id,
+                results::tool_error(ErrorCode::InvalidInput, text, d, None),
+            );
+            return Resumed::Answered;
+        }
         let current = if inner.approved { c.shown.state_fp } else { "" };
         if let Err(e) = self
             .daemon
@@ -360,11 +428,48 @@ mod tests {
         let i = Inner {
             state: Some("s".into()),
             approved: true,
+            mac: String::new(),
         };
         let b = serde_json::to_vec(&i).unwrap();
         assert_eq!(serde_json::from_slice::<Inner>(&b).unwrap(), i);
         assert!(
             serde_json::from_slice::<Inner>(br#"{"state":null,"approved":false,"x":1}"#).is_err()
         );
+    }
+
+    /// Review 3: only a round this process sealed, unchanged, is "ours".
+    #[test]
+    fn only_our_own_round_is_ours() {
+        let b = Binding {
+            vault: "v".into(),
+            tool: "t".into(),
+            caller: "stdio".into(),
+            args_hash: "a".repeat(64),
+        };
+        let fp = "f".repeat(64);
+        let mac = round_mac(&b, &fp, Some("s"), true);
+        let ours = Inner {
+            state: Some("s".into()),
+            approved: true,
+            mac: mac.clone(),
+        };
+        assert!(round_is_ours(&b, &fp, &ours));
+        let forged = Inner {
+            mac: String::new(),
+            ..ours
+        };
+        assert!(!round_is_ours(&b, &fp, &forged));
+        let other_state = Inner {
+            state: Some("t".into()),
+            approved: true,
+            mac: mac.clone(),
+        };
+        assert!(!round_is_ours(&b, &fp, &other_state));
+        let ours = Inner {
+            state: Some("s".into()),
+            approved: true,
+            mac,
+        };
+        assert!(!round_is_ours(&b, &"0".repeat(64), &ours));
     }
 }
