@@ -117,6 +117,48 @@ pub async fn approve(target: Target, a: ApproveArgs) -> Result<(), CliError> {
     Ok(())
 }
 
+/// Guarded mode's `tcctl elicit`: the raised request the token would be minted for,
+/// shown in full as `approve` shows it, and confirmed on the terminal, before any code is
+/// read. A hash alone is nothing a human can check: the agent could relay the line of a
+/// call it chose and describe it as another.
+pub async fn confirm_for_elicit(
+    d: &mut client::Daemon,
+    socket: &std::path::Path,
+    b: &v1::Binding,
+) -> Result<(), CliError> {
+    let all = d
+        .client
+        .list_pending(v1::ListPendingRequest {
+            vault: b.vault.clone(),
+        })
+        .await
+        .map_err(|s| status_error(socket, &s))?
+        .into_inner()
+        .requests;
+    let p = all
+        .into_iter()
+        .find(|p| p.binding.as_ref() == Some(b) && p.status == "pending")
+        .ok_or_else(|| {
+            CliError::new(
+                exit::REFUSED,
+                "no blocked call with this hash, tool and caller is waiting in this vault (see \
+                 `tcctl pending`); nothing was asked and nothing minted",
+            )
+        })?;
+    // No terminal is a refusal, as for the code itself, before anything is shown; the
+    // request goes to stderr (stdout carries the token and nothing else).
+    if !tty::available() {
+        return Err(crate::factor::tty_error(tty::TtyError::NoTerminal(
+            std::io::Error::new(std::io::ErrorKind::NotFound, "/dev/tty cannot be opened"),
+        )));
+    }
+    eprint!("{}", render_request(&p, tc_core::now_ms()));
+    if !tty::confirm("Mint a single-use token for this call?").map_err(crate::factor::tty_error)? {
+        return Err(CliError::new(exit::FAILURE, "not approved"));
+    }
+    Ok(())
+}
+
 /// No id given: offers the waiting requests one by one, newest first.
 fn pick(all: Vec<v1::PendingRequest>, now: i64) -> Result<v1::PendingRequest, CliError> {
     let waiting: Vec<_> = all.into_iter().filter(|p| p.status == "pending").collect();
@@ -145,6 +187,14 @@ fn pick(all: Vec<v1::PendingRequest>, now: i64) -> Result<v1::PendingRequest, Cl
 
 /// Shows a request in full: every argument, escaped as everything tcctl shows.
 fn print_request(p: &v1::PendingRequest, now: i64) {
+    let mut out = std::io::stdout().lock();
+    let _ = out
+        .write_all(render_request(p, now).as_bytes())
+        .and_then(|()| out.flush());
+}
+
+/// A request as `approve` shows it, every text escaped.
+fn render_request(p: &v1::PendingRequest, now: i64) -> String {
     let b = p.binding.clone().unwrap_or_default();
     let mut o = String::new();
     let _ = writeln!(
@@ -179,8 +229,7 @@ fn print_request(p: &v1::PendingRequest, now: i64) {
         let _ = writeln!(o, "preview:");
         o.push_str(&preview(&p.preview, colour()));
     }
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(o.as_bytes()).and_then(|()| out.flush());
+    o
 }
 
 /// Colour only on a terminal, and not when `NO_COLOR` is set.

@@ -129,7 +129,14 @@ async fn elicit(config: &Config, socket: Target, a: ElicitArgs) -> Result<(), Cl
     let mut d = client::connect(&socket).await?;
     // Guarded mode (the daemon says so, not our config): the human's code, typed on the
     // controlling terminal, goes with the approval.
+    let binding = v1::Binding {
+        vault: vault.clone(),
+        tool: a.tool.clone(),
+        caller: a.caller.clone(),
+        args_hash: a.hash.clone(),
+    };
     let factor = if d.guarded() {
+        crate::approve::confirm_for_elicit(&mut d, &socket.path, &binding).await?;
         Some(crate::factor::read_approval_code(&format!(
             "{} in vault {} for caller {} (args_hash {})",
             escape(&a.tool),
@@ -143,12 +150,7 @@ async fn elicit(config: &Config, socket: Target, a: ElicitArgs) -> Result<(), Cl
     let reply = d
         .client
         .mint(v1::MintRequest {
-            binding: Some(v1::Binding {
-                vault,
-                tool: a.tool,
-                caller: a.caller,
-                args_hash: a.hash,
-            }),
+            binding: Some(binding),
             state_fp: a.state_fp,
             factor,
         })

@@ -12,7 +12,7 @@ use crate::{exit, CliError};
 const CONFIRM_TRIES: u32 = 3;
 
 /// A terminal failure as a CLI error: no terminal, or no code, refuses the approval.
-fn tty_error(e: TtyError) -> CliError {
+pub(crate) fn tty_error(e: TtyError) -> CliError {
     match e {
         TtyError::NoTerminal(_) | TtyError::NoCode => {
             CliError::new(exit::REFUSED, format!("refused: no code, no approval: {e}"))

@@ -92,6 +92,11 @@ fn real_main() -> anyhow::Result<i32> {
         .enable_all()
         .build()?;
     let guarded = tc_core::guarded::client(config.as_deref(), socket.as_deref())?;
+    if guarded.is_some() {
+        // Another process of the same uid (the agent) may not ptrace us or read our
+        // memory (the round-MAC key) where the kernel allows same-uid tracing.
+        nix::sys::prctl::set_dumpable(false).context("prctl(PR_SET_DUMPABLE, 0)")?;
+    }
     let (cfg, daemon) = match &guarded {
         Some(g) => guarded_policy(&rt, g)?,
         None => {

@@ -188,6 +188,8 @@ impl Scene {
         let args: Vec<&str> = words.iter().map(String::as_str).collect();
         for _ in 0..50 {
             let mut p = pty(Some((&self.d.human, &self.d.home)), &args);
+            p.wait_for("[y/N]");
+            p.type_line("y");
             p.wait_for("6-digit code");
             p.type_line(typed);
             let (rc, out) = p.finish();

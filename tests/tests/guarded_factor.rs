@@ -160,6 +160,10 @@ fn elicit_on_pty(g: &Guarded, b: &v1::Binding, typed: &str) -> (i32, String) {
         "--caller",
         &b.caller,
     ]));
+    // The call is shown in full and confirmed before any code is asked.
+    let shown = p.wait_for("[y/N]");
+    assert!(shown.contains(&b.tool), "the call is shown:\n{shown}");
+    p.type_line("y");
     let prompt = p.wait_for("6-digit code");
     assert!(
         prompt.contains(&b.tool),

@@ -5,6 +5,8 @@
 
 #[path = "guarded_support.rs"]
 mod guarded;
+#[path = "pty_support.rs"]
+mod pty_support;
 #[path = "shim_support.rs"]
 mod support;
 
@@ -252,4 +254,38 @@ fn review3_a_user_gate_cannot_probe_with_a_gated_tool() {
     let e = s.shim_starts().unwrap_err();
     assert!(e.contains("vaults[0].gates[0].targets.probe"), "{e}");
     assert_eq!(s.note(), "v0");
+}
+
+/// Finding 4 (high): in guarded mode `tcctl elicit` asked for the human's code showing
+/// only tool, vault, caller and an args_hash: nothing a human can check. The agent relays
+/// the `tcctl elicit` line of a call it chose and describes it as something else; the code
+/// the human types mints a token for the hidden call. Now `tcctl elicit` (guarded) looks
+/// the raised request up and shows it in full, as `tcctl approve` does, with a y/N, before
+/// it asks for the code; a hash with no raised request is refused before any code.
+#[test]
+fn review3_elicit_shows_the_call_before_asking_for_the_code() {
+    if skip() || !in_namespace("review3_elicit_shows_the_call_before_asking_for_the_code") {
+        return;
+    }
+    let s = Scene::start();
+    let mut agent = s.agent();
+    let r = agent.call_tool(1, "write_file", write("HIDDEN-PAYLOAD"));
+    assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
+    let cmd = sc(&r)["recovery"]["command"].as_str().unwrap().to_string();
+    let mut words: Vec<String> = cmd.split_whitespace().map(String::from).collect();
+    words[0] = bin("tcctl").display().to_string();
+    let relay = support::workspace().join("tests/fixtures/pty_run.py");
+    let mut c = as_user(&s.d.human, &s.d.home, "/usr/bin/python3");
+    c.arg(relay).args(&words);
+    let mut p = pty_support::Pty::start(c);
+    let shown = p.wait_for("[y/N]");
+    assert!(
+        shown.contains("HIDDEN-PAYLOAD") && !shown.contains("6-digit code"),
+        "the code is asked for a call the human cannot see:\n{shown}"
+    );
+    // The human, seeing it, says no: nothing is asked, nothing minted.
+    p.type_line("n");
+    let (rc, out) = p.finish();
+    assert_ne!(rc, 0, "{out}");
+    assert!(!out.contains("6-digit code"), "{out}");
 }
