@@ -239,7 +239,8 @@ fn mac_tags_are_compared_in_constant_time() {
         "tag_matches: {cmp}"
     );
     assert!(src.contains("use subtle::ConstantTimeEq;"));
-    // Nowhere else verifies a MAC by hand or by a crate helper.
+    // Nowhere else verifies a MAC by a crate helper (the shim's per-process round MAC
+    // compares with subtle's `ct_eq` too).
     let mut found = Vec::new();
     for dir in ["daemon/src", "shim/src", "cli/src", "core/src", "proto/src"] {
         for f in walk(&workspace().join(dir)) {
