@@ -148,16 +148,7 @@ fn delete(tx: &Connection, b: &Binding) -> rusqlite::Result<()> {
 }
 
 fn event(row: &Row, kind: &'static str, detail: serde_json::Value) -> NewEvent {
-    let b = &row.binding;
-    NewEvent {
-        kind,
-        vault: b.vault.clone(),
-        tool: b.tool.clone(),
-        caller: b.caller.clone(),
-        args_hash: b.args_hash.clone(),
-        state_fp: row.state_fp.clone(),
-        detail,
-    }
+    row.binding.event(kind, &row.state_fp, detail)
 }
 
 /// Logs `tc.elicit.expired` for an unanswered request, once.
@@ -325,7 +316,7 @@ impl Ledger {
                 b.vault, b.caller, b.args_hash, b.tool, state_fp, summary, now, exp, id, args_json,
                 covers, uid, preview
             ])?;
-            evs.push(b_event(b, events::REQUESTED, state_fp, json!({ "summary": summary, "request_id": id })));
+            evs.push(b.event(events::REQUESTED, state_fp, json!({ "summary": summary, "request_id": id })));
             Ok(Ok(Raised {
                 request_id: id,
                 raised_at_ms: now,
@@ -554,18 +545,6 @@ pub(crate) fn sweep(tx: &Connection, evs: &mut Vec<NewEvent>, now: i64) -> Resul
     tx.prepare_cached("DELETE FROM raised WHERE expires_at <= ?1")?
         .execute(params![cutoff])?;
     Ok(())
-}
-
-fn b_event(b: &Binding, kind: &'static str, state_fp: &str, detail: serde_json::Value) -> NewEvent {
-    NewEvent {
-        kind,
-        vault: b.vault.clone(),
-        tool: b.tool.clone(),
-        caller: b.caller.clone(),
-        args_hash: b.args_hash.clone(),
-        state_fp: state_fp.to_string(),
-        detail,
-    }
 }
 
 fn declined(reason: &str) -> DaemonError {

@@ -52,7 +52,12 @@ impl Binding {
         check_hash("args_hash", &self.args_hash)
     }
 
-    fn event(&self, kind: &'static str, state_fp: &str, detail: serde_json::Value) -> NewEvent {
+    pub(crate) fn event(
+        &self,
+        kind: &'static str,
+        state_fp: &str,
+        detail: serde_json::Value,
+    ) -> NewEvent {
         NewEvent {
             kind,
             vault: self.vault.clone(),
