@@ -82,33 +82,26 @@ fn round_key() -> &'static [u8; 32] {
 
 /// HMAC of everything a round is: the call, the approved fingerprint, the downstream's
 /// state and whether the call was approved.
-fn round_mac(b: &Binding, fp: &str, state: Option<&str>, approved: bool) -> String {
+fn round_tag(b: &Binding, fp: &str, state: Option<&str>, approved: bool) -> Vec<u8> {
     use hmac::Mac as _;
     let doc = json!([b.vault, b.tool, b.caller, b.args_hash, fp, state, approved]);
     let mut m = <hmac::Hmac<sha2::Sha256>>::new_from_slice(round_key()).expect("any key length");
     m.update(doc.to_string().as_bytes());
-    hex::encode(m.finalize().into_bytes())
+    m.finalize().into_bytes().to_vec()
+}
+
+/// [`round_tag`] in hex, as a round carries it.
+fn round_mac(b: &Binding, fp: &str, state: Option<&str>, approved: bool) -> String {
+    hex::encode(round_tag(b, fp, state, approved))
 }
 
 /// Whether `inner` is a round this process sealed for `b` at `fp` (constant time).
 fn round_is_ours(b: &Binding, fp: &str, inner: &Inner) -> bool {
-    use hmac::Mac as _;
     let Ok(mac) = hex::decode(&inner.mac) else {
         return false;
     };
-    let doc = json!([
-        b.vault,
-        b.tool,
-        b.caller,
-        b.args_hash,
-        fp,
-        inner.state,
-        inner.approved
-    ]);
-    let mut m = <hmac::Hmac<sha2::Sha256>>::new_from_slice(round_key()).expect("any key length");
-    m.update(doc.to_string().as_bytes());
+    let tag = round_tag(b, fp, inner.state.as_deref(), inner.approved);
     // Constant time, as every tag comparison in the workspace (security.rs checks).
-    let tag = m.finalize().into_bytes();
     subtle::ConstantTimeEq::ct_eq(tag.as_slice(), mac.as_slice()).into()
 }
 
