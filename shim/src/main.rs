@@ -22,6 +22,7 @@ mod regular;
 mod results;
 mod roots;
 mod scan;
+mod stdio;
 mod summary;
 mod targets;
 mod value;
@@ -151,7 +152,16 @@ fn real_main() -> anyhow::Result<i32> {
     let gov = governor::Governor::new(&cfg.governor, &v.paged);
     let prompt_ttl = std::time::Duration::from_secs(cfg.daemon.elicit_ttl_seconds.into());
     let page = proxy::page_base(cfg.approvals.listen.as_deref());
-    let code = rt.block_on(proxy::run(policy, daemon, command, prompt_ttl, page, gov));
+    let opts = proxy::Options {
+        policy: std::sync::Arc::new(policy),
+        daemon: std::sync::Arc::new(daemon),
+        caller: tc_core::STDIO_CALLER.into(),
+        prompt_ttl,
+        page,
+        gov,
+        server_requests: true,
+    };
+    let code = rt.block_on(stdio::run(opts, command));
     // The stdin reader may be parked in a blocking read: do not wait for it.
     rt.shutdown_background();
     code

@@ -10,7 +10,6 @@ pub use url_mode::page_base;
 
 use crate::value::at;
 use std::collections::HashMap;
-use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -19,17 +18,13 @@ use serde::Deserialize as _;
 use serde_json::{json, Value};
 use tc_core::ErrorCode;
 use tc_proto::v1::Binding;
-use tokio::io::BufReader;
-use tokio::process::Command;
 use tokio::sync::{oneshot, Semaphore};
 
 use crate::barrier::{Barrier, Kind, Place};
 use crate::confirm::{self, Answer, Route};
 use crate::daemon_client::{Daemon, DaemonError};
 use crate::era::{self, Era};
-use crate::framing::{
-    parse_message, read_down, read_frame, write_line, Down, Frame, Rejected, MAX_LINE,
-};
+use crate::framing::{parse_message, Down, Frame, Rejected};
 use crate::governor::Governor;
 use crate::ids::{IdKey, IdTable};
 use crate::lean;
@@ -145,11 +140,15 @@ struct State {
 
 /// Everything the pumps and call handlers share.
 pub struct Shim {
+    /// Who makes the calls (see [`Options::caller`]).
+    caller: String,
+    /// The front carries the shim's own requests to the client ([`Options::server_requests`]).
+    server_requests: bool,
     /// One permit per `tools/call` task still running, so that at exit the shim waits for
     /// their RecordConsumed (the audit record of a forwarded call) instead of dropping it.
     calls: Arc<Semaphore>,
-    policy: Policy,
-    daemon: Daemon,
+    policy: Arc<Policy>,
+    daemon: Arc<Daemon>,
     to_child: Outbox,
     to_client: Outbox,
     state: Mutex<State>,
@@ -791,7 +790,7 @@ impl Shim {
                 let binding = Binding {
                     vault: self.policy.vault.clone(),
                     tool: name.clone(),
-                    caller: tc_core::STDIO_CALLER.into(),
+                    caller: self.caller.clone(),
                     args_hash: tc_core::hash::args_hash(&name, &args),
                 };
                 let lean = self.lock().held.get(&key(&id)).is_some_and(|h| h.lean);
@@ -821,7 +820,7 @@ impl Shim {
         let binding = Binding {
             vault: self.policy.vault.clone(),
             tool: name.clone(),
-            caller: tc_core::STDIO_CALLER.into(),
+            caller: self.caller.clone(),
             args_hash: args_hash.clone(),
         };
         let state_fp = match self.state_fp(&gate, &args).await {
@@ -838,7 +837,7 @@ impl Shim {
         let shown = Shown {
             vault: &self.policy.vault,
             tool: &name,
-            caller: tc_core::STDIO_CALLER,
+            caller: &self.caller,
             args_hash: &args_hash,
             state_fp: &state_fp,
             lean,
@@ -890,7 +889,7 @@ impl Shim {
             let route = confirm::route(
                 era,
                 caps.as_ref(),
-                self.policy.legacy_elicitation,
+                self.policy.legacy_elicitation && self.server_requests,
                 self.page.is_some(),
             );
             // What a human decided about this exact call by its request id (`approved.rs`).
@@ -1938,218 +1937,121 @@ fn policy_result(e: &PolicyError) -> Value {
     }
 }
 
-/// Runs the proxy until the downstream exits; returns the exit code to use.
-pub async fn run(
-    policy: Policy,
-    daemon: Daemon,
-    command: Vec<String>,
-    prompt_ttl: Duration,
-    page: Option<String>,
-    gov: Governor,
-) -> anyhow::Result<i32> {
-    let (prog, rest) = command.split_first().ok_or_else(|| {
-        anyhow::anyhow!(
-            "no downstream command: give vault.command in the config or `-- <command…>`"
-        )
-    })?;
-    let mut cmd = Command::new(prog);
-    cmd.args(rest)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true);
-    if policy.root.is_dir() {
-        cmd.current_dir(&policy.root);
-    }
-    let mut child = cmd
-        .spawn()
-        .map_err(|e| anyhow::anyhow!("cannot start downstream {prog:?}: {e}"))?;
-    let (Some(mut child_in), Some(child_out)) = (child.stdin.take(), child.stdout.take()) else {
-        anyhow::bail!("downstream stdio pipes missing");
-    };
+/// What a front-end gives the engine for one conversation: one stdio client, one legacy
+/// HTTP session or one stateless HTTP caller.
+pub struct Options {
+    pub policy: Arc<Policy>,
+    pub daemon: Arc<Daemon>,
+    /// Who makes the calls: `stdio`, `http-local` or a token's `sub` (DESIGN 12). Every
+    /// binding (tokens, states, cursors, approvals) carries it.
+    pub caller: String,
+    /// How long the legacy route waits for the human (the confirmation TTL).
+    pub prompt_ttl: Duration,
+    /// The approval page's base URL (`[approvals] listen`), for the URL route.
+    pub page: Option<String>,
+    pub gov: Governor,
+    /// The front can carry the shim's own requests to the client (`elicitation/create`):
+    /// stdio can; Streamable HTTP never does (DESIGN 12: legacy HTTP sessions get the
+    /// CLI/approve route).
+    pub server_requests: bool,
+}
 
-    let (child_box, mut child_rx) = Outbox::new();
-    let (client_box, mut client_rx) = Outbox::new();
-    let shim = Arc::new(Shim {
-        calls: Arc::new(Semaphore::new(CALL_PERMITS as usize)),
-        policy,
-        daemon,
-        to_child: child_box,
-        to_client: client_box,
-        state: Mutex::new(State::default()),
-        next_id: AtomicU64::new(1),
-        probe: tokio::sync::Mutex::new(()),
-        prompt_ttl,
-        page,
-        gov,
-        barrier: Arc::new(Barrier::default()),
-    });
-    if let Some(rx) = shim.gov.take_events() {
-        tokio::spawn(governed::event_pump(Arc::clone(&shim), rx));
-    }
+/// The queues a front-end and a downstream adapter drain: lines for the downstream and
+/// lines for the client.
+pub struct Queues {
+    pub to_child: tokio::sync::mpsc::UnboundedReceiver<crate::outbox::Out>,
+    pub to_client: tokio::sync::mpsc::UnboundedReceiver<crate::outbox::Out>,
+}
 
-    // Writer to the downstream's stdin.
-    {
-        let shim = Arc::clone(&shim);
-        tokio::spawn(async move {
-            while let Some((line, ack)) = child_rx.recv().await {
-                let written = write_line(&mut child_in, &line).await;
-                shim.to_child.wrote(line.len());
-                if let Err(e) = written {
-                    tracing::warn!("writing to the downstream failed: {e}");
-                    break;
-                }
-                if let Some(a) = ack {
-                    let _ = a.send(());
-                }
-            }
-            shim.to_child.writer_gone();
+impl Shim {
+    /// The engine for one conversation, and the queues its adapters drain.
+    pub fn start(o: Options) -> (Arc<Shim>, Queues) {
+        let (child_box, to_child) = Outbox::new();
+        let (client_box, to_client) = Outbox::new();
+        let page = o.page.filter(|_| o.server_requests);
+        let shim = Arc::new(Shim {
+            calls: Arc::new(Semaphore::new(CALL_PERMITS as usize)),
+            policy: o.policy,
+            daemon: o.daemon,
+            caller: o.caller,
+            server_requests: o.server_requests,
+            to_child: child_box,
+            to_client: client_box,
+            state: Mutex::new(State::default()),
+            next_id: AtomicU64::new(1),
+            probe: tokio::sync::Mutex::new(()),
+            prompt_ttl: o.prompt_ttl,
+            page,
+            gov: o.gov,
+            barrier: Arc::new(Barrier::default()),
         });
-    }
-    // Writer to our stdout (the client).
-    let client_writer = {
-        let shim = Arc::clone(&shim);
-        tokio::spawn(async move {
-            let mut out = client_output();
-            while let Some((line, ack)) = client_rx.recv().await {
-                if line.is_empty() {
-                    if let Some(a) = ack {
-                        let _ = a.send(());
-                    }
-                    continue;
-                }
-                let written = write_line(&mut out, &line).await;
-                shim.to_client.wrote(line.len());
-                if written.is_err() {
-                    break;
-                }
-            }
-            shim.to_client.writer_gone();
-        })
-    };
-    // Reader from the client (our stdin).
-    let (eof_tx, eof_rx) = oneshot::channel::<()>();
-    {
-        let shim = Arc::clone(&shim);
-        tokio::spawn(async move {
-            let mut r = BufReader::with_capacity(64 * 1024, client_input());
-            loop {
-                // A client that does not read its answers (or a downstream that does not
-                // read its input) is not read from either: memory stays bounded.
-                shim.to_client.room().await;
-                shim.to_child.room().await;
-                match read_frame(&mut r, MAX_LINE).await {
-                    Ok(Frame::Line(l)) => shim.on_client_line(l),
-                    Ok(Frame::InnerCr(l)) => shim.on_client_inner_cr(&l),
-                    Ok(Frame::TooLong(n)) => {
-                        let e = Rejected::TooLong(n);
-                        tracing::warn!("client sent a line that is not a JSON-RPC message: {e}");
-                        shim.send_client(&results::error(&Value::Null, e.code(), e.to_string()));
-                    }
-                    Ok(Frame::Eof) | Err(_) => break,
-                }
-            }
-            // Client went away: close the downstream's stdin so it can exit.
-            shim.to_child.close();
-            let _ = eof_tx.send(());
-        });
-    }
-    // Reader from the downstream's stdout.
-    let child_reader = {
-        let shim = Arc::clone(&shim);
-        tokio::spawn(async move {
-            widen_pipe(&child_out);
-            let mut r = BufReader::with_capacity(DOWN_READ, child_out);
-            // Governor: what may be buffered depends on who waits; longer lines are scanned.
-            let mut limit = || shim.line_limit();
-            loop {
-                shim.to_client.room().await;
-                match read_down(&mut r, &mut limit).await {
-                    Ok(Down::Line(l)) => shim.on_child_line(l),
-                    Ok(Down::InnerCr(l)) => shim.on_child_inner_cr(&l),
-                    Ok(Down::Oversize { bytes, top }) => shim.on_child_oversize(bytes, top),
-                    Ok(Down::Eof) | Err(_) => break,
-                }
-            }
-        })
-    };
-
-    let status = tokio::select! {
-        s = child.wait() => s?,
-        _ = async { let _ = eof_rx.await; tokio::time::sleep(Duration::from_secs(10)).await } => {
-            tracing::warn!("downstream did not exit 10s after the client closed stdin; killing it");
-            let _ = child.start_kill();
-            child.wait().await?
+        if let Some(rx) = shim.gov.take_events() {
+            tokio::spawn(governed::event_pump(Arc::clone(&shim), rx));
         }
-    };
-    let _ = tokio::time::timeout(Duration::from_secs(2), child_reader).await;
-    // Calls already forwarded still owe the daemon their RecordConsumed; bounded, since a
-    // daemon that is down makes each of them give up on its own.
-    let _ = tokio::time::timeout(
-        Duration::from_secs(3),
-        shim.calls.acquire_many(CALL_PERMITS),
-    )
-    .await;
-    shim.fail_pending();
-    shim.flush_events().await;
-    let (tx, rx) = oneshot::channel();
-    shim.to_client.send(Vec::new(), Some(tx));
-    let _ = tokio::time::timeout(Duration::from_secs(2), rx).await;
-    drop(client_writer);
-    use std::os::unix::process::ExitStatusExt;
-    Ok(status
-        .code()
-        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+        (
+            shim,
+            Queues {
+                to_child,
+                to_client,
+            },
+        )
+    }
+
+    /// The engine's side of the client queue (its writer reports progress here).
+    pub fn client_box(&self) -> &Outbox {
+        &self.to_client
+    }
+
+    /// The engine's side of the downstream queue.
+    pub fn child_box(&self) -> &Outbox {
+        &self.to_child
+    }
+
+    /// One frame from the client.
+    pub fn client_frame(self: &Arc<Self>, f: Frame) {
+        match f {
+            Frame::Line(l) => self.on_client_line(l),
+            Frame::InnerCr(l) => self.on_client_inner_cr(&l),
+            Frame::TooLong(n) => {
+                let e = Rejected::TooLong(n);
+                tracing::warn!("client sent a line that is not a JSON-RPC message: {e}");
+                self.send_client(&results::error(&Value::Null, e.code(), e.to_string()));
+            }
+            Frame::Eof => {}
+        }
+    }
+
+    /// One unit from the downstream.
+    pub fn child_frame(self: &Arc<Self>, d: Down) {
+        match d {
+            Down::Line(l) => self.on_child_line(l),
+            Down::InnerCr(l) => self.on_child_inner_cr(&l),
+            Down::Oversize { bytes, top } => self.on_child_oversize(bytes, top),
+            Down::Eof => {}
+        }
+    }
+
+    /// How long a downstream line may be buffered whole (the governor's view of who waits).
+    pub fn down_line_limit(&self) -> usize {
+        self.line_limit()
+    }
+
+    /// The downstream is gone and the client is done: waits (bounded) for the audit
+    /// records of calls already forwarded, fails what is still pending, flushes events.
+    pub async fn finish(&self) {
+        // Bounded, since a daemon that is down makes each of them give up on its own.
+        let _ = tokio::time::timeout(
+            Duration::from_secs(3),
+            self.calls.acquire_many(CALL_PERMITS),
+        )
+        .await;
+        self.fail_pending();
+        self.flush_events().await;
+    }
 }
 
 /// More `tools/call` tasks than can ever run at once (each holds one permit).
 const CALL_PERMITS: u32 = 1 << 20;
-
-/// Our stdin as an async reader. A pipe (what every editor gives us) is polled by the
-/// reactor directly; anything else falls back to tokio's stdin, whose reads run on the
-/// blocking pool and cost a thread hand-off per line.
-fn client_input() -> Box<dyn tokio::io::AsyncRead + Unpin + Send> {
-    use std::os::fd::AsFd;
-    let pipe = std::io::stdin()
-        .as_fd()
-        .try_clone_to_owned()
-        .map(std::fs::File::from)
-        .and_then(tokio::net::unix::pipe::Receiver::from_file);
-    match pipe {
-        Ok(p) => Box::new(p),
-        Err(_) => Box::new(tokio::io::stdin()),
-    }
-}
-
-/// Our stdout as an async writer; a pipe directly, else tokio's stdout (see [`client_input`]).
-fn client_output() -> Box<dyn tokio::io::AsyncWrite + Unpin + Send> {
-    use std::os::fd::AsFd;
-    let pipe = std::io::stdout()
-        .as_fd()
-        .try_clone_to_owned()
-        .map(std::fs::File::from)
-        .and_then(tokio::net::unix::pipe::Sender::from_file);
-    match pipe {
-        Ok(p) => Box::new(p),
-        Err(_) => Box::new(tokio::io::stdout()),
-    }
-}
-
-/// Bytes per read from the downstream. With [`widen_pipe`], one read drains up to this
-/// much of a long answer: fewer wake-ups per megabyte scanned (the governor's refusal
-/// speed), while a short answer still touches only the pages it fills.
-const DOWN_READ: usize = 1024 * 1024;
-
-/// Asks the kernel for a pipe as wide as one read (the default 64 KiB pipe makes a
-/// 500 MB answer cost ~8 000 reader wake-ups). Best effort: an unprivileged process may
-/// be held to `/proc/sys/fs/pipe-max-size`, and a smaller pipe only costs speed.
-fn widen_pipe(out: &tokio::process::ChildStdout) {
-    use std::os::fd::AsRawFd;
-    let _ = nix::fcntl::fcntl(
-        out.as_raw_fd(),
-        nix::fcntl::FcntlArg::F_SETPIPE_SZ(DOWN_READ as i32),
-    );
-}
 
 #[cfg(test)]
 mod tests {

@@ -282,7 +282,7 @@ impl Shim {
         let binding = Binding {
             vault: self.policy.vault.clone(),
             tool: tool.to_string(),
-            caller: tc_core::STDIO_CALLER.into(),
+            caller: self.caller.clone(),
             args_hash: tc_core::hash::args_hash(tool, args),
         };
         let n = items.len();
@@ -612,7 +612,7 @@ pub(super) async fn event_pump(shim: Arc<Shim>, mut rx: mpsc::UnboundedReceiver<
                     kind: kind.into(),
                     vault: shim.policy.vault.clone(),
                     tool,
-                    caller: tc_core::STDIO_CALLER.into(),
+                    caller: shim.caller.clone(),
                     args_hash,
                     state_fp: String::new(),
                     detail_json: detail.to_string(),
