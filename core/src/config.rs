@@ -12,6 +12,9 @@ use serde::Deserialize;
 
 use crate::paths::{self, PathError};
 
+mod http;
+pub use http::*;
+
 /// Default confirmation lifetime.
 pub const DEFAULT_TTL_SECONDS: u32 = 300;
 /// Default `max_target_files`: the entries (files, links, folders) a `tree` or
@@ -247,6 +250,18 @@ pub struct VaultConfig {
     /// Most entries a `tree`/`matching` target walks (and the stat cache's size).
     #[serde(default = "default_max_target_files")]
     pub max_target_files: usize,
+    /// A remote Streamable HTTP server (`https://…/mcp`) instead of `command`.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// `[vaults.headers]`: static headers sent to the remote server.
+    #[serde(default)]
+    pub headers: Headers,
+    /// `[vaults.bearer]`: the remote server's bearer token (a file or an env variable).
+    #[serde(default)]
+    pub bearer: Option<Bearer>,
+    /// `[vaults.http]`: serve this vault over Streamable HTTP.
+    #[serde(default)]
+    pub http: Option<HttpFront>,
 }
 
 fn default_max_target_files() -> usize {

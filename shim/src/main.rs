@@ -129,6 +129,10 @@ fn real_main() -> anyhow::Result<i32> {
                 acl: Default::default(),
                 paths: Vec::new(),
                 max_target_files: tc_core::config::DEFAULT_MAX_TARGET_FILES,
+                url: None,
+                headers: Default::default(),
+                bearer: None,
+                http: None,
             }
         }
         None => anyhow::bail!(

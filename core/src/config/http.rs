@@ -1,0 +1,126 @@
+//! `[vaults.http]` (the Streamable HTTP front and who its callers are) and a vault's
+//! remote server (`url`, `[vaults.headers]`, `[vaults.bearer]`): config types only.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::Deserialize;
+
+/// Most sessions a front keeps at once unless configured (a full table answers 503).
+pub const DEFAULT_MAX_SESSIONS: usize = 10_000;
+/// How long an idle legacy session lives.
+pub const DEFAULT_SESSION_IDLE_SECONDS: u64 = 1800;
+/// Largest request body a front reads.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 4 * 1024 * 1024;
+/// Least time between two JWKS refreshes forced by an unknown `kid`.
+pub const DEFAULT_JWKS_REFRESH_FLOOR_SECONDS: u64 = 30;
+
+/// `[vaults.http]`: serve this vault over MCP Streamable HTTP (`tc-shim serve VAULT --http`).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpFront {
+    /// `host:port` to bind (`--http` overrides it).
+    #[serde(default)]
+    pub listen: Option<String>,
+    /// `Origin`s accepted besides the bind's own (DNS rebinding protection).
+    #[serde(default)]
+    pub allowed_origins: Vec<String>,
+    /// `Host` values accepted besides the bind's own.
+    #[serde(default)]
+    pub allowed_hosts: Vec<String>,
+    #[serde(default = "default_max_sessions")]
+    pub max_sessions: usize,
+    #[serde(default = "default_session_idle_seconds")]
+    pub session_idle_seconds: u64,
+    #[serde(default = "default_max_body_bytes")]
+    pub max_body_bytes: usize,
+    #[serde(default)]
+    pub auth: HttpAuth,
+}
+
+impl Default for HttpFront {
+    fn default() -> Self {
+        HttpFront {
+            listen: None,
+            allowed_origins: Vec::new(),
+            allowed_hosts: Vec::new(),
+            max_sessions: DEFAULT_MAX_SESSIONS,
+            session_idle_seconds: DEFAULT_SESSION_IDLE_SECONDS,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            auth: HttpAuth::default(),
+        }
+    }
+}
+
+/// `[vaults.http.auth]`: who a request comes from.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpAuth {
+    #[serde(default)]
+    pub mode: AuthMode,
+    /// Expected `iss` (required for `oidc`; discovery starts from it).
+    #[serde(default)]
+    pub issuer: Option<String>,
+    /// Expected `aud` (required for `jwt` and `oidc`).
+    #[serde(default)]
+    pub audience: Option<String>,
+    /// `jwt`: where the issuer's public keys are (JWKS). With neither this nor
+    /// `public_keys`, tokens are HS256 with the secret tcd holds (`tcctl token mint`).
+    #[serde(default)]
+    pub jwks_url: Option<String>,
+    /// `jwt`: PEM public key files (RSA, EC or Ed25519).
+    #[serde(default)]
+    pub public_keys: Vec<PathBuf>,
+    /// Scopes every token must carry (`insufficient_scope` → 403).
+    #[serde(default)]
+    pub scopes: Vec<String>,
+    /// This endpoint's canonical URL for RFC 9728 metadata (default: from the bind).
+    #[serde(default)]
+    pub resource: Option<String>,
+    /// Authorization servers named in the metadata (default: the issuer).
+    #[serde(default)]
+    pub authorization_servers: Vec<String>,
+    #[serde(default = "default_jwks_refresh_floor_seconds")]
+    pub jwks_refresh_floor_seconds: u64,
+}
+
+/// `[vaults.http.auth] mode`
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AuthMode {
+    /// Loopback binds only; every request is the one caller `http-local`.
+    #[default]
+    None,
+    Jwt,
+    Oidc,
+}
+
+/// The caller every request is under `mode = "none"`.
+pub const HTTP_LOCAL_CALLER: &str = "http-local";
+
+/// `[vaults.bearer]`: the bearer token sent to a remote server, read from a file or an
+/// environment variable at start (never from the config itself, never logged).
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Bearer {
+    #[serde(default)]
+    pub file: Option<PathBuf>,
+    #[serde(default)]
+    pub env: Option<String>,
+}
+
+/// Static headers sent to a remote server (`[vaults.headers]`).
+pub type Headers = BTreeMap<String, String>;
+
+fn default_max_sessions() -> usize {
+    DEFAULT_MAX_SESSIONS
+}
+fn default_session_idle_seconds() -> u64 {
+    DEFAULT_SESSION_IDLE_SECONDS
+}
+fn default_max_body_bytes() -> usize {
+    DEFAULT_MAX_BODY_BYTES
+}
+fn default_jwks_refresh_floor_seconds() -> u64 {
+    DEFAULT_JWKS_REFRESH_FLOOR_SECONDS
+}
