@@ -11,6 +11,7 @@ mod framing;
 mod fuzz_checks;
 mod gitindex;
 mod governor;
+mod http;
 mod ids;
 mod lean;
 mod names;
@@ -55,6 +56,10 @@ enum Cmd {
         /// Daemon socket (default: daemon.socket from the config, else the default path).
         #[arg(long)]
         socket: Option<PathBuf>,
+        /// Serve over MCP Streamable HTTP at ADDR (host:port) instead of stdio; without a
+        /// value, at `[vaults.http] listen`.
+        #[arg(long, value_name = "ADDR", num_args = 0..=1, default_missing_value = "")]
+        http: Option<String>,
         /// Downstream command (overrides vault.command).
         #[arg(last = true)]
         command: Vec<String>,
@@ -84,6 +89,7 @@ fn real_main() -> anyhow::Result<i32> {
         vault,
         config,
         socket,
+        http,
         command,
     } = Cli::parse().cmd;
     // One thread: the proxy is I/O-bound and a message bouncing between workers costs
@@ -156,6 +162,36 @@ fn real_main() -> anyhow::Result<i32> {
     let gov = governor::Governor::new(&cfg.governor, &v.paged);
     let prompt_ttl = std::time::Duration::from_secs(cfg.daemon.elicit_ttl_seconds.into());
     let page = proxy::page_base(cfg.approvals.listen.as_deref());
+    if let Some(listen) = http {
+        let front = v.http.clone().unwrap_or_default();
+        let listen = match (listen.as_str(), &front.listen) {
+            ("", Some(l)) => l.clone(),
+            ("", None) => anyhow::bail!(
+                "--http needs an address (host:port), or give [vaults.http] listen for vault {vault:?}"
+            ),
+            (l, _) => l.to_string(),
+        };
+        let addr = resolve_listen(&listen)?;
+        let callers: Box<dyn http::Callers> = match front.auth.mode {
+            tc_core::config::AuthMode::None => Box::new(http::Local),
+            m => anyhow::bail!("[vaults.http.auth] mode {m:?} is not available in this build yet"),
+        };
+        let setup = http::Setup {
+            addr,
+            front,
+            policy: std::sync::Arc::new(policy),
+            daemon: std::sync::Arc::new(daemon),
+            governor: cfg.governor.clone(),
+            paged: v.paged.clone(),
+            prompt_ttl,
+            downstream: http::Downstream::Command(command),
+            callers,
+        };
+        drop(gov);
+        let code = rt.block_on(http::serve(setup));
+        rt.shutdown_background();
+        return code;
+    }
     let opts = proxy::Options {
         policy: std::sync::Arc::new(policy),
         daemon: std::sync::Arc::new(daemon),
@@ -169,6 +205,16 @@ fn real_main() -> anyhow::Result<i32> {
     // The stdin reader may be parked in a blocking read: do not wait for it.
     rt.shutdown_background();
     code
+}
+
+/// `host:port` as a socket address (names resolved once, the first answer taken).
+fn resolve_listen(listen: &str) -> anyhow::Result<std::net::SocketAddr> {
+    use std::net::ToSocketAddrs;
+    listen
+        .to_socket_addrs()
+        .with_context(|| format!("--http {listen:?}: not a host:port"))?
+        .next()
+        .ok_or_else(|| anyhow::anyhow!("--http {listen:?}: resolves to no address"))
 }
 
 /// Guarded mode: the policy comes from tcd on /run/tc/tcd.sock (checked to run as the

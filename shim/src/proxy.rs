@@ -1986,7 +1986,12 @@ impl Shim {
             barrier: Arc::new(Barrier::default()),
         });
         if let Some(rx) = shim.gov.take_events() {
-            tokio::spawn(governed::event_pump(Arc::clone(&shim), rx));
+            tokio::spawn(governed::event_pump(
+                Arc::clone(&shim.daemon),
+                shim.policy.vault.clone(),
+                shim.caller.clone(),
+                rx,
+            ));
         }
         (
             shim,

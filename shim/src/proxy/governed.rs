@@ -596,7 +596,14 @@ impl Shim {
 }
 
 /// Appends the governor's events to the daemon's log, in order, off the I/O path.
-pub(super) async fn event_pump(shim: Arc<Shim>, mut rx: mpsc::UnboundedReceiver<GovEvent>) {
+/// Holds what an event needs, not the engine: a closed conversation's engine is freed
+/// even while this task still waits on its (never closed) governor channel.
+pub(super) async fn event_pump(
+    daemon: Arc<crate::daemon_client::Daemon>,
+    vault: String,
+    caller: String,
+    mut rx: mpsc::UnboundedReceiver<GovEvent>,
+) {
     while let Some(ev) = rx.recv().await {
         match ev {
             GovEvent::Flush(tx) => {
@@ -610,14 +617,14 @@ pub(super) async fn event_pump(shim: Arc<Shim>, mut rx: mpsc::UnboundedReceiver<
             } => {
                 let req = v1::AppendEventRequest {
                     kind: kind.into(),
-                    vault: shim.policy.vault.clone(),
+                    vault: vault.clone(),
                     tool,
-                    caller: shim.caller.clone(),
+                    caller: caller.clone(),
                     args_hash,
                     state_fp: String::new(),
                     detail_json: detail.to_string(),
                 };
-                if let Err(e) = shim.daemon.append(req).await {
+                if let Err(e) = daemon.append(req).await {
                     tracing::warn!("could not record {kind} in the tc daemon: {e}");
                 }
             }

@@ -1,0 +1,289 @@
+//! One conversation of the HTTP front with the gate engine (a legacy session, or one
+//! stateless caller): the engine, its downstream, and the routing of the engine's
+//! client-bound messages to the HTTP exchanges waiting for them.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Instant;
+
+use serde_json::{json, Value};
+use tokio::sync::mpsc;
+
+use crate::framing::Frame;
+use crate::ids::IdKey;
+use crate::outbox::Out;
+use crate::proxy::Shim;
+use crate::results;
+
+/// A message for an HTTP exchange: related to its request, or the request's answer.
+pub enum Msg {
+    Related(Vec<u8>),
+    Final(Vec<u8>),
+}
+
+struct Waiter {
+    tx: mpsc::UnboundedSender<Msg>,
+    /// Order of arrival: a server message goes to the newest exchange still open.
+    seq: u64,
+}
+
+#[derive(Default)]
+struct Routes {
+    waiters: HashMap<IdKey, Waiter>,
+    /// The session's GET stream, when one is open.
+    stream: Option<mpsc::UnboundedSender<Vec<u8>>>,
+    next_seq: u64,
+}
+
+pub struct Conv {
+    pub shim: Arc<Shim>,
+    /// Who this conversation belongs to; every request on it must come from them.
+    pub caller: String,
+    /// The protocol version the session agreed on (legacy), once known.
+    pub version: Mutex<Option<String>>,
+    routes: Mutex<Routes>,
+    /// Seconds since `epoch` at the last exchange's start or end.
+    last_used: AtomicU64,
+    epoch: Instant,
+    /// What runs the downstream (a child process, or a task), stopped on close.
+    downstream: Mutex<Option<Box<dyn Send>>>,
+    /// The downstream went away or the conversation was closed: it serves nothing more.
+    gone: std::sync::atomic::AtomicBool,
+}
+
+/// The request id is already in flight on this conversation.
+pub struct Busy;
+
+impl Conv {
+    /// A conversation over an engine already started; `to_client` is the engine's queue.
+    pub fn new(
+        shim: Arc<Shim>,
+        caller: String,
+        to_client: mpsc::UnboundedReceiver<Out>,
+        downstream: Box<dyn Send>,
+    ) -> Arc<Conv> {
+        let conv = Arc::new(Conv {
+            shim,
+            caller,
+            version: Mutex::new(None),
+            routes: Mutex::new(Routes::default()),
+            last_used: AtomicU64::new(0),
+            epoch: Instant::now(),
+            downstream: Mutex::new(Some(downstream)),
+            gone: std::sync::atomic::AtomicBool::new(false),
+        });
+        tokio::spawn(route(Arc::downgrade(&conv), to_client));
+        conv
+    }
+
+    fn routes(&self) -> std::sync::MutexGuard<'_, Routes> {
+        self.routes.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn touch(&self) {
+        let now = self.epoch.elapsed().as_secs();
+        self.last_used.store(now, Ordering::Relaxed);
+    }
+
+    /// Idle for at least `secs` with no exchange open.
+    pub fn idle_for(&self, secs: u64) -> bool {
+        let idle =
+            (self.epoch.elapsed().as_secs()).saturating_sub(self.last_used.load(Ordering::Relaxed));
+        let r = self.routes();
+        idle >= secs && r.waiters.is_empty() && r.stream.as_ref().is_none_or(|s| s.is_closed())
+    }
+
+    /// Sends a client request into the engine; its answer comes on the returned exchange.
+    pub async fn submit(self: &Arc<Self>, id: Value, line: Vec<u8>) -> Result<Exchange, Busy> {
+        let key = IdKey::of(&id);
+        let (tx, rx) = mpsc::unbounded_channel();
+        {
+            let mut r = self.routes();
+            if r.waiters.contains_key(&key) {
+                return Err(Busy);
+            }
+            r.next_seq += 1;
+            let seq = r.next_seq;
+            r.waiters.insert(key.clone(), Waiter { tx, seq });
+        }
+        self.touch();
+        let ex = Exchange {
+            conv: Arc::clone(self),
+            rx,
+            key,
+            id,
+            done: false,
+        };
+        self.feed(line).await;
+        Ok(ex)
+    }
+
+    /// Sends a client notification or response into the engine.
+    pub async fn feed(&self, line: Vec<u8>) {
+        // A client that does not read its answers (or a downstream that does not read its
+        // input) is not fed more: memory stays bounded as on stdio.
+        self.shim.client_box().room().await;
+        self.shim.child_box().room().await;
+        self.shim.client_frame(Frame::Line(line));
+    }
+
+    /// Opens the session's GET stream; `None` when one is already open.
+    pub fn open_stream(&self) -> Option<mpsc::UnboundedReceiver<Vec<u8>>> {
+        let mut r = self.routes();
+        if r.stream.as_ref().is_some_and(|s| !s.is_closed()) {
+            return None;
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        r.stream = Some(tx);
+        Some(rx)
+    }
+
+    /// Ends the conversation: the downstream's input closes (so it exits), the routing
+    /// task ends, and nothing more is sent to the client.
+    pub fn close(&self) {
+        self.gone.store(true, Ordering::Release);
+        self.shim.child_box().close();
+        self.shim.client_box().close();
+        let mut r = self.routes();
+        r.waiters.clear();
+        r.stream = None;
+        drop(r);
+        self.downstream
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .take();
+    }
+
+    /// The conversation serves nothing more (closed, or its downstream went away).
+    pub fn is_gone(&self) -> bool {
+        self.gone.load(Ordering::Acquire)
+    }
+
+    /// The downstream went away: what is pending gets its error, then the conversation
+    /// closes.
+    pub async fn downstream_gone(&self) {
+        self.gone.store(true, Ordering::Release);
+        self.shim.finish().await;
+        self.close();
+    }
+
+    /// Where a message from the engine goes (see [`route`]).
+    fn deliver(&self, line: Vec<u8>) {
+        let env = envelope(&line);
+        let mut r = self.routes();
+        if let Envelope::Answer(k) = &env {
+            match r.waiters.remove(k) {
+                Some(w) => {
+                    let _ = w.tx.send(Msg::Final(line));
+                }
+                None => tracing::debug!("dropping an answer no HTTP exchange waits for"),
+            }
+            drop(r);
+            self.touch();
+            return;
+        }
+        let newest = r
+            .waiters
+            .values()
+            .max_by_key(|w| w.seq)
+            .map(|w| w.tx.clone());
+        let sent = match newest {
+            Some(tx) => tx.send(Msg::Related(line)).is_ok(),
+            None => r.stream.as_ref().is_some_and(|s| s.send(line).is_ok()),
+        };
+        drop(r);
+        if let (false, Envelope::Request(id)) = (sent, env) {
+            // The server asked the client something and no stream can carry it: answer
+            // for the client rather than leave the server waiting.
+            let e = results::error(
+                &id,
+                results::INTERNAL_ERROR,
+                "the client has no open stream for server requests (tc-shim HTTP front)",
+            );
+            self.shim
+                .client_frame(Frame::Line(e.to_string().into_bytes()));
+        }
+    }
+}
+
+/// Drains the engine's client queue into the exchanges; ends when the engine or the
+/// conversation goes away.
+async fn route(conv: Weak<Conv>, mut rx: mpsc::UnboundedReceiver<Out>) {
+    while let Some((line, ack)) = rx.recv().await {
+        let Some(c) = conv.upgrade() else { break };
+        c.shim.client_box().wrote(line.len());
+        if line.is_empty() {
+            if let Some(a) = ack {
+                let _ = a.send(());
+            }
+            continue;
+        }
+        c.deliver(line);
+    }
+}
+
+enum Envelope {
+    Answer(IdKey),
+    Request(Value),
+    Other,
+}
+
+/// What routing needs of an engine message: answers by id, requests for the fallback.
+fn envelope(line: &[u8]) -> Envelope {
+    #[derive(serde::Deserialize)]
+    struct E {
+        #[serde(default)]
+        id: Option<Value>,
+        #[serde(default)]
+        method: Option<serde::de::IgnoredAny>,
+    }
+    match serde_json::from_slice::<E>(line) {
+        Ok(E {
+            id: Some(id),
+            method: None,
+        }) => Envelope::Answer(IdKey::of(&id)),
+        Ok(E {
+            id: Some(id),
+            method: Some(_),
+        }) if !id.is_null() => Envelope::Request(id),
+        _ => Envelope::Other,
+    }
+}
+
+/// One HTTP exchange waiting for its request's answer. Dropped before the answer (the
+/// client went away), it cancels the request in the engine.
+pub struct Exchange {
+    conv: Arc<Conv>,
+    rx: mpsc::UnboundedReceiver<Msg>,
+    key: IdKey,
+    id: Value,
+    done: bool,
+}
+
+impl Exchange {
+    /// The next message for this exchange; `None` when the conversation closed.
+    pub async fn next(&mut self) -> Option<Msg> {
+        let m = self.rx.recv().await;
+        if matches!(m, Some(Msg::Final(_)) | None) {
+            self.done = true;
+        }
+        m
+    }
+}
+
+impl Drop for Exchange {
+    fn drop(&mut self) {
+        if self.done {
+            return;
+        }
+        let removed = self.conv.routes().waiters.remove(&self.key).is_some();
+        if removed {
+            let n = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"requestId": self.id, "reason": "the HTTP client went away"}});
+            self.conv
+                .shim
+                .client_frame(Frame::Line(n.to_string().into_bytes()));
+        }
+    }
+}

@@ -1,0 +1,418 @@
+//! The `/mcp` handlers: POST (a message in, its answer as JSON or as an event stream),
+//! GET (a legacy session's stream of server messages) and DELETE (end a session).
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+
+use super::caller::Refusal;
+use super::conv::{Busy, Conv, Exchange, Msg};
+use super::{guard, modern, plain, Front};
+use crate::framing::parse_message;
+use crate::results;
+
+const SESSION_HEADER: &str = "mcp-session-id";
+
+/// Ids the front gives stateless requests, so concurrent ones of one caller never clash.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+pub async fn post(State(f): State<Arc<Front>>, headers: HeaderMap, body: Body) -> Response {
+    if let Err((s, m)) = guard::post_headers(&headers) {
+        return plain(s, m);
+    }
+    let caller = match f.callers.caller(&headers).await {
+        Ok(c) => c,
+        Err(r) => return refusal(r),
+    };
+    let Ok(bytes) = axum::body::to_bytes(body, f.max_body).await else {
+        let m = format!("the request body is over {} bytes", f.max_body);
+        return rpc_error(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &Value::Null,
+            results::INVALID_REQUEST,
+            m,
+        );
+    };
+    let msg = match parse_message(&bytes) {
+        Ok(v) if v.is_object() => v,
+        Ok(_) => {
+            let m = "a POST carries one JSON-RPC message (an object); batches are not supported";
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                &Value::Null,
+                results::INVALID_REQUEST,
+                m,
+            );
+        }
+        Err(e) => {
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                &Value::Null,
+                e.code(),
+                e.to_string(),
+            )
+        }
+    };
+    // The engine reads one line per message: a body spread over lines is re-serialized
+    // from the value just judged (nothing else could reach the engine).
+    let line = if bytes.iter().any(|b| *b == b'\n' || *b == b'\r') {
+        msg.to_string().into_bytes()
+    } else {
+        bytes.to_vec()
+    };
+    if modern::is_modern(&headers, &msg) {
+        stateless(&f, &caller, &headers, msg).await
+    } else {
+        legacy(&f, &caller, &headers, msg, line).await
+    }
+}
+
+/// A 2026-07-28 request: checked headers, the caller's conversation, an engine-unique id.
+async fn stateless(f: &Arc<Front>, caller: &str, h: &HeaderMap, mut msg: Value) -> Response {
+    let id = msg.get("id").filter(|i| !i.is_null()).cloned();
+    if let Err(why) = modern::check_headers(h, &msg) {
+        let id = id.unwrap_or(Value::Null);
+        return rpc_error(StatusCode::BAD_REQUEST, &id, modern::HEADER_MISMATCH, why);
+    }
+    let (Some(id), Some(_)) = (id, msg.get("method")) else {
+        // No client notification means anything on this wire (cancelling is closing the
+        // stream), and there is no session a response could belong to.
+        return StatusCode::ACCEPTED.into_response();
+    };
+    if let Err(why) = crate::ids::check_request_id(&id) {
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            &crate::ids::answer_id(&id),
+            results::INVALID_REQUEST,
+            why,
+        );
+    }
+    let conv = match f.table.caller_conv(caller, || f.open(caller)) {
+        Ok(Ok(c)) => c,
+        Ok(Err(_)) => return full(),
+        Err(e) => return unavailable(&e),
+    };
+    let inner = json!(format!(
+        "tc-http-{}",
+        NEXT_ID.fetch_add(1, Ordering::Relaxed)
+    ));
+    msg["id"] = inner.clone();
+    match conv.submit(inner, msg.to_string().into_bytes()).await {
+        Ok(ex) => answer(ex, Some(id)).await,
+        Err(Busy) => unreachable_busy(&id),
+    }
+}
+
+/// A 2025-era message: `initialize` opens a session; anything else needs one.
+async fn legacy(
+    f: &Arc<Front>,
+    caller: &str,
+    h: &HeaderMap,
+    msg: Value,
+    line: Vec<u8>,
+) -> Response {
+    let method = msg.get("method").and_then(Value::as_str);
+    let id = msg.get("id").filter(|i| !i.is_null()).cloned();
+    let sid = h.get(SESSION_HEADER).map(|v| v.to_str().unwrap_or(""));
+    if method == Some("initialize") {
+        if sid.is_some() {
+            let m = "initialize opens a session: send it without MCP-Session-Id";
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                id.as_ref().unwrap_or(&Value::Null),
+                results::INVALID_REQUEST,
+                m,
+            );
+        }
+        let Some(id) = id else {
+            let m = "initialize needs a string or number id";
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                &Value::Null,
+                results::INVALID_REQUEST,
+                m,
+            );
+        };
+        return initialize(f, caller, id, line).await;
+    }
+    let Some(sid) = sid else {
+        let m = "no MCP-Session-Id: send initialize first (or use the 2026-07-28 protocol)";
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            id.as_ref().unwrap_or(&Value::Null),
+            results::INVALID_REQUEST,
+            m,
+        );
+    };
+    let Some(conv) = f.table.session(sid, caller) else {
+        return session_not_found(id.as_ref());
+    };
+    if let Some(v) = h.get(modern::VERSION_HEADER) {
+        let agreed = conv
+            .version
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        if v.to_str().ok() != agreed.as_deref() {
+            let m = format!(
+                "MCP-Protocol-Version {:?} is not the version this session agreed on ({})",
+                v.to_str().unwrap_or("?"),
+                agreed.as_deref().unwrap_or("none")
+            );
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                id.as_ref().unwrap_or(&Value::Null),
+                results::INVALID_REQUEST,
+                m,
+            );
+        }
+    }
+    match (method, id) {
+        (Some(_), Some(id)) => match conv.submit(id.clone(), line).await {
+            Ok(ex) => answer(ex, None).await,
+            Err(Busy) => {
+                let m = "request id already in use by a request in flight";
+                rpc_error(StatusCode::BAD_REQUEST, &id, results::INVALID_REQUEST, m)
+            }
+        },
+        _ => {
+            conv.feed(line).await;
+            StatusCode::ACCEPTED.into_response()
+        }
+    }
+}
+
+/// Opens a session: a conversation whose `initialize` succeeded gets an id.
+async fn initialize(f: &Arc<Front>, caller: &str, id: Value, line: Vec<u8>) -> Response {
+    if !f.table.has_room() {
+        return full();
+    }
+    let conv = match f.open(caller) {
+        Ok(c) => c,
+        Err(e) => return unavailable(&e),
+    };
+    let Ok(mut ex) = conv.submit(id.clone(), line).await else {
+        return unreachable_busy(&id);
+    };
+    let answer = loop {
+        match ex.next().await {
+            Some(Msg::Final(b)) => break b,
+            Some(Msg::Related(_)) => continue,
+            None => {
+                conv.close();
+                return unavailable(&anyhow::anyhow!("the downstream ended during initialize"));
+            }
+        }
+    };
+    let v: Value = serde_json::from_slice(&answer).unwrap_or(Value::Null);
+    let Some(version) = v.pointer("/result/protocolVersion").and_then(Value::as_str) else {
+        conv.close();
+        return json_body(StatusCode::OK, answer);
+    };
+    *conv.version.lock().unwrap_or_else(|p| p.into_inner()) = Some(version.to_string());
+    let Ok(sid) = f.table.add_session(Arc::clone(&conv)) else {
+        conv.close();
+        return full();
+    };
+    let mut r = json_body(StatusCode::OK, answer);
+    if let Ok(v) = HeaderValue::from_str(&sid) {
+        r.headers_mut().insert(SESSION_HEADER, v);
+    }
+    r
+}
+
+/// The answer to one request: JSON when it comes before anything else, else an event
+/// stream carrying the related messages and then the answer. `restore` is the client's
+/// own id when the engine saw another.
+async fn answer(mut ex: Exchange, restore: Option<Value>) -> Response {
+    let modern = restore.is_some();
+    let fix = move |b: Vec<u8>| -> Vec<u8> {
+        match &restore {
+            Some(id) => match serde_json::from_slice::<Value>(&b) {
+                Ok(mut v) => {
+                    v["id"] = id.clone();
+                    v.to_string().into_bytes()
+                }
+                Err(_) => b,
+            },
+            None => b,
+        }
+    };
+    match ex.next().await {
+        Some(Msg::Final(b)) => {
+            let b = fix(b);
+            let status = if modern {
+                status_of(&b)
+            } else {
+                StatusCode::OK
+            };
+            json_body(status, b)
+        }
+        None => unavailable(&anyhow::anyhow!(
+            "the downstream went away before answering"
+        )),
+        Some(Msg::Related(first)) => {
+            let stream = futures_util::stream::unfold(
+                (Some(first), Some(ex), fix),
+                |(pending, ex, fix)| async move {
+                    if let Some(b) = pending {
+                        return Some((event(b), (None, ex, fix)));
+                    }
+                    let mut ex = ex?;
+                    match ex.next().await? {
+                        Msg::Related(b) => Some((event(b), (None, Some(ex), fix))),
+                        Msg::Final(b) => Some((event(fix(b)), (None, None, fix))),
+                    }
+                },
+            );
+            Sse::new(stream)
+                .keep_alive(KeepAlive::default())
+                .into_response()
+        }
+    }
+}
+
+fn event(b: Vec<u8>) -> Result<Event, Infallible> {
+    Ok(Event::default()
+        .event("message")
+        .data(String::from_utf8_lossy(&b)))
+}
+
+/// GET: a legacy session's stream of server messages (one at a time).
+pub async fn get_stream(State(f): State<Arc<Front>>, headers: HeaderMap) -> Response {
+    let modern_hdr = headers
+        .get(modern::VERSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| !modern::LEGACY_VERSIONS.contains(&v));
+    if modern_hdr {
+        let mut r = plain(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "the 2026-07-28 protocol has no GET stream",
+        );
+        r.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static("POST"));
+        return r;
+    }
+    if !guard::accepts(&headers, "text/event-stream") {
+        return plain(
+            StatusCode::NOT_ACCEPTABLE,
+            "not acceptable: a GET must accept text/event-stream",
+        );
+    }
+    let caller = match f.callers.caller(&headers).await {
+        Ok(c) => c,
+        Err(r) => return refusal(r),
+    };
+    let Some(sid) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
+        return plain(StatusCode::BAD_REQUEST, "no MCP-Session-Id");
+    };
+    let Some(conv) = f.table.session(sid, &caller) else {
+        return session_not_found(None);
+    };
+    let Some(rx) = conv.open_stream() else {
+        return plain(
+            StatusCode::CONFLICT,
+            "this session already has a GET stream open",
+        );
+    };
+    let stream =
+        futures_util::stream::unfold((rx, conv), |(mut rx, conv): (_, Arc<Conv>)| async move {
+            let b = rx.recv().await?;
+            Some((event(b), (rx, conv)))
+        });
+    Sse::new(stream)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+/// DELETE: ends the caller's session.
+pub async fn delete(State(f): State<Arc<Front>>, headers: HeaderMap) -> Response {
+    let caller = match f.callers.caller(&headers).await {
+        Ok(c) => c,
+        Err(r) => return refusal(r),
+    };
+    let Some(sid) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
+        return plain(StatusCode::BAD_REQUEST, "no MCP-Session-Id");
+    };
+    if f.table.end_session(sid, &caller) {
+        StatusCode::OK.into_response()
+    } else {
+        session_not_found(None)
+    }
+}
+
+/// The HTTP status of a stateless answer, by its JSON-RPC error code.
+fn status_of(b: &[u8]) -> StatusCode {
+    let code = serde_json::from_slice::<Value>(b)
+        .ok()
+        .and_then(|v| v.pointer("/error/code").and_then(Value::as_i64));
+    match code {
+        Some(-32700 | -32600 | -32602 | -32020 | -32021 | -32022) => StatusCode::BAD_REQUEST,
+        Some(-32601) => StatusCode::NOT_FOUND,
+        _ => StatusCode::OK,
+    }
+}
+
+fn json_body(status: StatusCode, b: Vec<u8>) -> Response {
+    let mut r = (status, b).into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    r
+}
+
+fn rpc_error(status: StatusCode, id: &Value, code: i64, msg: impl Into<String>) -> Response {
+    json_body(
+        status,
+        results::error(id, code, msg).to_string().into_bytes(),
+    )
+}
+
+fn session_not_found(id: Option<&Value>) -> Response {
+    let m = "session not found (it expired, was ended, or belongs to another caller): initialize a new one";
+    rpc_error(StatusCode::NOT_FOUND, id.unwrap_or(&Value::Null), -32001, m)
+}
+
+fn full() -> Response {
+    let mut r = plain(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "too many sessions: try again later",
+    );
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("30"));
+    r
+}
+
+fn unavailable(e: &anyhow::Error) -> Response {
+    tracing::warn!("HTTP front: {e:#}");
+    plain(
+        StatusCode::BAD_GATEWAY,
+        format!("the downstream MCP server is not available: {e:#}"),
+    )
+}
+
+fn unreachable_busy(id: &Value) -> Response {
+    rpc_error(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        id,
+        results::INTERNAL_ERROR,
+        "internal id clash",
+    )
+}
+
+/// A caller refusal: its status, its challenge, its message.
+pub fn refusal(r: Refusal) -> Response {
+    let mut resp = plain(r.status, r.message);
+    if let Some(c) = r.challenge.and_then(|c| HeaderValue::from_str(&c).ok()) {
+        resp.headers_mut().insert(header::WWW_AUTHENTICATE, c);
+    }
+    resp
+}

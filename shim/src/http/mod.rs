@@ -1,0 +1,194 @@
+//! The Streamable HTTP front (`tc-shim serve VAULT --http ADDR`): one endpoint, `/mcp`,
+//! both eras, in front of the same gate engine the stdio front uses.
+//!
+//! Every request passes the front door (Host/Origin, no token in the query), then the
+//! caller check; then a legacy session (by `MCP-Session-Id`, bound to its caller) or the
+//! caller's stateless conversation carries it to the engine (`conv.rs`).
+
+mod caller;
+mod conv;
+mod exchange;
+mod guard;
+mod modern;
+mod sessions;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use tc_core::config::{AuthMode, GovernorConfig, HttpFront, Paged};
+
+use crate::daemon_client::Daemon;
+use crate::governor::Governor;
+use crate::policy::Policy;
+use crate::proxy::{Options, Shim};
+pub use caller::{Callers, Local};
+use conv::Conv;
+use sessions::Table;
+
+/// What serves the vault behind the front.
+pub enum Downstream {
+    /// A local MCP server over stdio, one process per conversation.
+    Command(Vec<String>),
+}
+
+/// Everything `serve` needs, gathered by `main`.
+pub struct Setup {
+    pub addr: SocketAddr,
+    pub front: HttpFront,
+    pub policy: Arc<Policy>,
+    pub daemon: Arc<Daemon>,
+    pub governor: GovernorConfig,
+    pub paged: Vec<Paged>,
+    pub prompt_ttl: Duration,
+    pub downstream: Downstream,
+    pub callers: Box<dyn Callers>,
+}
+
+/// The state every handler shares.
+pub(crate) struct Front {
+    guard: guard::Guard,
+    callers: Box<dyn Callers>,
+    table: Arc<Table>,
+    policy: Arc<Policy>,
+    daemon: Arc<Daemon>,
+    governor: GovernorConfig,
+    paged: Vec<Paged>,
+    prompt_ttl: Duration,
+    downstream: Downstream,
+    max_body: usize,
+}
+
+impl Front {
+    /// Starts an engine and its downstream for one conversation of `caller`.
+    fn open(&self, caller: &str) -> anyhow::Result<Arc<Conv>> {
+        let (shim, q) = Shim::start(Options {
+            policy: Arc::clone(&self.policy),
+            daemon: Arc::clone(&self.daemon),
+            caller: caller.to_string(),
+            prompt_ttl: self.prompt_ttl,
+            page: None,
+            gov: Governor::new(&self.governor, &self.paged),
+            server_requests: false,
+        });
+        match &self.downstream {
+            Downstream::Command(cmd) => {
+                let mut child = crate::stdio::spawn_child(cmd, &self.policy.root)?;
+                let (Some(i), Some(o)) = (child.stdin.take(), child.stdout.take()) else {
+                    anyhow::bail!("downstream stdio pipes missing");
+                };
+                tokio::spawn(crate::stdio::write_child(Arc::clone(&shim), q.to_child, i));
+                let conv = Conv::new(
+                    Arc::clone(&shim),
+                    caller.into(),
+                    q.to_client,
+                    Box::new(child),
+                );
+                let weak = Arc::downgrade(&conv);
+                tokio::spawn(async move {
+                    crate::stdio::read_child(shim, o).await;
+                    if let Some(c) = weak.upgrade() {
+                        c.downstream_gone().await;
+                    }
+                });
+                Ok(conv)
+            }
+        }
+    }
+}
+
+/// Serves until SIGINT/SIGTERM; returns the exit code.
+pub async fn serve(s: Setup) -> anyhow::Result<i32> {
+    if s.front.auth.mode == AuthMode::None && !s.addr.ip().is_loopback() {
+        anyhow::bail!(
+            "[vaults.http.auth] mode = \"none\" serves every request as the one caller `http-local`, \
+             so it is only allowed on a loopback address; {} is not one. Bind 127.0.0.1 or use \
+             mode = \"jwt\" / \"oidc\"",
+            s.addr
+        );
+    }
+    let listener = tokio::net::TcpListener::bind(s.addr)
+        .await
+        .with_context(|| format!("cannot listen on {}", s.addr))?;
+    let addr = listener.local_addr()?;
+    let table = Arc::new(Table::new(
+        s.front.max_sessions,
+        s.front.session_idle_seconds,
+    ));
+    table.start_sweeper(Duration::from_secs(
+        s.front.session_idle_seconds.clamp(1, 30),
+    ));
+    let metadata = s.callers.metadata();
+    let front = Arc::new(Front {
+        guard: guard::Guard::new(addr, &s.front.allowed_hosts, &s.front.allowed_origins),
+        callers: s.callers,
+        table: Arc::clone(&table),
+        policy: s.policy,
+        daemon: s.daemon,
+        governor: s.governor,
+        paged: s.paged,
+        prompt_ttl: s.prompt_ttl,
+        downstream: s.downstream,
+        max_body: s.front.max_body_bytes,
+    });
+    let mut app = Router::new().route(
+        "/mcp",
+        get(exchange::get_stream)
+            .post(exchange::post)
+            .delete(exchange::delete),
+    );
+    if let Some((paths, doc)) = metadata {
+        for p in paths {
+            let doc = doc.clone();
+            app = app.route(&p, get(move || async move { axum::Json(doc) }));
+        }
+    }
+    let app = app
+        .layer(middleware::from_fn_with_state(
+            Arc::clone(&front),
+            front_door,
+        ))
+        .with_state(front);
+    eprintln!(
+        "tc-shim: serving over Streamable HTTP at http://{addr}/mcp (auth: {:?})",
+        s.front.auth.mode
+    );
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown_signal())
+        .await
+        .context("HTTP front")?;
+    table.close_all();
+    Ok(0)
+}
+
+/// Every route: a foreign `Host`/`Origin` (DNS rebinding) is 403; a token in the query is 400.
+async fn front_door(State(f): State<Arc<Front>>, req: Request, next: Next) -> Response {
+    if let Err((s, m)) = f.guard.check(req.headers()) {
+        return (s, m).into_response();
+    }
+    if let Err(r) = caller::query_token(req.uri().query()) {
+        return exchange::refusal(r);
+    }
+    next.run(req).await
+}
+
+async fn shutdown_signal() {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).ok();
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = async { match term.as_mut() { Some(t) => { t.recv().await; } None => std::future::pending().await } } => {}
+    }
+}
+
+/// An error answer with a status and a plain message.
+pub(crate) fn plain(status: StatusCode, msg: impl Into<String>) -> Response {
+    (status, msg.into()).into_response()
+}

@@ -1,0 +1,167 @@
+//! The 2026-07-28 era over HTTP: which POSTs belong to it, and the check that the routing
+//! headers (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`) say what the body says.
+//!
+//! An intermediary may route on those headers; tc judges the body. A request whose
+//! headers disagree with its body is refused (`-32020`) so that nothing on the way can be
+//! shown one call while the gate judges another.
+
+use axum::http::HeaderMap;
+use base64::Engine as _;
+use serde_json::Value;
+
+use crate::era;
+use crate::value::at;
+
+/// JSON-RPC error: the routing headers disagree with the body.
+pub const HEADER_MISMATCH: i64 = -32020;
+
+/// The versions an `initialize` handshake negotiates (everything else is the modern era).
+pub const LEGACY_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
+
+pub const VERSION_HEADER: &str = "mcp-protocol-version";
+const METHOD_HEADER: &str = "mcp-method";
+const NAME_HEADER: &str = "mcp-name";
+
+/// Whether a POST is served statelessly: a non-handshake `MCP-Protocol-Version` header,
+/// or a body carrying the per-request envelope.
+pub fn is_modern(h: &HeaderMap, msg: &Value) -> bool {
+    let header = h.get(VERSION_HEADER).map(|v| v.to_str().unwrap_or("?"));
+    header.is_some_and(|v| !LEGACY_VERSIONS.contains(&v)) || era::request_meta(msg).is_some()
+}
+
+/// `Ok` when every routing header matches the body; else why not.
+pub fn check_headers(h: &HeaderMap, msg: &Value) -> Result<(), String> {
+    for name in [VERSION_HEADER, METHOD_HEADER, NAME_HEADER] {
+        if h.get_all(name).iter().count() > 1 {
+            return Err(format!("{name} header appears more than once"));
+        }
+    }
+    let header = |n: &str| h.get(n).map(|v| v.to_str().map_err(|_| ()));
+    let body_version = era::request_meta(msg)
+        .and_then(|m| m.get(era::META_VERSION))
+        .and_then(Value::as_str);
+    match (header(VERSION_HEADER), body_version) {
+        (Some(Ok(v)), Some(b)) if v == b => {}
+        _ => {
+            return Err(
+                "MCP-Protocol-Version header does not match the request's _meta protocol version"
+                    .into(),
+            )
+        }
+    }
+    let method = msg.get("method").and_then(Value::as_str);
+    if method.is_none() {
+        // A notification or response carries no routing headers to compare.
+        return Ok(());
+    }
+    match header(METHOD_HEADER) {
+        Some(Ok(m)) if Some(m) == method => {}
+        _ => return Err("Mcp-Method header does not match the request's method".into()),
+    }
+    let key = match method {
+        Some("tools/call" | "prompts/get") => "name",
+        Some("resources/read") => "uri",
+        _ => return Ok(()),
+    };
+    let Some(body) = at(msg, &["params", key]).and_then(Value::as_str) else {
+        return Ok(());
+    };
+    match header(NAME_HEADER) {
+        Some(Ok(n)) if decode(n).as_deref() == Some(body) => Ok(()),
+        _ => Err(format!(
+            "Mcp-Name header does not match the request's params.{key}"
+        )),
+    }
+}
+
+/// A header value as sent: verbatim, or the UTF-8 inside a `=?base64?…?=` sentinel
+/// (canonical base64 only, so one value has one spelling).
+fn decode(v: &str) -> Option<String> {
+    let Some(inner) = v
+        .strip_prefix("=?base64?")
+        .and_then(|r| r.strip_suffix("?="))
+    else {
+        return Some(v.to_string());
+    };
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(inner)
+        .ok()?;
+    if base64::engine::general_purpose::STANDARD.encode(&bytes) != inner {
+        return None;
+    }
+    String::from_utf8(bytes).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+    use serde_json::json;
+
+    fn call(name: &str) -> Value {
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name,
+            "arguments": {}, "_meta": {era::META_VERSION: era::MODERN_VERSION, era::META_CAPS: {}}}})
+    }
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    fn good(name: &str) -> HeaderMap {
+        headers(&[
+            (VERSION_HEADER, era::MODERN_VERSION),
+            (METHOD_HEADER, "tools/call"),
+            (NAME_HEADER, name),
+        ])
+    }
+
+    #[test]
+    fn matching_headers_pass_and_each_mismatch_is_named() {
+        assert!(check_headers(&good("write_file"), &call("write_file")).is_ok());
+        let e = check_headers(&good("read_file"), &call("write_file")).unwrap_err();
+        assert!(e.contains("Mcp-Name"), "{e}");
+        let mut h = good("write_file");
+        h.insert(METHOD_HEADER, HeaderValue::from_static("tools/list"));
+        assert!(check_headers(&h, &call("write_file"))
+            .unwrap_err()
+            .contains("Mcp-Method"));
+        let mut h = good("write_file");
+        h.remove(VERSION_HEADER);
+        assert!(check_headers(&h, &call("write_file"))
+            .unwrap_err()
+            .contains("Protocol"));
+        let mut h = good("write_file");
+        h.append(NAME_HEADER, HeaderValue::from_static("write_file"));
+        assert!(check_headers(&h, &call("write_file"))
+            .unwrap_err()
+            .contains("more than once"));
+    }
+
+    #[test]
+    fn base64_names_decode_canonically() {
+        let name = "écrire";
+        let b64 = base64::engine::general_purpose::STANDARD.encode(name);
+        let h = good(&format!("=?base64?{b64}?="));
+        assert!(check_headers(&h, &call(name)).is_ok());
+        assert_eq!(decode("=?base64?!!?="), None);
+    }
+
+    #[test]
+    fn the_era_follows_the_header_or_the_envelope() {
+        let plain = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"});
+        assert!(!is_modern(&HeaderMap::new(), &plain));
+        assert!(!is_modern(
+            &headers(&[(VERSION_HEADER, "2025-11-25")]),
+            &plain
+        ));
+        assert!(is_modern(
+            &headers(&[(VERSION_HEADER, "2026-07-28")]),
+            &plain
+        ));
+        assert!(is_modern(&HeaderMap::new(), &call("x")));
+    }
+}

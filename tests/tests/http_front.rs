@@ -1,0 +1,226 @@
+//! End to end, the Streamable HTTP front: a raw HTTP client → real `tc-shim serve --http`
+//! → real server-filesystem, real tcd. Both eras on one endpoint; the gate, the CLI route
+//! and the 2026-07-28 round trip through HTTP; the front door's refusals. Every gated
+//! case checks the file on disk too.
+
+#[path = "shim_support.rs"]
+mod support;
+
+#[path = "elicit/support.rs"]
+mod elicit;
+
+#[path = "http/support.rs"]
+mod http;
+
+use elicit::fs_vault;
+use http::*;
+use serde_json::{json, Value};
+use support::*;
+
+fn disk(env: &Env, rel: &str) -> Option<String> {
+    std::fs::read_to_string(env.root.join(rel)).ok()
+}
+
+fn started(extra: &str) -> (Env, Front) {
+    let mut env = fs_vault(extra, None);
+    env.start_tcd();
+    let front = Front::start(&env, "fs");
+    (env, front)
+}
+
+#[test]
+fn a_legacy_session_gets_elicit_required_and_the_cli_route_runs_the_call() {
+    let (env, front) = started("");
+    let mut c = Raw::new(&front.url());
+    let init = c.initialize();
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+    let list = c.post(
+        &json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}),
+        &[("mcp-protocol-version", "2025-11-25")],
+    );
+    assert!(
+        tool(&list.last()["result"], "write_file").is_some(),
+        "{}",
+        list.text
+    );
+
+    let args = json!({"path": "note.txt", "content": "over http"});
+    let r = c.call(2, "write_file", args.clone());
+    // Never a server-initiated elicitation on HTTP: the CLI route, bound to http-local.
+    assert_elicit_required(&r, "write_file", "fs", &args);
+    assert_eq!(sc(&r)["details"]["caller"], "http-local", "{r}");
+    assert_eq!(
+        disk(&env, "note.txt"),
+        None,
+        "the gated call ran unapproved"
+    );
+
+    let token = tcctl_elicit(&env, &r);
+    let r = c.call(3, "write_file", with_token(&args, &token));
+    assert_ne!(r["isError"], true, "{r}");
+    assert_eq!(disk(&env, "note.txt").as_deref(), Some("over http"));
+    // The token is spent.
+    let r = c.call(4, "write_file", with_token(&args, &token));
+    assert!(code(&r).is_some(), "a spent token ran again: {r}");
+}
+
+#[test]
+fn the_front_door_refuses_rebinding_foreign_origins_and_query_tokens() {
+    let (_env, front) = started("");
+    let mut c = Raw::new(&front.url());
+    c.initialize();
+    let ping = json!({"jsonrpc": "2.0", "id": 9, "method": "ping"});
+    let v = ("mcp-protocol-version", "2025-11-25");
+    assert_eq!(c.post(&ping, &[v]).status, 200);
+    assert_eq!(c.post(&ping, &[v, ("host", "evil.example")]).status, 403);
+    assert_eq!(
+        c.post(&ping, &[v, ("origin", "http://evil.example")])
+            .status,
+        403
+    );
+    let local = format!("http://localhost:{}", front.port);
+    assert_eq!(c.post(&ping, &[v, ("origin", local.as_str())]).status, 200);
+
+    let q = Raw::new(&format!("{}?access_token=abc", front.url()));
+    let a = q.post(&ping, &[v]);
+    assert_eq!(a.status, 400, "{}", a.text);
+    assert!(a.text.contains("query string"), "{}", a.text);
+
+    // Content negotiation, framing and sessions.
+    let a = c.send(
+        c.request(reqwest::Method::POST)
+            .header("content-type", "application/json")
+            .header("accept", "application/json")
+            .body(ping.to_string()),
+    );
+    assert_eq!(a.status, 406, "{}", a.text);
+    let a = c.send(
+        c.request(reqwest::Method::POST)
+            .header("content-type", "text/plain")
+            .header("accept", "application/json, text/event-stream")
+            .body(ping.to_string()),
+    );
+    assert_eq!(a.status, 415, "{}", a.text);
+    let a = c.post(&json!([ping]), &[v]);
+    assert_eq!(a.status, 400, "{}", a.text);
+    let a = c.post_bytes(b"{\"jsonrpc\":".to_vec(), &[v]);
+    assert_eq!(a.status, 400, "{}", a.text);
+    assert_eq!(a.last()["error"]["code"], -32700, "{}", a.text);
+    let mut stranger = Raw::new(&front.url());
+    stranger.session = Some("00".repeat(16));
+    assert_eq!(stranger.post(&ping, &[v]).status, 404);
+    let none = Raw::new(&front.url());
+    assert_eq!(none.post(&ping, &[v]).status, 400);
+}
+
+#[test]
+fn delete_ends_the_session_and_the_modern_era_has_no_get_stream() {
+    let (_env, front) = started("");
+    let mut c = Raw::new(&front.url());
+    c.initialize();
+    let a = c.send(c.request(reqwest::Method::DELETE));
+    assert_eq!(a.status, 200, "{}", a.text);
+    let ping = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"});
+    assert_eq!(c.post(&ping, &[]).status, 404);
+    assert_eq!(c.send(c.request(reqwest::Method::DELETE)).status, 404);
+    let a = c.send(
+        c.request(reqwest::Method::GET)
+            .header("accept", "text/event-stream")
+            .header("mcp-protocol-version", "2026-07-28"),
+    );
+    assert_eq!(a.status, 405, "{}", a.text);
+    assert_eq!(a.headers.get("allow").unwrap(), "POST");
+}
+
+#[test]
+fn a_body_over_the_cap_is_refused_with_413() {
+    let (_env, front) = started("[vaults.http]\nmax_body_bytes = 1024\n");
+    let mut c = Raw::new(&front.url());
+    c.initialize();
+    let big = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+        "params": {"name": "write_file", "arguments": {"path": "x", "content": "a".repeat(4096)}}});
+    let a = c.post(&big, &[("mcp-protocol-version", "2025-11-25")]);
+    assert_eq!(a.status, 413, "{}", a.text);
+}
+
+#[test]
+fn the_modern_round_trip_runs_over_http_and_headers_must_match_the_body() {
+    let (env, front) = started("");
+    let c = Raw::new(&front.url());
+    let args = json!({"path": "note.txt", "content": "modern"});
+    let (body, headers) = modern_call(1, "write_file", json!({"arguments": args}));
+    let hdrs: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+
+    // An intermediary shown read_text_file while the body writes: refused, nothing ran.
+    let mut lying = hdrs.clone();
+    lying[2] = ("mcp-name", "read_text_file");
+    let a = c.post(&body, &lying);
+    assert_eq!(a.status, 400, "{}", a.text);
+    assert_eq!(a.last()["error"]["code"], -32020, "{}", a.text);
+
+    let a = c.post(&body, &hdrs);
+    assert_eq!(a.status, 200, "{}", a.text);
+    assert_eq!(a.last()["id"], 1, "the client's id comes back: {}", a.text);
+    let r = &a.last()["result"];
+    assert_eq!(r["resultType"], "input_required", "{r}");
+    let state = r["requestState"]
+        .as_str()
+        .expect("requestState")
+        .to_string();
+    assert_eq!(disk(&env, "note.txt"), None);
+
+    let resend = |id: u64, answer: Value| -> Value {
+        let (b, h) = modern_call(
+            id,
+            "write_file",
+            json!({"arguments": args,
+            "requestState": state, "inputResponses": {"confirm": answer}}),
+        );
+        let h: Vec<(&str, &str)> = h.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let a = c.post(&b, &h);
+        assert_eq!(a.status, 200, "{}", a.text);
+        a.last()["result"].clone()
+    };
+    let r = resend(2, json!({"action": "accept", "content": {"approve": true}}));
+    assert_ne!(r["isError"], true, "{r}");
+    assert_eq!(disk(&env, "note.txt").as_deref(), Some("modern"));
+}
+
+#[test]
+fn a_modern_decline_over_http_is_a_hard_stop() {
+    let (env, front) = started("");
+    let c = Raw::new(&front.url());
+    let args = json!({"path": "note.txt", "content": "never"});
+    let (body, headers) = modern_call(1, "write_file", json!({"arguments": args}));
+    let h: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let a = c.post(&body, &h);
+    let state = a.last()["result"]["requestState"]
+        .as_str()
+        .expect("state")
+        .to_string();
+    let (b, h2) = modern_call(
+        2,
+        "write_file",
+        json!({"arguments": args,
+        "requestState": state, "inputResponses": {"confirm": {"action": "decline"}}}),
+    );
+    let h2: Vec<(&str, &str)> = h2.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let r = c.post(&b, &h2).last()["result"].clone();
+    assert_eq!(code(&r).as_deref(), Some("approval_declined"), "{r}");
+    assert_eq!(disk(&env, "note.txt"), None, "the declined call ran");
+}
+
+#[test]
+fn auth_none_on_a_public_bind_is_refused_at_startup() {
+    let env = fs_vault("", None);
+    let mut argv = env.shim_argv("fs");
+    argv.push("--http".into());
+    argv.push(format!("0.0.0.0:{}", tc_tests::free_port()));
+    let out = std::process::Command::new(&argv[0])
+        .args(&argv[1..])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("loopback"), "{err}");
+}
