@@ -1,0 +1,436 @@
+//! Streamable HTTP benchmark for the real `tc-shim serve --http` (see docs/BENCHMARKS.md,
+//! section "HTTP front: added latency, throughput, idle sessions").
+//!
+//! Run with `cargo build --release -p tc-shim && cargo bench -p tc-tests --bench http`.
+//!
+//! Three paths to one minimal Streamable HTTP MCP server (this executable re-executed
+//! with `TC_BENCH_ROLE=server`: axum, JSON answers, `tools/call echo`): the server
+//! directly; behind a minimal pass-through reverse proxy on the same stack
+//! (`TC_BENCH_ROLE=relay`: axum + reqwest, bodies and MCP headers copied, nothing
+//! parsed: the floor of any HTTP proxy); and behind `tc-shim serve bench --http` with
+//! the vault's `url` pointing at the server (no gates, no daemon: ungated calls need
+//! none). Measured in one run, paths interleaved in rounds:
+//!
+//! 1. per `tools/call` latency p50/p99 and calls/s with 1 and 32 concurrent callers,
+//!    each a legacy session of its own; printed as tc's added p50 against the relay's
+//!    (target ≤ 2×) and tc's calls/s against direct (target ≥ 0.5× at 32 callers);
+//! 2. idle sessions: `tc-shim`'s `VmRSS` before and after opening `TC_BENCH_SESSIONS`
+//!    (default 10 000) legacy sessions that then sit idle: bytes per session, total
+//!    (target: 10 000 under 64 MB); then one more session past `max_sessions` → 503.
+//!
+//! Timings are printed, never asserted. Knobs: `TC_BENCH_N` (timed calls per path and
+//! concurrency, default 4000), `TC_BENCH_SESSIONS`, `TC_SHIM_BIN`.
+
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, ensure, Context};
+use axum::body::Bytes;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Value};
+use tc_tests::bench::{env_usize, proc_field, release_binary, target_tempdir, us, Stats};
+
+const ROLE_ENV: &str = "TC_BENCH_ROLE";
+const ROUNDS: usize = 4;
+/// The headers a Streamable HTTP proxy must carry both ways.
+const MCP_HEADERS: &[&str] = &[
+    "content-type",
+    "accept",
+    "mcp-session-id",
+    "mcp-protocol-version",
+    "mcp-method",
+    "mcp-name",
+];
+
+fn main() -> anyhow::Result<()> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    match std::env::var(ROLE_ENV).as_deref() {
+        Ok("server") => rt.block_on(role_server()),
+        Ok("relay") => rt.block_on(role_relay()),
+        Ok(other) => bail!("unknown {ROLE_ENV}={other:?}"),
+        Err(_) => rt.block_on(bench()),
+    }
+}
+
+// ---------------------------------------------------------------- re-exec'd roles
+
+/// Binds 127.0.0.1:0 and prints the port on stdout (the parent reads it).
+async fn listen() -> anyhow::Result<tokio::net::TcpListener> {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    println!("{}", l.local_addr()?.port());
+    use std::io::Write;
+    std::io::stdout().flush()?;
+    Ok(l)
+}
+
+/// A minimal Streamable HTTP MCP server: JSON answers, any session id accepted.
+async fn role_server() -> anyhow::Result<()> {
+    static SESSIONS: AtomicU64 = AtomicU64::new(0);
+    async fn post(body: Bytes) -> Response {
+        let Ok(msg) = serde_json::from_slice::<Value>(&body) else {
+            return StatusCode::BAD_REQUEST.into_response();
+        };
+        let Some(id) = msg.get("id").cloned() else {
+            return StatusCode::ACCEPTED.into_response();
+        };
+        let method = msg.get("method").and_then(Value::as_str).unwrap_or("");
+        let result = match method {
+            "initialize" => json!({"protocolVersion": "2025-11-25",
+                "capabilities": {"tools": {}}, "serverInfo": {"name": "bench", "version": "0"}}),
+            "tools/list" => json!({"tools": [{"name": "echo", "description": "Echoes `text`.",
+                "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
+                "annotations": {"readOnlyHint": true}}]}),
+            "tools/call" => json!({"content": [{"type": "text",
+                "text": msg.pointer("/params/arguments/text").cloned().unwrap_or(json!(""))}],
+                "isError": false}),
+            _ => json!({}),
+        };
+        let reply = json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string();
+        let mut r = (StatusCode::OK, reply).into_response();
+        r.headers_mut()
+            .insert("content-type", "application/json".parse().unwrap());
+        if method == "initialize" {
+            let sid = format!("s{}", SESSIONS.fetch_add(1, Ordering::Relaxed));
+            r.headers_mut()
+                .insert("mcp-session-id", sid.parse().unwrap());
+        }
+        r
+    }
+    let app = axum::Router::new().route(
+        "/mcp",
+        axum::routing::post(post)
+            .get(|| async { StatusCode::METHOD_NOT_ALLOWED })
+            .delete(|| async { StatusCode::OK }),
+    );
+    axum::serve(listen().await?, app).await?;
+    Ok(())
+}
+
+/// A minimal reverse proxy: copies the method, the MCP headers and the body to the
+/// upstream and its answer back; parses nothing.
+async fn role_relay() -> anyhow::Result<()> {
+    let upstream = std::env::var("TC_BENCH_UPSTREAM").context("TC_BENCH_UPSTREAM")?;
+    let client = reqwest::Client::new();
+    let app = axum::Router::new().route(
+        "/mcp",
+        axum::routing::any(
+            move |method: axum::http::Method, headers: HeaderMap, body: Bytes| {
+                let (client, upstream) = (client.clone(), upstream.clone());
+                async move {
+                    let mut req = client.request(method, &upstream).body(body);
+                    for h in MCP_HEADERS {
+                        if let Some(v) = headers.get(*h) {
+                            req = req.header(*h, v);
+                        }
+                    }
+                    let Ok(r) = req.send().await else {
+                        return StatusCode::BAD_GATEWAY.into_response();
+                    };
+                    let status = r.status();
+                    let mut out = HeaderMap::new();
+                    for h in MCP_HEADERS {
+                        if let Some(v) = r.headers().get(*h) {
+                            out.insert(*h, v.clone());
+                        }
+                    }
+                    let body = r.bytes().await.unwrap_or_default();
+                    (status, out, body).into_response()
+                }
+            },
+        ),
+    );
+    axum::serve(listen().await?, app).await?;
+    Ok(())
+}
+
+// ---------------------------------------------------------------- the bench
+
+/// A child serving HTTP on the port it printed; killed on drop.
+struct Served {
+    child: Child,
+    port: u16,
+}
+
+impl Served {
+    fn spawn(mut cmd: Command) -> anyhow::Result<Served> {
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .with_context(|| format!("spawning {cmd:?}"))?;
+        let mut out = std::io::BufReader::new(child.stdout.take().context("stdout")?);
+        let mut line = String::new();
+        std::io::BufRead::read_line(&mut out, &mut line)?;
+        let port = line
+            .trim()
+            .parse()
+            .with_context(|| format!("port line {line:?}"))?;
+        Ok(Served { child, port })
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/mcp", self.port)
+    }
+}
+
+impl Drop for Served {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `tc-shim serve bench --http` on a free port, in front of `upstream`.
+fn start_tc(
+    shim: &std::path::Path,
+    dir: &std::path::Path,
+    upstream: &str,
+    max: usize,
+) -> anyhow::Result<(Child, String)> {
+    let port = tc_tests::free_port();
+    let cfg = dir.join(format!("config-{port}.toml"));
+    std::fs::write(
+        &cfg,
+        format!(
+            "[daemon]\nsocket = \"{}/absent.sock\"\ncache_dir = \"{}\"\n\n[[vaults]]\nid = \"bench\"\n\
+             root = \"{}\"\nurl = \"{upstream}\"\n\n[vaults.http]\nmax_sessions = {max}\n",
+            dir.display(),
+            dir.display(),
+            dir.display()
+        ),
+    )?;
+    let child = Command::new(shim)
+        .args(["serve", "bench", "--config"])
+        .arg(&cfg)
+        .args(["--http", &format!("127.0.0.1:{port}")])
+        .env("TC_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::inherit())
+        .spawn()?;
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        ensure!(Instant::now() < deadline, "tc-shim --http never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok((child, format!("http://127.0.0.1:{port}/mcp")))
+}
+
+/// One legacy session on `url`: its id.
+async fn open(http: &reqwest::Client, url: &str) -> anyhow::Result<Option<String>> {
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "bench", "version": "0"}}});
+    let r = post(http, url, None, &init).await?;
+    if r.status() == StatusCode::SERVICE_UNAVAILABLE {
+        return Ok(None);
+    }
+    ensure!(r.status().is_success(), "initialize: {}", r.status());
+    let sid = r
+        .headers()
+        .get("mcp-session-id")
+        .context("no session id")?
+        .to_str()?
+        .to_string();
+    r.bytes().await?;
+    let n = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    post(http, url, Some(&sid), &n).await?.bytes().await?;
+    Ok(Some(sid))
+}
+
+async fn post(
+    http: &reqwest::Client,
+    url: &str,
+    sid: Option<&str>,
+    body: &Value,
+) -> anyhow::Result<reqwest::Response> {
+    let mut req = http
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(body.to_string());
+    if let Some(s) = sid {
+        req = req
+            .header("mcp-session-id", s)
+            .header("mcp-protocol-version", "2025-11-25");
+    }
+    Ok(req.send().await?)
+}
+
+/// `callers` sessions each making their share of `n` calls; latencies and wall time.
+async fn run(url: &str, callers: usize, n: usize) -> anyhow::Result<(Vec<Duration>, Duration)> {
+    let http = reqwest::Client::new();
+    let mut sids = Vec::new();
+    for _ in 0..callers {
+        sids.push(open(&http, url).await?.context("session refused")?);
+    }
+    let start = Instant::now();
+    let mut tasks = Vec::new();
+    for (c, sid) in sids.into_iter().enumerate() {
+        let (http, url) = (http.clone(), url.to_string());
+        let share = n / callers + usize::from(c < n % callers);
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::with_capacity(share);
+            for i in 0..share {
+                let call = json!({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
+                    "params": {"name": "echo", "arguments": {"text": "hello"}}});
+                let t = Instant::now();
+                let r = post(&http, &url, Some(&sid), &call).await?;
+                ensure!(r.status().is_success(), "call: {}", r.status());
+                let b = r.bytes().await?;
+                lat.push(t.elapsed());
+                ensure!(b.windows(5).any(|w| w == b"hello"), "bad answer {b:?}");
+            }
+            anyhow::Ok(lat)
+        }));
+    }
+    let mut all = Vec::with_capacity(n);
+    for t in tasks {
+        all.extend(t.await??);
+    }
+    Ok((all, start.elapsed()))
+}
+
+fn rss_kb(pid: u32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    proc_field(&s, "VmRSS:").unwrap_or(0)
+}
+
+async fn bench() -> anyhow::Result<()> {
+    let shim = release_binary("tc-shim", "tc-shim", "http", "TC_SHIM_BIN")?;
+    let dir = target_tempdir(&shim, "http")?;
+    let n = env_usize("TC_BENCH_N", 4000)?;
+    let sessions = env_usize("TC_BENCH_SESSIONS", 10_000)?;
+    let me = std::env::current_exe()?;
+    let mut cmd = Command::new(&me);
+    cmd.env(ROLE_ENV, "server");
+    let server = Served::spawn(cmd)?;
+    let mut cmd = Command::new(&me);
+    cmd.env(ROLE_ENV, "relay")
+        .env("TC_BENCH_UPSTREAM", server.url());
+    let relay = Served::spawn(cmd)?;
+    let (mut tc, tc_url) = start_tc(&shim, dir.path(), &server.url(), sessions + 1000)?;
+    let paths = [
+        ("direct", server.url()),
+        ("relay", relay.url()),
+        ("tc-shim", tc_url.clone()),
+    ];
+    println!("HTTP front: {n} tools/call per path and concurrency, {ROUNDS} interleaved rounds");
+    for callers in [1usize, 32] {
+        let mut lat: Vec<Vec<Duration>> = vec![Vec::new(); 3];
+        let mut wall = [Duration::ZERO; 3];
+        for (_, url) in &paths {
+            run(url, callers, 200.max(callers * 4)).await?; // warm-up
+        }
+        for _ in 0..ROUNDS {
+            for (i, (_, url)) in paths.iter().enumerate() {
+                let (l, w) = run(url, callers, n / ROUNDS).await?;
+                lat[i].extend(l);
+                wall[i] += w;
+            }
+        }
+        let stats: Vec<Stats> = lat.iter().map(|l| Stats::of(l)).collect();
+        let rate = |i: usize| lat[i].len() as f64 / wall[i].as_secs_f64();
+        println!("\n{callers} concurrent caller(s):");
+        println!(
+            "  {:<8} {:>10} {:>10} {:>10}",
+            "path", "p50 µs", "p99 µs", "calls/s"
+        );
+        for (i, (name, _)) in paths.iter().enumerate() {
+            println!(
+                "  {:<8} {:>10.1} {:>10.1} {:>10.0}",
+                name,
+                us(stats[i].p50),
+                us(stats[i].p99),
+                rate(i)
+            );
+        }
+        let added = |i: usize| us(stats[i].p50) - us(stats[0].p50);
+        println!(
+            "  added p50: relay {:.1} µs, tc-shim {:.1} µs → {:.2}× the floor (target ≤ 2×)",
+            added(1),
+            added(2),
+            added(2) / added(1).max(0.001)
+        );
+        println!(
+            "  calls/s: tc-shim {:.2}× direct (target ≥ 0.5× at 32 callers), relay {:.2}× direct",
+            rate(2) / rate(0),
+            rate(1) / rate(0)
+        );
+    }
+    idle_sessions(&shim, dir.path(), &server.url(), &mut tc, &tc_url, sessions).await
+}
+
+/// RSS of the front before and after `k` idle sessions; then the full-table refusal.
+async fn idle_sessions(
+    shim: &std::path::Path,
+    dir: &std::path::Path,
+    upstream: &str,
+    tc: &mut Child,
+    _used: &str,
+    k: usize,
+) -> anyhow::Result<()> {
+    // A fresh front, so the latency phase's sessions do not count.
+    let _ = tc.kill();
+    let _ = tc.wait();
+    let (mut fresh, url) = start_tc(shim, dir, upstream, k)?;
+    let http = reqwest::Client::new();
+    open(&http, &url).await?.context("first session")?;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let before = rss_kb(fresh.id());
+    let t = Instant::now();
+    let mut opened = 1;
+    let mut tasks = tokio::task::JoinSet::new();
+    let per = 16;
+    for w in 0..per {
+        let (http, url) = (http.clone(), url.clone());
+        let share = (k - 1) / per + usize::from(w < (k - 1) % per);
+        tasks.spawn(async move {
+            let mut ok = 0;
+            for _ in 0..share {
+                if open(&http, &url).await?.is_some() {
+                    ok += 1;
+                }
+            }
+            anyhow::Ok(ok)
+        });
+    }
+    while let Some(r) = tasks.join_next().await {
+        opened += r??;
+    }
+    let took = t.elapsed();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = rss_kb(fresh.id());
+    let per_session = (after.saturating_sub(before) * 1024) as f64 / (opened - 1).max(1) as f64;
+    println!(
+        "\nidle legacy sessions ({} opened in {:.1} s):",
+        opened,
+        took.as_secs_f64()
+    );
+    println!(
+        "  tc-shim RSS {:.1} MB before, {:.1} MB after → {:.0} bytes per session (target: {} under 64 MB: {})",
+        before as f64 / 1024.0,
+        after as f64 / 1024.0,
+        per_session,
+        opened,
+        if after < 64 * 1024 { "met" } else { "NOT met" }
+    );
+    let over = open(&http, &url).await?;
+    println!(
+        "  session {} past max_sessions = {k}: {}",
+        opened + 1,
+        if over.is_none() {
+            "503 (refused)"
+        } else {
+            "ACCEPTED (table not capped!)"
+        }
+    );
+    let _ = fresh.kill();
+    let _ = fresh.wait();
+    Ok(())
+}
