@@ -16,6 +16,7 @@ pub mod display;
 pub mod fuzz_corpus;
 pub mod guarded;
 pub mod hash;
+pub mod origin;
 pub mod paths;
 pub mod preview;
 

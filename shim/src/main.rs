@@ -173,6 +173,12 @@ fn real_main() -> anyhow::Result<i32> {
         };
         let addr = resolve_listen(&listen)?;
         let callers: Box<dyn http::Callers> = match front.auth.mode {
+            // Guarded mode keeps other local users from acting as the human; `none` would
+            // make every process that reaches the port the one caller.
+            tc_core::config::AuthMode::None if guarded.is_some() => anyhow::bail!(
+                "[vaults.http.auth] mode = \"none\" is refused in guarded mode: every local \
+                 process could call as `http-local`; use mode = \"jwt\" or \"oidc\""
+            ),
             tc_core::config::AuthMode::None => Box::new(http::Local),
             m => anyhow::bail!("[vaults.http.auth] mode {m:?} is not available in this build yet"),
         };

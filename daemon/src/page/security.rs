@@ -29,34 +29,24 @@ const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
 pub const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; \
                        connect-src 'self'; base-uri 'none'; form-action 'none'; frame-ancestors 'none'";
 
-/// The `Host` values the page answers to, and the `Origin`s it accepts.
-pub struct Guard {
-    hosts: Vec<String>,
-    origins: Vec<String>,
-}
+/// The page's `Host`/`Origin` rule (`tc_core::origin`): its own loopback names only, and
+/// a POST must send an `Origin`.
+pub struct Guard(tc_core::origin::HostGuard);
 
 impl Guard {
     pub fn new(addr: SocketAddr) -> Self {
-        let port = addr.port();
-        let mut hosts = vec![addr.to_string(), format!("localhost:{port}")];
-        hosts.dedup();
-        let origins = hosts.iter().map(|h| format!("http://{h}")).collect();
-        Guard { hosts, origins }
+        Guard(tc_core::origin::HostGuard::new(addr, &[], &[]))
     }
 
     /// Whether `h` names this page (exactly; a rebinding name like `evil.example` never does).
     pub fn host_ok(&self, h: Option<&HeaderValue>) -> bool {
-        h.and_then(|h| h.to_str().ok())
-            .is_some_and(|h| self.hosts.iter().any(|x| x.eq_ignore_ascii_case(h)))
+        self.0.host_ok(h.and_then(|h| h.to_str().ok()))
     }
 
     /// An `Origin`, when sent, must be this page's; a POST must send one.
     pub fn origin_ok(&self, method: &Method, o: Option<&HeaderValue>) -> bool {
-        match o.map(|o| o.to_str()) {
-            None => method == Method::GET || method == Method::HEAD,
-            Some(Ok(o)) => self.origins.iter().any(|x| x.eq_ignore_ascii_case(o)),
-            Some(Err(_)) => false,
-        }
+        let required = !(method == Method::GET || method == Method::HEAD);
+        self.0.origin_ok(o.map(|o| o.to_str().ok()), required)
     }
 }
 
