@@ -77,6 +77,14 @@ pub async fn post(State(f): State<Arc<Front>>, headers: HeaderMap, body: Body) -
 /// A 2026-07-28 request: checked headers, the caller's conversation, an engine-unique id.
 async fn stateless(f: &Arc<Front>, caller: &str, h: &HeaderMap, mut msg: Value) -> Response {
     let id = msg.get("id").filter(|i| !i.is_null()).cloned();
+    if let Err((code, why)) = modern::check_request(&msg) {
+        let id = id.unwrap_or(Value::Null);
+        let status = match code {
+            modern::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        return rpc_error(status, &id, code, why);
+    }
     if let Err(why) = modern::check_headers(h, &msg) {
         let id = id.unwrap_or(Value::Null);
         return rpc_error(StatusCode::BAD_REQUEST, &id, modern::HEADER_MISMATCH, why);

@@ -18,6 +18,21 @@ pub const HEADER_MISMATCH: i64 = -32020;
 /// The versions an `initialize` handshake negotiates (everything else is the modern era).
 pub const LEGACY_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
 
+/// JSON-RPC error: the request itself is malformed (its `_meta` envelope, `inputResponses`).
+pub const INVALID_PARAMS: i64 = -32602;
+/// JSON-RPC error: no such method (answered with 404 on this era).
+pub const METHOD_NOT_FOUND: i64 = -32601;
+
+/// Methods the 2026-07-28 revision removed: a stateless request naming one gets 404
+/// `-32601` here rather than whatever a legacy downstream would make of it.
+const REMOVED_METHODS: &[&str] = &[
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+];
+
 pub const VERSION_HEADER: &str = "mcp-protocol-version";
 const METHOD_HEADER: &str = "mcp-method";
 const NAME_HEADER: &str = "mcp-name";
@@ -27,6 +42,43 @@ const NAME_HEADER: &str = "mcp-name";
 pub fn is_modern(h: &HeaderMap, msg: &Value) -> bool {
     let header = h.get(VERSION_HEADER).map(|v| v.to_str().unwrap_or("?"));
     header.is_some_and(|v| !LEGACY_VERSIONS.contains(&v)) || era::request_meta(msg).is_some()
+}
+
+/// `Ok` when a stateless request is well formed: its `_meta` carries the two required
+/// keys (`protocolVersion`, `clientCapabilities`), its method exists on this era, and
+/// `inputResponses`, if sent, maps keys to result objects. Else the JSON-RPC error code
+/// and why (checked before the routing headers, so a missing envelope reads as such).
+pub fn check_request(msg: &Value) -> Result<(), (i64, String)> {
+    let method = msg.get("method").and_then(Value::as_str);
+    let (Some(method), Some(false)) = (method, msg.get("id").map(Value::is_null)) else {
+        // A notification or response: no envelope is required of it.
+        return Ok(());
+    };
+    let meta = at(msg, &["params", "_meta"]);
+    let has = |k: &str, ok: fn(&Value) -> bool| meta.and_then(|m| m.get(k)).is_some_and(ok);
+    for (key, ok) in [
+        (era::META_VERSION, Value::is_string as fn(&Value) -> bool),
+        (era::META_CAPS, Value::is_object),
+    ] {
+        if !has(key, ok) {
+            let m = format!("a 2026-07-28 request needs params._meta[\"{key}\"]");
+            return Err((INVALID_PARAMS, m));
+        }
+    }
+    if REMOVED_METHODS.contains(&method) {
+        let m = format!("method not found: {method} does not exist in the 2026-07-28 protocol");
+        return Err((METHOD_NOT_FOUND, m));
+    }
+    let inputs = msg.get("params").and_then(|p| p.get("inputResponses"));
+    let well_formed = |v: &Value| {
+        v.as_object()
+            .is_some_and(|o| o.values().all(Value::is_object))
+    };
+    if inputs.is_some_and(|v| !well_formed(v)) {
+        let m = "params.inputResponses must map each input request key to a result object";
+        return Err((INVALID_PARAMS, m.into()));
+    }
+    Ok(())
 }
 
 /// `Ok` when every routing header matches the body; else why not.
@@ -139,6 +191,33 @@ mod tests {
         assert!(check_headers(&h, &call("write_file"))
             .unwrap_err()
             .contains("more than once"));
+    }
+
+    #[test]
+    fn a_malformed_request_is_named_before_its_headers_are_compared() {
+        assert!(check_request(&call("write_file")).is_ok());
+        let mut no_meta = call("x");
+        no_meta["params"].as_object_mut().unwrap().remove("_meta");
+        assert_eq!(check_request(&no_meta).unwrap_err().0, INVALID_PARAMS);
+        let mut no_caps = call("x");
+        no_caps["params"]["_meta"]
+            .as_object_mut()
+            .unwrap()
+            .remove(era::META_CAPS);
+        assert_eq!(check_request(&no_caps).unwrap_err().0, INVALID_PARAMS);
+        let mut ping = call("x");
+        ping["method"] = json!("ping");
+        assert_eq!(check_request(&ping).unwrap_err().0, METHOD_NOT_FOUND);
+        for bad in [json!(null), json!(7), json!({"k": 12345})] {
+            let mut c = call("x");
+            c["params"]["inputResponses"] = bad;
+            assert_eq!(check_request(&c).unwrap_err().0, INVALID_PARAMS);
+        }
+        let mut good = call("x");
+        good["params"]["inputResponses"] = json!({"k": {"action": "decline"}});
+        assert!(check_request(&good).is_ok());
+        // A notification carries no envelope to check.
+        assert!(check_request(&json!({"jsonrpc": "2.0"})).is_ok());
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! The HTTP front under test: a real `tc-shim serve VAULT --http` on a free port, and a
 //! raw Streamable HTTP client (reqwest) that reads JSON and event-stream answers alike.
+#![allow(dead_code)]
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
