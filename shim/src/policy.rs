@@ -155,7 +155,12 @@ impl Policy {
     /// (config, known servers, the tool's schema, the usual names), plus every name the
     /// gate refers to (read as a path).
     pub fn path_args(&self, tool: &str, def: Option<&Value>, gate: Option<&Gate>) -> Vec<ArgSpec> {
-        let mut specs = discover::discover(&self.decls, tool, def);
+        // A remote vault without a local root: the server's paths are not ours to judge.
+        let mut specs = if self.root.as_os_str().is_empty() {
+            Vec::new()
+        } else {
+            discover::discover(&self.decls, tool, def)
+        };
         let mut names = Vec::new();
         if let Some(g) = gate {
             if let Some(w) = &g.when {
@@ -220,6 +225,11 @@ impl Policy {
         }
         let joined = if p.is_absolute() {
             p.to_path_buf()
+        } else if self.root.as_os_str().is_empty() {
+            // No local root (a remote vault): only an absolute local path means anything.
+            return Err(bad(format!(
+                "{raw:?} is not an absolute path, and this vault has no local root"
+            )));
         } else {
             self.root.join(p)
         };
