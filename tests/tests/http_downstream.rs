@@ -303,13 +303,18 @@ fn http_downstream_sends_bearer_and_session_headers_and_never_logs_the_token() {
 }
 
 #[test]
-fn http_downstream_python_mcpserver_passes_a_call() {
+fn http_downstream_python_mcpserver_passes_calls_in_both_eras() {
     let port = tc_tests::free_port();
     let mut cmd = Command::new(peers().join("venv/bin/python"));
     cmd.arg(fixture("http_py_server.py")).arg(port.to_string());
     let server = Server::start(cmd, port);
-    let mut env = Env::new(&remote_vault("py", &server.url(), ""));
+    let mut env = Env::new(&remote_vault(
+        "py",
+        &server.url(),
+        "\n[[vaults.gates]]\ntool = \"wipe\"\ntargets = \"none\"\n",
+    ));
     env.start_tcd();
+    // 2025-11-25: a session.
     let (mut c, _log) = Client::start(&env, "py", &[]);
     let init = c.initialize();
     assert!(init["result"]["protocolVersion"].is_string(), "{init}");
@@ -317,5 +322,39 @@ fn http_downstream_python_mcpserver_passes_a_call() {
     assert!(tool(&list["result"], "shout").is_some(), "{list}");
     let r = c.call(3, "shout", json!({"text": "quiet"}));
     assert_eq!(text(&r), "QUIET", "{r}");
+    assert!(c.close().success());
+
+    // 2026-07-28: stateless requests; the server checks the mirror headers against the
+    // body (-32020 on a mismatch), so passing proves they are right.
+    let (mut c, _log) = Client::start(&env, "py", &[]);
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {"elicitation": {"form": {}}},
+    });
+    let d = c.request(json!(1), "server/discover", json!({"_meta": meta}));
+    assert!(d["result"]["supportedVersions"].is_array(), "{d}");
+    let r = c.request(
+        json!(2),
+        "tools/call",
+        json!({"name": "shout", "arguments": {"text": "modern"}, "_meta": meta}),
+    );
+    assert_eq!(text(&r), "MODERN", "{r}");
+    assert_eq!(r["result"]["resultType"], "complete", "{r}");
+    // Gated: our input_required round, then the accepted retry reaches the server.
+    let args = json!({"name": "db"});
+    let r = c.request(
+        json!(3),
+        "tools/call",
+        json!({"name": "wipe", "arguments": args, "_meta": meta}),
+    );
+    assert_eq!(r["result"]["resultType"], "input_required", "{r}");
+    let state = r["result"]["requestState"].as_str().expect("requestState");
+    let r = c.request(
+        json!(4),
+        "tools/call",
+        json!({"name": "wipe", "arguments": args, "_meta": meta, "requestState": state,
+               "inputResponses": {"confirm": {"action": "accept", "content": {"approve": true}}}}),
+    );
+    assert_eq!(text(&r), "wiped db", "{r}");
     assert!(c.close().success());
 }
