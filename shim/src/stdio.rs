@@ -126,7 +126,10 @@ pub async fn read_child(shim: Arc<Shim>, child_out: tokio::process::ChildStdout)
 }
 
 /// Writes the engine's lines to our stdout; an empty line is a flush marker.
-pub(crate) async fn write_client(shim: Arc<Shim>, mut rx: tokio::sync::mpsc::UnboundedReceiver<Out>) {
+pub(crate) async fn write_client(
+    shim: Arc<Shim>,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Out>,
+) {
     let mut out = client_output();
     while let Some((line, ack)) = rx.recv().await {
         if line.is_empty() {

@@ -218,7 +218,10 @@ fn http_downstream_oversize_answer_is_refused_by_the_governor() {
     let big = "x".repeat(8000);
     let r = c.call(3, "echo", json!({"message": big}));
     assert_eq!(code(&r["result"]).as_deref(), Some("overflow"), "{r}");
-    assert!(!r.to_string().contains(&big), "the answer was not passed on");
+    assert!(
+        !r.to_string().contains(&big),
+        "the answer was not passed on"
+    );
     // A small answer still passes.
     let r = c.call(4, "echo", json!({"message": "small"}));
     assert_eq!(text(&r), "Echo: small", "{r}");
@@ -243,7 +246,10 @@ fn http_downstream_sends_bearer_and_session_headers_and_never_logs_the_token() {
         .arg(port.to_string())
         .arg(&rec_log);
     let server = Server::start(cmd, port);
-    let secret = format!("tok-{}", tc_tests::h(&format!("{port}{}", std::process::id())));
+    let secret = format!(
+        "tok-{}",
+        tc_tests::h(&format!("{port}{}", std::process::id()))
+    );
     let mut env = Env::new(&remote_vault(
         "rec",
         &server.url(),
@@ -253,7 +259,10 @@ fn http_downstream_sends_bearer_and_session_headers_and_never_logs_the_token() {
     let (mut c, log) = Client::start(
         &env,
         "rec",
-        &[("TC_TEST_REMOTE_TOKEN", secret.as_str()), ("TC_LOG", "trace")],
+        &[
+            ("TC_TEST_REMOTE_TOKEN", secret.as_str()),
+            ("TC_LOG", "trace"),
+        ],
     );
     let init = c.initialize();
     assert_eq!(init["result"]["serverInfo"]["name"], "recorder", "{init}");
@@ -263,7 +272,10 @@ fn http_downstream_sends_bearer_and_session_headers_and_never_logs_the_token() {
         "an SSE answer with a comment: {list}"
     );
     wait_until("the GET stream attempt", || {
-        records(&rec_log).iter().any(|r| r["http"] == "GET").then_some(())
+        records(&rec_log)
+            .iter()
+            .any(|r| r["http"] == "GET")
+            .then_some(())
     });
     assert!(c.close().success());
 

@@ -46,7 +46,9 @@ impl Config {
             match (&b.file, &b.env) {
                 (Some(f), None) if f.is_absolute() => {}
                 (Some(_), None) => {
-                    return Err(self.invalid(format!("{at}.bearer.file"), "must be an absolute path"))
+                    return Err(
+                        self.invalid(format!("{at}.bearer.file"), "must be an absolute path")
+                    )
                 }
                 (None, Some(e)) if !e.is_empty() && !e.contains(['=', '\0']) => {}
                 (None, Some(_)) => {
@@ -85,9 +87,13 @@ impl Config {
         for (j, g) in v.gates.iter().enumerate() {
             let key = format!("{at}.gates[{j}]");
             match &g.targets {
-                Some(Targets::None) | Some(Targets::Probe { .. }) | Some(Targets::Git(Some(_))) => {}
+                Some(Targets::None) | Some(Targets::Probe { .. }) | Some(Targets::Git(Some(_))) => {
+                }
                 Some(Targets::Git(None)) => {
-                    return Err(need(format!("{key}.targets"), "git = \"\" (the vault root)"))
+                    return Err(need(
+                        format!("{key}.targets"),
+                        "git = \"\" (the vault root)",
+                    ))
                 }
                 Some(_) => return Err(need(format!("{key}.targets"), "a path target")),
                 None => {}
@@ -165,7 +171,10 @@ fn check_header(name: &str, value: &str, has_bearer: bool) -> Result<(), String>
                 .into()
         });
     }
-    if !value.chars().all(|c| c == ' ' || c == '\t' || c.is_ascii_graphic()) {
+    if !value
+        .chars()
+        .all(|c| c == ' ' || c == '\t' || c.is_ascii_graphic())
+    {
         return Err("value must be printable ASCII (no line breaks or control characters)".into());
     }
     Ok(())
@@ -247,7 +256,10 @@ mod tests {
             ("env = \"\"\n", "environment variable"),
         ] {
             let e = parse(&format!("{REMOTE}[vaults.bearer]\n{bearer}")).unwrap_err();
-            assert!(e.contains("vaults[0].bearer") && e.contains(why), "{bearer}: {e}");
+            assert!(
+                e.contains("vaults[0].bearer") && e.contains(why),
+                "{bearer}: {e}"
+            );
         }
         for (header, why) in [
             ("Authorization = \"Bearer x\"", "does not belong"),
@@ -256,7 +268,10 @@ mod tests {
             ("X-A = \"a\\nb\"", "printable"),
         ] {
             let e = parse(&format!("{REMOTE}[vaults.headers]\n{header}\n")).unwrap_err();
-            assert!(e.contains("vaults[0].headers") && e.contains(why), "{header}: {e}");
+            assert!(
+                e.contains("vaults[0].headers") && e.contains(why),
+                "{header}: {e}"
+            );
         }
     }
 }

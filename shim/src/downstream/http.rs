@@ -138,7 +138,13 @@ impl Conn {
             .body(line);
         let resp = match req.send().await {
             Ok(r) => r,
-            Err(e) => return self.fail(id.as_ref(), &self.unreachable(&e), json!({"reason": "unreachable"})),
+            Err(e) => {
+                return self.fail(
+                    id.as_ref(),
+                    &self.unreachable(&e),
+                    json!({"reason": "unreachable"}),
+                )
+            }
         };
         let status = resp.status();
         if !status.is_success() {
@@ -195,7 +201,9 @@ impl Conn {
         s.gone = None;
         s.id = sid.as_deref().and_then(server_token);
         if sid.is_some() && s.id.is_none() {
-            tracing::warn!("the remote MCP server sent an invalid session id; continuing without one");
+            tracing::warn!(
+                "the remote MCP server sent an invalid session id; continuing without one"
+            );
         }
     }
 
@@ -217,7 +225,11 @@ impl Conn {
             let d = match read_down(&mut r, &mut limit).await {
                 Ok(Down::Eof) => break,
                 Ok(d) => d,
-                Err(e) => return Err(format!("the answer from the remote MCP server broke off ({e})")),
+                Err(e) => {
+                    return Err(format!(
+                        "the answer from the remote MCP server broke off ({e})"
+                    ))
+                }
             };
             let top = match &d {
                 Down::Line(l) => {
@@ -268,7 +280,13 @@ impl Conn {
             while me.session().gone.is_none() {
                 let mut headers = me.base_headers(&Peek::default());
                 headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-                let resp = match me.http.get(me.remote.url.clone()).headers(headers).send().await {
+                let resp = match me
+                    .http
+                    .get(me.remote.url.clone())
+                    .headers(headers)
+                    .send()
+                    .await
+                {
                     Ok(r) => r,
                     Err(e) => {
                         tracing::warn!("GET stream: {}", me.unreachable(&e));
@@ -311,7 +329,8 @@ impl Conn {
             .headers(headers)
             .send();
         match tokio::time::timeout(Duration::from_secs(3), req).await {
-            Ok(Ok(r)) if r.status().is_success() || r.status() == StatusCode::METHOD_NOT_ALLOWED => {}
+            Ok(Ok(r))
+                if r.status().is_success() || r.status() == StatusCode::METHOD_NOT_ALLOWED => {}
             Ok(Ok(r)) => tracing::debug!("DELETE of the session: HTTP {}", r.status()),
             Ok(Err(e)) => tracing::debug!("DELETE of the session: {}", self.unreachable(&e)),
             Err(_) => tracing::debug!("DELETE of the session timed out"),
@@ -338,7 +357,11 @@ impl Conn {
         if id.is_none() {
             tracing::warn!("{why}");
         }
-        self.fail(id, &why, json!({"reason": "http_status", "status": status.as_u16()}));
+        self.fail(
+            id,
+            &why,
+            json!({"reason": "http_status", "status": status.as_u16()}),
+        );
     }
 
     fn unreachable(&self, e: &reqwest::Error) -> String {
@@ -352,7 +375,10 @@ impl Conn {
             }
             src = s.source();
         }
-        format!("the remote MCP server {} cannot be reached ({why})", self.remote.url)
+        format!(
+            "the remote MCP server {} cannot be reached ({why})",
+            self.remote.url
+        )
     }
 
     /// Answers the engine's request `id` with a JSON-RPC error (a notification: logged).
@@ -363,7 +389,8 @@ impl Conn {
         };
         let mut e = results::error(id, results::INTERNAL_ERROR, format!("tc-shim: {why}"));
         e["error"]["data"] = data;
-        self.shim.child_frame(Down::Line(e.to_string().into_bytes()));
+        self.shim
+            .child_frame(Down::Line(e.to_string().into_bytes()));
     }
 }
 
@@ -395,11 +422,7 @@ async fn error_detail(mut resp: reqwest::Response) -> String {
         Some(m) => m.to_string(),
         None => String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned(),
     };
-    let text: String = text
-        .chars()
-        .filter(|c| !c.is_control())
-        .take(200)
-        .collect();
+    let text: String = text.chars().filter(|c| !c.is_control()).take(200).collect();
     if text.trim().is_empty() {
         String::new()
     } else {

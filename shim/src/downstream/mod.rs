@@ -40,7 +40,10 @@ pub async fn run_remote(opts: Options, remote: Remote) -> anyhow::Result<i32> {
     shim.child_box().close();
     if let Ok(mut tasks) = writer.await {
         let drained = async { while tasks.join_next().await.is_some() {} };
-        if tokio::time::timeout(Duration::from_secs(10), drained).await.is_err() {
+        if tokio::time::timeout(Duration::from_secs(10), drained)
+            .await
+            .is_err()
+        {
             tracing::warn!("answers from the remote MCP server still pending 10s after the client closed; dropping them");
         }
     }

@@ -63,7 +63,9 @@ fn bearer(b: &tc_core::config::Bearer) -> anyhow::Result<HeaderValue> {
         ),
         (None, Some(e)) => (
             std::env::var(e).map_err(|_| {
-                anyhow::anyhow!("[vaults.bearer] environment variable {e} is not set (or not UTF-8)")
+                anyhow::anyhow!(
+                    "[vaults.bearer] environment variable {e} is not set (or not UTF-8)"
+                )
             })?,
             format!("environment variable {e}"),
         ),
@@ -75,8 +77,9 @@ fn bearer(b: &tc_core::config::Bearer) -> anyhow::Result<HeaderValue> {
     if token.is_empty() || !token.chars().all(ok) {
         bail!("[vaults.bearer] the token in {from} is empty or not a valid bearer token");
     }
-    let mut v = HeaderValue::from_str(&format!("Bearer {token}"))
-        .map_err(|_| anyhow::anyhow!("[vaults.bearer] the token in {from} is not a valid header"))?;
+    let mut v = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+        anyhow::anyhow!("[vaults.bearer] the token in {from} is not a valid header")
+    })?;
     v.set_sensitive(true);
     Ok(v)
 }
@@ -135,12 +138,16 @@ impl Peek {
             Some(_) => p.uri.as_ref()?.as_str().map(String::from),
             None => None,
         });
-        let modern = p
-            .as_ref()
-            .and_then(|p| p.meta.as_ref()?.get(VERSION_META)?.as_str().map(String::from));
-        let cancels = p.and_then(|p| p.request_id).filter(|_| {
-            raw.method.as_deref() == Some("notifications/cancelled")
+        let modern = p.as_ref().and_then(|p| {
+            p.meta
+                .as_ref()?
+                .get(VERSION_META)?
+                .as_str()
+                .map(String::from)
         });
+        let cancels = p
+            .and_then(|p| p.request_id)
+            .filter(|_| raw.method.as_deref() == Some("notifications/cancelled"));
         Peek {
             id: raw.id,
             method: raw.method,
@@ -230,7 +237,8 @@ mod tests {
         let mut h = HeaderMap::new();
         Peek::of(line.to_string().as_bytes()).mirror(&mut h);
         assert!(h.is_empty());
-        let cancel = json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}});
+        let cancel =
+            json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}});
         let p = Peek::of(cancel.to_string().as_bytes());
         assert!(!p.is_request());
         assert_eq!(p.cancels, Some(json!(3)));
@@ -241,7 +249,10 @@ mod tests {
         assert_eq!(header_safe("plain-name_1"), "plain-name_1");
         for v in [" lead", "a\r\nX-Evil: 1", "ünï", "=?base64?eA==?="] {
             let enc = header_safe(v);
-            assert!(enc.starts_with("=?base64?") && HeaderValue::from_str(&enc).is_ok(), "{v}");
+            assert!(
+                enc.starts_with("=?base64?") && HeaderValue::from_str(&enc).is_ok(),
+                "{v}"
+            );
         }
         assert!(server_token(b"abc-123").is_some());
         assert!(server_token(b"a b").is_none());

@@ -259,9 +259,7 @@ where
                     this.pos = 0;
                 }
                 Poll::Ready(Some(Err(e))) => {
-                    return Poll::Ready(Err(io::Error::other(format!(
-                        "reading the answer: {e}"
-                    ))))
+                    return Poll::Ready(Err(io::Error::other(format!("reading the answer: {e}"))))
                 }
                 Poll::Ready(None) => this.finish(),
             }
@@ -331,7 +329,11 @@ mod tests {
 
     #[tokio::test]
     async fn crlf_and_lone_cr_end_lines() {
-        let got = lines(Kind::Sse, &["data: 1\r", "\n\r\ndata: 2\r\rdata: [3,\r\ndata: 4]\n\n"]).await;
+        let got = lines(
+            Kind::Sse,
+            &["data: 1\r", "\n\r\ndata: 2\r\rdata: [3,\r\ndata: 4]\n\n"],
+        )
+        .await;
         assert_eq!(got, "1\n2\n[3, 4]\n");
     }
 
@@ -344,7 +346,11 @@ mod tests {
 
     #[tokio::test]
     async fn a_json_body_is_one_line_whatever_its_layout() {
-        let got = lines(Kind::Json, &["{\r\n  \"id\": 1,\n", "  \"result\": {}\n}\n"]).await;
+        let got = lines(
+            Kind::Json,
+            &["{\r\n  \"id\": 1,\n", "  \"result\": {}\n}\n"],
+        )
+        .await;
         assert_eq!(got, "{    \"id\": 1,   \"result\": {} } \n");
         assert!(!got.trim_end().contains('\n'));
         assert_eq!(lines(Kind::Json, &["{}"]).await, "{}\n");
@@ -352,7 +358,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_body_error_is_a_read_error() {
-        let items: Vec<Result<Vec<u8>, String>> = vec![Ok(b"data: 1".to_vec()), Err("reset".into())];
+        let items: Vec<Result<Vec<u8>, String>> =
+            vec![Ok(b"data: 1".to_vec()), Err("reset".into())];
         let mut r = Lines::new(tokio_stream::iter(items), Kind::Sse);
         let mut s = String::new();
         let e = r.read_to_string(&mut s).await.unwrap_err();
