@@ -555,6 +555,32 @@ pub(crate) mod tests {
     }
 
     #[test]
+    fn a_rootless_remote_vault_discovers_no_paths_and_takes_only_absolute_ones() {
+        let text = "[[vaults]]\nid = \"r\"\nurl = \"https://h/mcp\"\n[[vaults.gates]]\n\
+                    tool = \"commit\"\ntargets = { git = \"repo_path\" }\n";
+        let c = tc_core::Config::parse(text, Path::new("/t.toml")).unwrap();
+        let p = Policy::new(&c.vaults[0]).unwrap();
+        let def =
+            json!({"name": "read", "inputSchema": {"properties": {"path": {"type": "string"}}}});
+        assert!(
+            p.path_args("read", Some(&def), None).is_empty(),
+            "the server's paths are not ours"
+        );
+        let specs = p.path_args("commit", None, p.gate_entry("commit"));
+        assert_eq!(
+            specs.len(),
+            1,
+            "the git target's argument is still a local path"
+        );
+        assert!(p.resolve("repo_path", "relative/repo").is_err());
+        assert!(p.resolve("repo_path", "/srv/../etc").is_err());
+        assert_eq!(
+            p.resolve("repo_path", "/srv/repo").unwrap(),
+            Path::new("/srv/repo")
+        );
+    }
+
+    #[test]
     fn resolves_and_refuses_escapes() {
         let d = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(d.path()).unwrap();
