@@ -13,6 +13,7 @@ use serde::Deserialize;
 use crate::paths::{self, PathError};
 
 mod http;
+mod remote;
 pub use http::*;
 
 /// Default confirmation lifetime.
@@ -231,6 +232,9 @@ impl Default for GovernorConfig {
 #[serde(deny_unknown_fields)]
 pub struct VaultConfig {
     pub id: String,
+    /// Required, except for a vault with a `url` (empty: no local root; see
+    /// [`VaultConfig::has_root`]).
+    #[serde(default)]
     pub root: PathBuf,
     #[serde(default)]
     pub command: Vec<String>,
@@ -266,6 +270,14 @@ pub struct VaultConfig {
 
 fn default_max_target_files() -> usize {
     DEFAULT_MAX_TARGET_FILES
+}
+
+impl VaultConfig {
+    /// Whether the vault has a local root (only a `url` vault may have none): path
+    /// arguments, the ACL and path-based gates need one.
+    pub fn has_root(&self) -> bool {
+        !self.root.as_os_str().is_empty()
+    }
 }
 
 /// `[[vaults.gates]]`: a tool that needs confirmation.
@@ -608,9 +620,10 @@ impl Config {
                     self.invalid(format!("{at}.id"), format!("duplicate vault id {:?}", v.id))
                 );
             }
-            if !v.root.is_absolute() {
+            if (v.url.is_none() || v.has_root()) && !v.root.is_absolute() {
                 return Err(self.invalid(format!("{at}.root"), "must be an absolute path"));
             }
+            self.validate_remote(&at, v)?;
             if v.max_target_files == 0 {
                 return Err(self.invalid(format!("{at}.max_target_files"), "must be at least 1"));
             }

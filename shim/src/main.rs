@@ -5,6 +5,7 @@ mod barrier;
 mod by_request;
 mod confirm;
 mod daemon_client;
+mod downstream;
 mod era;
 mod framing;
 #[cfg(test)]
@@ -153,6 +154,25 @@ fn real_main() -> anyhow::Result<i32> {
             tc_core::guarded::SYSTEM_CONFIG
         );
     }
+    let remote = match &v.url {
+        Some(url) => {
+            if !command.is_empty() {
+                anyhow::bail!(
+                    "vault {vault:?} has a url ({url}): its server is remote, so `-- <command…>` \
+                     has nothing to start"
+                );
+            }
+            if !v.has_root() {
+                tracing::info!(
+                    "vault {vault:?}: remote server {url} with no local root: path arguments \
+                     are not judged (no ACL, no path targets); gates bind to git, probe or none \
+                     targets only"
+                );
+            }
+            Some(downstream::Remote::from_config(&v)?)
+        }
+        None => None,
+    };
     let command = if command.is_empty() {
         v.command.clone()
     } else {
@@ -190,7 +210,10 @@ fn real_main() -> anyhow::Result<i32> {
             governor: cfg.governor.clone(),
             paged: v.paged.clone(),
             prompt_ttl,
-            downstream: http::Downstream::Command(command),
+            downstream: match remote {
+                Some(r) => http::Downstream::Remote(r, downstream::http::client()?),
+                None => http::Downstream::Command(command),
+            },
             callers,
         };
         drop(gov);
@@ -207,7 +230,10 @@ fn real_main() -> anyhow::Result<i32> {
         gov,
         server_requests: true,
     };
-    let code = rt.block_on(stdio::run(opts, command));
+    let code = match remote {
+        Some(r) => rt.block_on(downstream::run_remote(opts, r)),
+        None => rt.block_on(stdio::run(opts, command)),
+    };
     // The stdin reader may be parked in a blocking read: do not wait for it.
     rt.shutdown_background();
     code

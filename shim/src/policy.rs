@@ -155,7 +155,12 @@ impl Policy {
     /// (config, known servers, the tool's schema, the usual names), plus every name the
     /// gate refers to (read as a path).
     pub fn path_args(&self, tool: &str, def: Option<&Value>, gate: Option<&Gate>) -> Vec<ArgSpec> {
-        let mut specs = discover::discover(&self.decls, tool, def);
+        // A remote vault without a local root: the server's paths are not ours to judge.
+        let mut specs = if self.root.as_os_str().is_empty() {
+            Vec::new()
+        } else {
+            discover::discover(&self.decls, tool, def)
+        };
         let mut names = Vec::new();
         if let Some(g) = gate {
             if let Some(w) = &g.when {
@@ -220,6 +225,11 @@ impl Policy {
         }
         let joined = if p.is_absolute() {
             p.to_path_buf()
+        } else if self.root.as_os_str().is_empty() {
+            // No local root (a remote vault): only an absolute local path means anything.
+            return Err(bad(format!(
+                "{raw:?} is not an absolute path, and this vault has no local root"
+            )));
         } else {
             self.root.join(p)
         };
@@ -542,6 +552,32 @@ pub(crate) mod tests {
         );
         let c = tc_core::Config::parse(&text, Path::new("/t.toml")).unwrap();
         Policy::new(&c.vaults[0]).unwrap()
+    }
+
+    #[test]
+    fn a_rootless_remote_vault_discovers_no_paths_and_takes_only_absolute_ones() {
+        let text = "[[vaults]]\nid = \"r\"\nurl = \"https://h/mcp\"\n[[vaults.gates]]\n\
+                    tool = \"commit\"\ntargets = { git = \"repo_path\" }\n";
+        let c = tc_core::Config::parse(text, Path::new("/t.toml")).unwrap();
+        let p = Policy::new(&c.vaults[0]).unwrap();
+        let def =
+            json!({"name": "read", "inputSchema": {"properties": {"path": {"type": "string"}}}});
+        assert!(
+            p.path_args("read", Some(&def), None).is_empty(),
+            "the server's paths are not ours"
+        );
+        let specs = p.path_args("commit", None, p.gate_entry("commit"));
+        assert_eq!(
+            specs.len(),
+            1,
+            "the git target's argument is still a local path"
+        );
+        assert!(p.resolve("repo_path", "relative/repo").is_err());
+        assert!(p.resolve("repo_path", "/srv/../etc").is_err());
+        assert_eq!(
+            p.resolve("repo_path", "/srv/repo").unwrap(),
+            Path::new("/srv/repo")
+        );
     }
 
     #[test]

@@ -126,7 +126,10 @@ pub async fn read_child(shim: Arc<Shim>, child_out: tokio::process::ChildStdout)
 }
 
 /// Writes the engine's lines to our stdout; an empty line is a flush marker.
-async fn write_client(shim: Arc<Shim>, mut rx: tokio::sync::mpsc::UnboundedReceiver<Out>) {
+pub(crate) async fn write_client(
+    shim: Arc<Shim>,
+    mut rx: tokio::sync::mpsc::UnboundedReceiver<Out>,
+) {
     let mut out = client_output();
     while let Some((line, ack)) = rx.recv().await {
         if line.is_empty() {
@@ -147,7 +150,7 @@ async fn write_client(shim: Arc<Shim>, mut rx: tokio::sync::mpsc::UnboundedRecei
 /// Our stdin as an async reader. A pipe (what every editor gives us) is polled by the
 /// reactor directly; anything else falls back to tokio's stdin, whose reads run on the
 /// blocking pool and cost a thread hand-off per line.
-fn client_input() -> Box<dyn tokio::io::AsyncRead + Unpin + Send> {
+pub(crate) fn client_input() -> Box<dyn tokio::io::AsyncRead + Unpin + Send> {
     use std::os::fd::AsFd;
     let pipe = std::io::stdin()
         .as_fd()

@@ -37,6 +37,20 @@ use sessions::Table;
 pub enum Downstream {
     /// A local MCP server over stdio, one process per conversation.
     Command(Vec<String>),
+    /// A remote Streamable HTTP server, one session per conversation, one client pool.
+    Remote(crate::downstream::Remote, reqwest::Client),
+}
+
+/// Ends a remote conversation's server session (`DELETE`) when the conversation closes.
+struct RemoteSession(Arc<crate::downstream::http::Conn>);
+
+impl Drop for RemoteSession {
+    fn drop(&mut self) {
+        let conn = Arc::clone(&self.0);
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move { conn.close().await });
+        }
+    }
 }
 
 /// Everything `serve` needs, gathered by `main`.
@@ -99,6 +113,16 @@ impl Front {
                     }
                 });
                 Ok(conv)
+            }
+            Downstream::Remote(remote, http) => {
+                use crate::downstream::http::Conn;
+                let conn = Conn::with_client(remote.clone(), Arc::clone(&shim), http.clone());
+                let writer = Arc::clone(&conn);
+                // Ends when the conversation closes the queue; POSTs still in flight are
+                // dropped with the returned set.
+                tokio::spawn(async move { drop(writer.write(q.to_child).await) });
+                let guard = Box::new(RemoteSession(conn));
+                Ok(Conv::new(shim, caller.into(), q.to_client, guard))
             }
         }
     }

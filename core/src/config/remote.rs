@@ -1,0 +1,277 @@
+//! Validation of a vault's remote server (`url`, `[vaults.headers]`, `[vaults.bearer]`)
+//! and of what a vault without a local root may gate on.
+
+use super::{Config, ConfigError, Targets, VaultConfig};
+
+/// Headers tc-shim sets itself on every request to a remote server (and the ones HTTP
+/// owns): a config value for them would be ambiguous or break the transport.
+const RESERVED_HEADERS: &[&str] = &[
+    "accept",
+    "connection",
+    "content-length",
+    "content-type",
+    "host",
+    "last-event-id",
+    "mcp-method",
+    "mcp-name",
+    "mcp-protocol-version",
+    "mcp-session-id",
+    "transfer-encoding",
+];
+
+impl Config {
+    /// `url` / `headers` / `bearer` rules, and the root-less vault's limits.
+    pub(super) fn validate_remote(&self, at: &str, v: &VaultConfig) -> Result<(), ConfigError> {
+        let Some(url) = &v.url else {
+            if !v.headers.is_empty() || v.bearer.is_some() {
+                return Err(self.invalid(
+                    format!("{at}.headers"),
+                    "[vaults.headers] and [vaults.bearer] are only for a vault with a url",
+                ));
+            }
+            return Ok(());
+        };
+        if !v.command.is_empty() {
+            return Err(self.invalid(
+                format!("{at}.url"),
+                "a vault names either a url (a remote server) or a command, not both",
+            ));
+        }
+        check_url(url).map_err(|why| self.invalid(format!("{at}.url"), why))?;
+        for (name, value) in &v.headers {
+            check_header(name, value, v.bearer.is_some())
+                .map_err(|why| self.invalid(format!("{at}.headers.{name}"), why))?;
+        }
+        if let Some(b) = &v.bearer {
+            match (&b.file, &b.env) {
+                (Some(f), None) if f.is_absolute() => {}
+                (Some(_), None) => {
+                    return Err(
+                        self.invalid(format!("{at}.bearer.file"), "must be an absolute path")
+                    )
+                }
+                (None, Some(e)) if !e.is_empty() && !e.contains(['=', '\0']) => {}
+                (None, Some(_)) => {
+                    return Err(self.invalid(
+                        format!("{at}.bearer.env"),
+                        "must name an environment variable",
+                    ))
+                }
+                _ => {
+                    return Err(self.invalid(
+                        format!("{at}.bearer"),
+                        "give exactly one of file = \"/path/to/token\" or env = \"VARIABLE\"",
+                    ))
+                }
+            }
+        }
+        if !v.has_root() {
+            self.validate_rootless(at, v)?;
+        }
+        Ok(())
+    }
+
+    /// A remote vault without a local root has no files of its own to judge: path
+    /// targets, file conditions, diff previews, path declarations and an ACL need one.
+    fn validate_rootless(&self, at: &str, v: &VaultConfig) -> Result<(), ConfigError> {
+        let need = |key: String, what: &str| {
+            self.invalid(
+                key,
+                format!(
+                    "{what} needs a local root; this vault has a url and no root: give root = \
+                     \"/abs/path\" (a local copy of what the server serves), or gate with \
+                     targets = \"none\", {{ probe = … }} or {{ git = \"<argument>\" }} only"
+                ),
+            )
+        };
+        for (j, g) in v.gates.iter().enumerate() {
+            let key = format!("{at}.gates[{j}]");
+            match &g.targets {
+                Some(Targets::None) | Some(Targets::Probe { .. }) | Some(Targets::Git(Some(_))) => {
+                }
+                Some(Targets::Git(None)) => {
+                    return Err(need(
+                        format!("{key}.targets"),
+                        "git = \"\" (the vault root)",
+                    ))
+                }
+                Some(_) => return Err(need(format!("{key}.targets"), "a path target")),
+                None => {}
+            }
+            if g.when
+                .as_ref()
+                .is_some_and(|w| w.cross_folder.is_some() || w.exists.is_some())
+            {
+                return Err(need(format!("{key}.when"), "a file condition"));
+            }
+            if g.preview.is_some() {
+                return Err(need(format!("{key}.preview"), "a diff preview"));
+            }
+        }
+        if !v.paths.is_empty() {
+            return Err(need(format!("{at}.paths"), "[[vaults.paths]]"));
+        }
+        if !(v.acl.deny.is_empty() && v.acl.read_only.is_empty()) {
+            return Err(need(format!("{at}.acl"), "an ACL"));
+        }
+        Ok(())
+    }
+}
+
+/// `http://` or `https://`, a host, no credentials (a secret in the config file would be
+/// logged with the url: use `[vaults.bearer]`), no fragment, nothing unprintable.
+fn check_url(url: &str) -> Result<(), String> {
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err("must not contain whitespace or control characters".into());
+    }
+    let lower = url.to_ascii_lowercase();
+    let rest = if lower.starts_with("https://") {
+        &url[8..]
+    } else if lower.starts_with("http://") {
+        &url[7..]
+    } else {
+        return Err(format!("{url:?} is not an http:// or https:// URL"));
+    };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.contains('@') {
+        return Err(
+            "must not carry credentials (user:password@): put a token in [vaults.bearer]".into(),
+        );
+    }
+    let host = authority
+        .rsplit_once(':')
+        .filter(|(h, p)| !p.contains(']') && !h.is_empty())
+        .map_or(authority, |(h, _)| h);
+    if host.is_empty() {
+        return Err(format!("{url:?} names no host"));
+    }
+    if url.contains('#') {
+        return Err("must not have a fragment (#…)".into());
+    }
+    Ok(())
+}
+
+/// A header name is an RFC 9110 token and not one tc-shim owns; a value is visible
+/// ASCII (and inner spaces or tabs).
+fn check_header(name: &str, value: &str, has_bearer: bool) -> Result<(), String> {
+    let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+    if name.is_empty() || !name.chars().all(token) {
+        return Err("is not a valid header name".into());
+    }
+    let lower = name.to_ascii_lowercase();
+    if RESERVED_HEADERS.contains(&lower.as_str()) {
+        return Err("is set by tc-shim itself (the MCP transport) and cannot be configured".into());
+    }
+    if lower == "authorization" {
+        return Err(if has_bearer {
+            "conflicts with [vaults.bearer]".into()
+        } else {
+            "a credential does not belong in the config file: use [vaults.bearer] \
+             (file = \"…\" or env = \"…\")"
+                .into()
+        });
+    }
+    if !value
+        .chars()
+        .all(|c| c == ' ' || c == '\t' || c.is_ascii_graphic())
+    {
+        return Err("value must be printable ASCII (no line breaks or control characters)".into());
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+    use std::path::Path;
+
+    fn parse(text: &str) -> Result<Config, String> {
+        Config::parse(text, Path::new("/etc/tc.toml")).map_err(|e| e.to_string())
+    }
+
+    const REMOTE: &str = "[[vaults]]\nid = \"r\"\nurl = \"https://mcp.example.com/mcp\"\n";
+
+    #[test]
+    fn a_url_vault_needs_no_root_and_gates_with_git_probe_or_none() {
+        let c = parse(&format!(
+            "{REMOTE}[vaults.headers]\nX-Tenant = \"a b\"\n[vaults.bearer]\nenv = \"TOKEN\"\n\
+             [[vaults.gates]]\ntool = \"a\"\ntargets = \"none\"\n\
+             [[vaults.gates]]\ntool = \"b\"\ntargets = {{ probe = {{ tool = \"get\" }} }}\n\
+             [[vaults.gates]]\ntool = \"c\"\ntargets = {{ git = \"repo_path\" }}\n"
+        ))
+        .unwrap();
+        let v = c.vault("r").unwrap();
+        assert!(!v.has_root());
+        assert_eq!(v.headers["X-Tenant"], "a b");
+    }
+
+    #[test]
+    fn a_rootless_vault_refuses_what_needs_files() {
+        for (extra, key) in [
+            ("[[vaults.gates]]\ntool = \"w\"\ntargets = { paths = [\"p\"] }\n", "gates[0].targets"),
+            ("[[vaults.gates]]\ntool = \"w\"\ntargets = { tree = { root = \"p\" } }\n", "gates[0].targets"),
+            ("[[vaults.gates]]\ntool = \"w\"\ntargets = { git = \"\" }\n", "gates[0].targets"),
+            ("[[vaults.gates]]\ntool = \"w\"\nwhen = { exists = \"p\" }\ntargets = \"none\"\n", "gates[0].when"),
+            ("[[vaults.gates]]\ntool = \"w\"\ntargets = \"none\"\npreview = { diff = { path = \"p\", content = \"c\" } }\n", "gates[0].preview"),
+            ("[[vaults.paths]]\ntool = \"t\"\nargs = [\"a\"]\nkind = \"path\"\n", "vaults[0].paths"),
+            ("[vaults.acl]\ndeny = [\"x/**\"]\n", "vaults[0].acl"),
+        ] {
+            let e = parse(&format!("{REMOTE}{extra}")).unwrap_err();
+            assert!(e.contains(key) && e.contains("needs a local root"), "{extra}: {e}");
+        }
+        // With a root, the same path gate is fine.
+        parse(&format!(
+            "{REMOTE}root = \"/srv/copy\"\n[[vaults.gates]]\ntool = \"w\"\ntargets = {{ paths = [\"p\"] }}\n"
+        ))
+        .unwrap();
+    }
+
+    #[test]
+    fn url_rules_name_the_key() {
+        for (text, key, why) in [
+            (
+                "[[vaults]]\nid = \"r\"\nurl = \"https://h/mcp\"\ncommand = [\"x\"]\n".to_string(),
+                "vaults[0].url",
+                "not both",
+            ),
+            ("[[vaults]]\nid = \"r\"\nurl = \"ftp://h/mcp\"\n".into(), "vaults[0].url", "http"),
+            ("[[vaults]]\nid = \"r\"\nurl = \"https://u:p@h/mcp\"\n".into(), "vaults[0].url", "credentials"),
+            ("[[vaults]]\nid = \"r\"\nurl = \"https:///mcp\"\n".into(), "vaults[0].url", "no host"),
+            ("[[vaults]]\nid = \"r\"\nurl = \"https://h/mcp#x\"\n".into(), "vaults[0].url", "fragment"),
+            ("[[vaults]]\nid = \"r\"\nroot = \"/a\"\ncommand = [\"x\"]\n[vaults.bearer]\nenv = \"T\"\n".into(), "vaults[0].headers", "only for a vault with a url"),
+            ("[[vaults]]\nid = \"r\"\nroot = \"relative\"\nurl = \"https://h/mcp\"\n".into(), "vaults[0].root", "absolute"),
+            ("[[vaults]]\nid = \"r\"\nroot = \"/a\"\n".replace("root = \"/a\"\n", ""), "vaults[0].root", "absolute"),
+        ] {
+            let e = parse(&text).unwrap_err();
+            assert!(e.contains(key) && e.contains(why), "{text}: {e}");
+        }
+    }
+
+    #[test]
+    fn bearer_is_exactly_one_of_file_or_env_and_headers_are_checked() {
+        for (bearer, why) in [
+            ("file = \"/t\"\nenv = \"T\"\n", "exactly one"),
+            ("", "exactly one"),
+            ("file = \"t\"\n", "absolute"),
+            ("env = \"\"\n", "environment variable"),
+        ] {
+            let e = parse(&format!("{REMOTE}[vaults.bearer]\n{bearer}")).unwrap_err();
+            assert!(
+                e.contains("vaults[0].bearer") && e.contains(why),
+                "{bearer}: {e}"
+            );
+        }
+        for (header, why) in [
+            ("Authorization = \"Bearer x\"", "does not belong"),
+            ("Mcp-Session-Id = \"x\"", "set by tc-shim"),
+            ("\"Bad Name\" = \"x\"", "header name"),
+            ("X-A = \"a\\nb\"", "printable"),
+        ] {
+            let e = parse(&format!("{REMOTE}[vaults.headers]\n{header}\n")).unwrap_err();
+            assert!(
+                e.contains("vaults[0].headers") && e.contains(why),
+                "{header}: {e}"
+            );
+        }
+    }
+}

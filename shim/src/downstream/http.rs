@@ -1,0 +1,444 @@
+//! The Streamable HTTP downstream: each engine line is POSTed to the remote server, and
+//! every message of each answer (JSON or SSE) goes back to the engine, through the
+//! governor's line limit as on stdio. Session, GET stream and failures live here.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, CONTENT_TYPE};
+use reqwest::{Method, StatusCode};
+use serde_json::{json, Value};
+use tokio::io::BufReader;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::{AbortHandle, JoinSet};
+
+use super::remote::{server_token, Peek, Remote};
+use super::sse::{Kind, Lines};
+use crate::framing::{read_down, Down};
+use crate::outbox::Out;
+use crate::proxy::Shim;
+use crate::results;
+
+const SESSION: &str = "mcp-session-id";
+const VERSION: &str = "mcp-protocol-version";
+/// Bytes per read of an answer body (as on stdio, fewer wake-ups per long answer).
+const BODY_READ: usize = 256 * 1024;
+/// An error body is read this far for its message.
+const ERROR_BODY: usize = 64 * 1024;
+
+/// The 2025 session (`MCP-Session-Id`, negotiated version) and what ended it.
+#[derive(Default)]
+struct Session {
+    id: Option<HeaderValue>,
+    version: Option<HeaderValue>,
+    /// The server forgot the session (404): later calls fail with this.
+    gone: Option<String>,
+    listening: bool,
+}
+
+/// The HTTP client every request to a remote server goes through.
+pub fn client() -> anyhow::Result<reqwest::Client> {
+    Ok(reqwest::Client::builder()
+        // A redirect would re-send the body and our headers elsewhere: refused.
+        .redirect(reqwest::redirect::Policy::none())
+        .connect_timeout(Duration::from_secs(10))
+        .build()?)
+}
+
+/// One remote server as the engine's downstream.
+pub struct Conn {
+    http: reqwest::Client,
+    remote: Remote,
+    shim: Arc<Shim>,
+    session: Mutex<Session>,
+    /// Requests whose POST is in flight, by id: a 2026-07-28 cancellation aborts it.
+    inflight: Mutex<HashMap<String, (AbortHandle, bool)>>,
+}
+
+impl Conn {
+    pub fn new(remote: Remote, shim: Arc<Shim>) -> anyhow::Result<Arc<Conn>> {
+        Ok(Conn::with_client(remote, shim, client()?))
+    }
+
+    /// A connection on a shared client (the HTTP front's conversations share one pool).
+    pub fn with_client(remote: Remote, shim: Arc<Shim>, http: reqwest::Client) -> Arc<Conn> {
+        Arc::new(Conn {
+            http,
+            remote,
+            shim,
+            session: Mutex::new(Session::default()),
+            inflight: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn session(&self) -> std::sync::MutexGuard<'_, Session> {
+        self.session.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Drains the engine's downstream queue; returns the POSTs still in flight.
+    pub async fn write(self: &Arc<Self>, mut rx: mpsc::UnboundedReceiver<Out>) -> JoinSet<()> {
+        let mut tasks = JoinSet::new();
+        while let Some((line, ack)) = rx.recv().await {
+            let n = line.len();
+            let peek = Peek::of(&line);
+            if let Some(target) = &peek.cancels {
+                if self.abort_modern(target) {
+                    // The 2026-07-28 wire cancels by closing the request's stream.
+                    self.shim.child_box().wrote(n);
+                    continue;
+                }
+            }
+            let first = peek.method.as_deref() == Some("initialize");
+            if peek.is_request() && !first {
+                let key = id_key(peek.id.as_ref());
+                let modern = peek.modern.is_some();
+                let me = Arc::clone(self);
+                let k = key.clone();
+                let h = tasks.spawn(async move {
+                    me.post(line, peek, ack).await;
+                    me.inflight_lock().remove(&k);
+                });
+                // Inserted before the task first runs (one thread; a stale entry of a task
+                // already done would only abort nothing).
+                self.inflight_lock().insert(key, (h, modern));
+            } else {
+                // Initialize (its session id is needed by what follows), notifications and
+                // responses are sent in order: each is accepted before the next goes.
+                self.post(line, peek, ack).await;
+            }
+            self.shim.child_box().wrote(n);
+            while tasks.try_join_next().is_some() {}
+        }
+        self.shim.child_box().writer_gone();
+        tasks
+    }
+
+    fn inflight_lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (AbortHandle, bool)>> {
+        self.inflight.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn abort_modern(&self, target: &Value) -> bool {
+        let key = id_key(Some(target));
+        match self.inflight_lock().get(&key) {
+            Some((h, true)) => {
+                h.abort();
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// POSTs one message and feeds its answer to the engine; a failure answers the
+    /// request (if it is one) with a JSON-RPC error instead.
+    async fn post(self: &Arc<Self>, line: Vec<u8>, peek: Peek, ack: Option<oneshot::Sender<()>>) {
+        let id = peek.id.clone().filter(|_| peek.is_request());
+        let initialize = peek.method.as_deref() == Some("initialize");
+        if let Some(why) = self.session().gone.clone().filter(|_| !initialize) {
+            return self.fail(id.as_ref(), &why, json!({"reason": "session_gone"}));
+        }
+        let mut headers = self.base_headers(&peek);
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let sent_session = headers.contains_key(SESSION);
+        let req = self
+            .http
+            .post(self.remote.url.clone())
+            .headers(headers)
+            .body(line);
+        let resp = match req.send().await {
+            Ok(r) => r,
+            Err(e) => {
+                return self.fail(
+                    id.as_ref(),
+                    &self.unreachable(&e),
+                    json!({"reason": "unreachable"}),
+                )
+            }
+        };
+        let status = resp.status();
+        if !status.is_success() {
+            return self.refused(id.as_ref(), resp, sent_session).await;
+        }
+        if let Some(a) = ack {
+            let _ = a.send(());
+        }
+        if initialize {
+            self.learn_session(&resp);
+        }
+        if peek.method.as_deref() == Some("notifications/initialized") {
+            self.listen();
+        }
+        let Some(id) = id else {
+            return;
+        };
+        let Some(kind) = body_kind(&resp) else {
+            return self.fail(
+                Some(&id),
+                &format!("the remote MCP server answered HTTP {status} without a message"),
+                json!({"reason": "no_answer", "status": status.as_u16()}),
+            );
+        };
+        let answered = self.feed(resp, kind, Some(&id), initialize).await;
+        if let Err(why) = answered {
+            self.fail(Some(&id), &why, json!({"reason": "no_answer"}));
+        }
+    }
+
+    /// Headers of every request: the configured ones, Accept, the session and version.
+    fn base_headers(&self, peek: &Peek) -> HeaderMap {
+        let mut h = self.remote.headers.clone();
+        h.insert(
+            ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        if peek.modern.is_none() {
+            let s = self.session();
+            if let Some(id) = &s.id {
+                h.insert(SESSION, id.clone());
+            }
+            if let Some(v) = &s.version {
+                h.insert(VERSION, v.clone());
+            }
+        }
+        peek.mirror(&mut h);
+        h
+    }
+
+    fn learn_session(&self, resp: &reqwest::Response) {
+        let sid = resp.headers().get(SESSION).map(|v| v.as_bytes().to_vec());
+        let mut s = self.session();
+        s.gone = None;
+        s.id = sid.as_deref().and_then(server_token);
+        if sid.is_some() && s.id.is_none() {
+            tracing::warn!(
+                "the remote MCP server sent an invalid session id; continuing without one"
+            );
+        }
+    }
+
+    /// Reads an answer body as lines into the engine until `id` is answered (the server
+    /// should close the stream then) or the body ends. Ok(()) once `id` was answered.
+    async fn feed(
+        self: &Arc<Self>,
+        resp: reqwest::Response,
+        kind: Kind,
+        id: Option<&Value>,
+        initialize: bool,
+    ) -> Result<(), String> {
+        let lines = Lines::new(resp.bytes_stream(), kind);
+        let mut r = BufReader::with_capacity(BODY_READ, lines);
+        let shim = Arc::clone(&self.shim);
+        let mut limit = || shim.down_line_limit();
+        loop {
+            self.shim.client_box().room().await;
+            let d = match read_down(&mut r, &mut limit).await {
+                Ok(Down::Eof) => break,
+                Ok(d) => d,
+                Err(e) => {
+                    return Err(format!(
+                        "the answer from the remote MCP server broke off ({e})"
+                    ))
+                }
+            };
+            let top = match &d {
+                Down::Line(l) => {
+                    let mut s = crate::scan::Scanner::new();
+                    s.feed(l);
+                    s.finish()
+                }
+                Down::Oversize { top, .. } => top.clone(),
+                _ => Default::default(),
+            };
+            let ours = id.is_some() && top.is_response() && top.id.as_ref() == id;
+            if ours && initialize {
+                if let Down::Line(l) = &d {
+                    self.learn_version(l);
+                }
+            }
+            self.shim.child_frame(d);
+            if ours {
+                return Ok(());
+            }
+        }
+        match id {
+            Some(_) => Err("the remote MCP server ended its answer without a response".into()),
+            None => Ok(()),
+        }
+    }
+
+    fn learn_version(&self, line: &[u8]) {
+        let v: Value = serde_json::from_slice(line).unwrap_or_default();
+        if let Some(ver) = v["result"]["protocolVersion"].as_str() {
+            self.session().version = server_token(ver.as_bytes());
+        }
+    }
+
+    /// Opens the GET stream for server-initiated messages once (legacy sessions only);
+    /// 405 means the server offers none.
+    fn listen(self: &Arc<Self>) {
+        {
+            let mut s = self.session();
+            if s.listening {
+                return;
+            }
+            s.listening = true;
+        }
+        let me = Arc::clone(self);
+        tokio::spawn(async move {
+            // A stream the server closes is reopened; one it refuses is not.
+            while me.session().gone.is_none() {
+                let mut headers = me.base_headers(&Peek::default());
+                headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
+                let resp = match me
+                    .http
+                    .get(me.remote.url.clone())
+                    .headers(headers)
+                    .send()
+                    .await
+                {
+                    Ok(r) => r,
+                    Err(e) => {
+                        tracing::warn!("GET stream: {}", me.unreachable(&e));
+                        return;
+                    }
+                };
+                let status = resp.status();
+                if status == StatusCode::METHOD_NOT_ALLOWED {
+                    tracing::debug!("the remote MCP server offers no GET stream (405)");
+                    return;
+                }
+                if !status.is_success() || body_kind(&resp) != Some(Kind::Sse) {
+                    tracing::warn!("the remote MCP server refused the GET stream (HTTP {status})");
+                    return;
+                }
+                if let Err(e) = me.feed(resp, Kind::Sse, None, false).await {
+                    tracing::warn!("GET stream: {e}");
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        });
+    }
+
+    /// Ends the session at shutdown (`DELETE`), best effort and bounded.
+    pub async fn close(&self) {
+        let id = {
+            let mut s = self.session();
+            // Stops the GET stream from being reopened.
+            s.gone = Some("tc-shim is shutting down".into());
+            s.id.clone()
+        };
+        let Some(id) = id else {
+            return;
+        };
+        let mut headers = self.base_headers(&Peek::default());
+        headers.insert(SESSION, id);
+        let req = self
+            .http
+            .request(Method::DELETE, self.remote.url.clone())
+            .headers(headers)
+            .send();
+        match tokio::time::timeout(Duration::from_secs(3), req).await {
+            Ok(Ok(r))
+                if r.status().is_success() || r.status() == StatusCode::METHOD_NOT_ALLOWED => {}
+            Ok(Ok(r)) => tracing::debug!("DELETE of the session: HTTP {}", r.status()),
+            Ok(Err(e)) => tracing::debug!("DELETE of the session: {}", self.unreachable(&e)),
+            Err(_) => tracing::debug!("DELETE of the session timed out"),
+        }
+    }
+
+    /// A non-2xx answer: 404 on a session means the server forgot it.
+    async fn refused(&self, id: Option<&Value>, resp: reqwest::Response, sent_session: bool) {
+        let status = resp.status();
+        let detail = error_detail(resp).await;
+        if status == StatusCode::NOT_FOUND && sent_session {
+            let why = "the remote MCP server ended the session (HTTP 404): its state is gone; \
+                       restart the MCP client to start a new one (tc-shim does not re-initialize \
+                       on its own: the client's view of the server may no longer hold)"
+                .to_string();
+            tracing::warn!("{why}");
+            self.session().gone = Some(why.clone());
+            return self.fail(id, &why, json!({"reason": "session_gone", "status": 404}));
+        }
+        let why = format!(
+            "the remote MCP server {} answered HTTP {status}{detail}",
+            self.remote.url
+        );
+        if id.is_none() {
+            tracing::warn!("{why}");
+        }
+        self.fail(
+            id,
+            &why,
+            json!({"reason": "http_status", "status": status.as_u16()}),
+        );
+    }
+
+    fn unreachable(&self, e: &reqwest::Error) -> String {
+        let mut why = String::new();
+        let mut src: Option<&dyn std::error::Error> = Some(e);
+        while let Some(s) = src {
+            let text = s.to_string();
+            if !why.contains(&text) {
+                why.push_str(if why.is_empty() { "" } else { ": " });
+                why.push_str(&text);
+            }
+            src = s.source();
+        }
+        format!(
+            "the remote MCP server {} cannot be reached ({why})",
+            self.remote.url
+        )
+    }
+
+    /// Answers the engine's request `id` with a JSON-RPC error (a notification: logged).
+    fn fail(&self, id: Option<&Value>, why: &str, data: Value) {
+        let Some(id) = id else {
+            tracing::warn!("{why}");
+            return;
+        };
+        let mut e = results::error(id, results::INTERNAL_ERROR, format!("tc-shim: {why}"));
+        e["error"]["data"] = data;
+        self.shim
+            .child_frame(Down::Line(e.to_string().into_bytes()));
+    }
+}
+
+/// The media type of an answer we read: JSON, SSE, or none (202, empty, other).
+fn body_kind(resp: &reqwest::Response) -> Option<Kind> {
+    if resp.status() == StatusCode::ACCEPTED || resp.status() == StatusCode::NO_CONTENT {
+        return None;
+    }
+    let ct = resp.headers().get(CONTENT_TYPE)?.to_str().ok()?;
+    let media = ct.split(';').next()?.trim().to_ascii_lowercase();
+    match media.as_str() {
+        "text/event-stream" => Some(Kind::Sse),
+        "application/json" => Some(Kind::Json),
+        _ => None,
+    }
+}
+
+/// `: <message>` of an error body (a JSON-RPC error's message, else its first text).
+async fn error_detail(mut resp: reqwest::Response) -> String {
+    let mut body = Vec::new();
+    while body.len() < ERROR_BODY {
+        match resp.chunk().await {
+            Ok(Some(c)) => body.extend_from_slice(&c),
+            _ => break,
+        }
+    }
+    let v: Value = serde_json::from_slice(&body).unwrap_or_default();
+    let text = match v["error"]["message"].as_str() {
+        Some(m) => m.to_string(),
+        None => String::from_utf8_lossy(&body[..body.len().min(200)]).into_owned(),
+    };
+    let text: String = text.chars().filter(|c| !c.is_control()).take(200).collect();
+    if text.trim().is_empty() {
+        String::new()
+    } else {
+        format!(": {}", text.trim())
+    }
+}
+
+fn id_key(id: Option<&Value>) -> String {
+    id.map(Value::to_string).unwrap_or_default()
+}

@@ -1,0 +1,281 @@
+//! The remote server as configured: its URL and the headers sent with every request
+//! (`[vaults.headers]`, the bearer token read once at start), and the MCP headers that
+//! mirror one message's body (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`).
+
+use anyhow::{bail, Context};
+use base64::Engine;
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION};
+use serde::Deserialize;
+use serde_json::Value;
+use tc_core::config::VaultConfig;
+
+/// `_meta` key carrying a 2026-07-28 request's protocol version.
+pub const VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
+
+/// Where the remote server is and what every request to it carries. The header values
+/// (the bearer token among them) are secrets: Debug shows names only.
+#[derive(Clone)]
+pub struct Remote {
+    pub url: reqwest::Url,
+    pub headers: HeaderMap,
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.headers.keys().map(HeaderName::as_str).collect();
+        f.debug_struct("Remote")
+            .field("url", &self.url.as_str())
+            .field("headers", &format_args!("{names:?} (values redacted)"))
+            .finish()
+    }
+}
+
+impl Remote {
+    /// The vault's `url`, headers and bearer token (read now, from its file or variable).
+    pub fn from_config(v: &VaultConfig) -> anyhow::Result<Remote> {
+        let Some(url) = &v.url else {
+            bail!("vault {:?} has no url", v.id)
+        };
+        let url = reqwest::Url::parse(url).with_context(|| format!("vault {:?}: url", v.id))?;
+        let mut headers = HeaderMap::new();
+        for (k, val) in &v.headers {
+            let name = HeaderName::from_bytes(k.as_bytes())
+                .with_context(|| format!("[vaults.headers] {k:?} is not a header name"))?;
+            let mut value = HeaderValue::from_str(val)
+                .map_err(|_| anyhow::anyhow!("[vaults.headers] {k}: invalid value"))?;
+            value.set_sensitive(true);
+            headers.insert(name, value);
+        }
+        if let Some(b) = &v.bearer {
+            headers.insert(AUTHORIZATION, bearer(b)?);
+        }
+        Ok(Remote { url, headers })
+    }
+}
+
+/// `Bearer <token>` from the file or variable; the token itself is never in a message.
+fn bearer(b: &tc_core::config::Bearer) -> anyhow::Result<HeaderValue> {
+    let (token, from) = match (&b.file, &b.env) {
+        (Some(f), None) => (
+            std::fs::read_to_string(f)
+                .with_context(|| format!("[vaults.bearer] cannot read {}", f.display()))?,
+            format!("file {}", f.display()),
+        ),
+        (None, Some(e)) => (
+            std::env::var(e).map_err(|_| {
+                anyhow::anyhow!(
+                    "[vaults.bearer] environment variable {e} is not set (or not UTF-8)"
+                )
+            })?,
+            format!("environment variable {e}"),
+        ),
+        _ => bail!("[vaults.bearer]: give exactly one of file or env"),
+    };
+    let token = token.trim();
+    // RFC 6750 token68 characters: nothing that could end or split the header.
+    let ok = |c: char| c.is_ascii_alphanumeric() || "-._~+/=".contains(c);
+    if token.is_empty() || !token.chars().all(ok) {
+        bail!("[vaults.bearer] the token in {from} is empty or not a valid bearer token");
+    }
+    let mut v = HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| {
+        anyhow::anyhow!("[vaults.bearer] the token in {from} is not a valid header")
+    })?;
+    v.set_sensitive(true);
+    Ok(v)
+}
+
+/// What the adapter needs to know of one outgoing message.
+#[derive(Debug, Default)]
+pub struct Peek {
+    pub id: Option<Value>,
+    pub method: Option<String>,
+    /// `Mcp-Name`'s value: `params.name` (tools/call, prompts/get) or `params.uri`
+    /// (resources/read).
+    pub name: Option<String>,
+    /// A 2026-07-28 request's `_meta` protocol version.
+    pub modern: Option<String>,
+    /// `notifications/cancelled`'s `requestId`.
+    pub cancels: Option<Value>,
+}
+
+#[derive(Deserialize)]
+struct Raw {
+    #[serde(default)]
+    id: Option<Value>,
+    #[serde(default)]
+    method: Option<String>,
+    #[serde(default)]
+    params: Option<RawParams>,
+}
+
+#[derive(Deserialize)]
+struct RawParams {
+    #[serde(default)]
+    name: Option<Value>,
+    #[serde(default)]
+    uri: Option<Value>,
+    #[serde(default, rename = "_meta")]
+    meta: Option<serde_json::Map<String, Value>>,
+    #[serde(default, rename = "requestId")]
+    request_id: Option<Value>,
+}
+
+impl Peek {
+    /// Reads the envelope of an engine line; a line it cannot read is still sent, just
+    /// without the headers that mirror its body.
+    pub fn of(line: &[u8]) -> Peek {
+        let Ok(raw) = serde_json::from_slice::<Raw>(line) else {
+            return Peek::default();
+        };
+        let p = raw.params;
+        let key = match raw.method.as_deref() {
+            Some("tools/call" | "prompts/get") => Some("name"),
+            Some("resources/read") => Some("uri"),
+            _ => None,
+        };
+        let name = p.as_ref().and_then(|p| match key {
+            Some("name") => p.name.as_ref()?.as_str().map(String::from),
+            Some(_) => p.uri.as_ref()?.as_str().map(String::from),
+            None => None,
+        });
+        let modern = p.as_ref().and_then(|p| {
+            p.meta
+                .as_ref()?
+                .get(VERSION_META)?
+                .as_str()
+                .map(String::from)
+        });
+        let cancels = p
+            .and_then(|p| p.request_id)
+            .filter(|_| raw.method.as_deref() == Some("notifications/cancelled"));
+        Peek {
+            id: raw.id,
+            method: raw.method,
+            name,
+            modern,
+            cancels,
+        }
+    }
+
+    /// A request (method and id), not a notification or a response.
+    pub fn is_request(&self) -> bool {
+        self.method.is_some() && self.id.is_some()
+    }
+
+    /// The headers a 2026-07-28 request carries mirroring its body.
+    pub fn mirror(&self, h: &mut HeaderMap) {
+        let (Some(v), Some(m)) = (&self.modern, &self.method) else {
+            return;
+        };
+        for (name, value) in [
+            ("mcp-protocol-version", Some(v.as_str())),
+            ("mcp-method", Some(m.as_str())),
+            ("mcp-name", self.name.as_deref()),
+        ] {
+            if let Some(val) = value.and_then(|x| HeaderValue::from_str(&header_safe(x)).ok()) {
+                h.insert(HeaderName::from_static(name), val);
+            }
+        }
+    }
+}
+
+/// A value as an HTTP header carries it: printable ASCII without edge whitespace as
+/// is, anything else as `=?base64?…?=` (the SDKs' encoding, so the server compares the
+/// exact string).
+pub fn header_safe(v: &str) -> String {
+    let plain = v.bytes().all(|b| (0x20..=0x7e).contains(&b))
+        && v.trim() == v
+        && !(v.starts_with("=?base64?") && v.ends_with("?="));
+    if plain {
+        v.to_string()
+    } else {
+        format!(
+            "=?base64?{}?=",
+            base64::engine::general_purpose::STANDARD.encode(v.as_bytes())
+        )
+    }
+}
+
+/// A session id or protocol version the server gave: visible ASCII, bounded.
+pub fn server_token(v: &[u8]) -> Option<HeaderValue> {
+    let ok = !v.is_empty() && v.len() <= 1024 && v.iter().all(|b| (0x21..=0x7e).contains(b));
+    ok.then(|| HeaderValue::from_bytes(v).ok()).flatten()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_modern_call_mirrors_method_name_and_version() {
+        let line = json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{
+            "name":"echo","arguments":{},"_meta":{VERSION_META:"2026-07-28"}}});
+        let p = Peek::of(line.to_string().as_bytes());
+        assert!(p.is_request());
+        let mut h = HeaderMap::new();
+        p.mirror(&mut h);
+        assert_eq!(h["mcp-method"], "tools/call");
+        assert_eq!(h["mcp-name"], "echo");
+        assert_eq!(h["mcp-protocol-version"], "2026-07-28");
+        let line = json!({"jsonrpc":"2.0","id":4,"method":"resources/read","params":{
+            "uri":"file:///é x","_meta":{VERSION_META:"2026-07-28"}}});
+        let mut h = HeaderMap::new();
+        Peek::of(line.to_string().as_bytes()).mirror(&mut h);
+        assert_eq!(
+            h["mcp-name"],
+            format!(
+                "=?base64?{}?=",
+                base64::engine::general_purpose::STANDARD.encode("file:///é x")
+            )
+        );
+    }
+
+    #[test]
+    fn a_legacy_message_gets_no_mirror_headers() {
+        let line = json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"echo"}});
+        let mut h = HeaderMap::new();
+        Peek::of(line.to_string().as_bytes()).mirror(&mut h);
+        assert!(h.is_empty());
+        let cancel =
+            json!({"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}});
+        let p = Peek::of(cancel.to_string().as_bytes());
+        assert!(!p.is_request());
+        assert_eq!(p.cancels, Some(json!(3)));
+    }
+
+    #[test]
+    fn header_values_that_would_not_survive_are_base64() {
+        assert_eq!(header_safe("plain-name_1"), "plain-name_1");
+        for v in [" lead", "a\r\nX-Evil: 1", "ünï", "=?base64?eA==?="] {
+            let enc = header_safe(v);
+            assert!(
+                enc.starts_with("=?base64?") && HeaderValue::from_str(&enc).is_ok(),
+                "{v}"
+            );
+        }
+        assert!(server_token(b"abc-123").is_some());
+        assert!(server_token(b"a b").is_none());
+        assert!(server_token(b"a\r\n").is_none());
+        assert!(server_token(b"").is_none());
+    }
+
+    #[test]
+    fn the_bearer_token_never_shows_in_debug_or_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("tok");
+        std::fs::write(&f, "s3cr3t-T0ken\n").unwrap();
+        let text = format!(
+            "[[vaults]]\nid = \"r\"\nurl = \"http://127.0.0.1:9/mcp\"\n[vaults.headers]\nX-Api-Key = \"k3y\"\n[vaults.bearer]\nfile = \"{}\"\n",
+            f.display()
+        );
+        let cfg = tc_core::Config::parse(&text, std::path::Path::new("/c.toml")).unwrap();
+        let r = Remote::from_config(cfg.vault("r").unwrap()).unwrap();
+        assert_eq!(r.headers[AUTHORIZATION], "Bearer s3cr3t-T0ken");
+        let dbg = format!("{r:?} {:?}", r.headers);
+        assert!(!dbg.contains("s3cr3t") && !dbg.contains("k3y"), "{dbg}");
+        std::fs::write(&f, "bad token with spaces s3cr3t").unwrap();
+        let e = Remote::from_config(cfg.vault("r").unwrap()).unwrap_err();
+        assert!(!format!("{e:#}").contains("s3cr3t"), "{e:#}");
+    }
+}
