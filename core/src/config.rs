@@ -13,7 +13,9 @@ use serde::Deserialize;
 use crate::paths::{self, PathError};
 
 mod http;
+mod http_auth;
 pub use http::*;
+pub use http_auth::*;
 
 /// Default confirmation lifetime.
 pub const DEFAULT_TTL_SECONDS: u32 = 300;
@@ -689,6 +691,11 @@ impl Config {
                         self.invalid(format!("{at}.acl.{list}[{j}]"), e.to_string())
                     })?;
                 }
+            }
+            if let Some(h) = &v.http {
+                h.auth
+                    .check(h.listen.as_deref())
+                    .map_err(|(k, why)| self.invalid(format!("{at}.http.auth.{k}"), why))?;
             }
         }
         Ok(())
