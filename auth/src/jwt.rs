@@ -33,7 +33,9 @@ impl From<AuthError> for Refused {
 
 #[derive(Deserialize)]
 struct Claims {
-    sub: String,
+    // Optional here so a missing `sub` is refused by name (required_spec_claims).
+    #[serde(default)]
+    sub: Option<String>,
     #[serde(default)]
     scope: Option<String>,
     #[serde(default)]
@@ -96,7 +98,8 @@ fn refusal(kind: &ErrorKind) -> AuthError {
 }
 
 fn caller(c: Claims) -> Result<Caller, AuthError> {
-    if tc_core::config::check_caller(&c.sub).is_err() {
+    let sub = c.sub.unwrap_or_default();
+    if tc_core::config::check_caller(&sub).is_err() {
         return Err(AuthError::Invalid(
             "sub is not a usable caller name ([A-Za-z0-9._@:-], at most 128)",
         ));
@@ -116,7 +119,7 @@ fn caller(c: Claims) -> Result<Caller, AuthError> {
     }
     scopes.sort();
     scopes.dedup();
-    Ok(Caller { sub: c.sub, scopes })
+    Ok(Caller { sub, scopes })
 }
 
 /// The first of `required` that `caller` lacks, as a refusal.

@@ -37,3 +37,6 @@ pub struct Caller {
 pub const LEEWAY_SECONDS: u64 = 30;
 /// Longest bearer token read; longer ones are refused before any decoding.
 pub const MAX_TOKEN_LEN: usize = 8 * 1024;
+
+#[cfg(test)]
+mod tests;
