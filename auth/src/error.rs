@@ -100,7 +100,9 @@ pub enum SetupError {
     #[error("{0}")]
     Remote(String),
     /// HS256 tokens need tcd, and no connection to it was given.
-    #[error("mode = \"jwt\" without jwks_url or public_keys verifies tokens with tcd; no tcd given")]
+    #[error(
+        "mode = \"jwt\" without jwks_url or public_keys verifies tokens with tcd; no tcd given"
+    )]
     NoTcd,
 }
 
@@ -137,7 +139,9 @@ mod tests {
         assert_eq!(e.status(), StatusCode::FORBIDDEN);
         assert_eq!(
             header(&e, &["a", "b"]),
-            format!("Bearer resource_metadata=\"{RM}\", error=\"insufficient_scope\", scope=\"a b\"")
+            format!(
+                "Bearer resource_metadata=\"{RM}\", error=\"insufficient_scope\", scope=\"a b\""
+            )
         );
         assert_eq!(AuthError::QueryToken.status(), StatusCode::BAD_REQUEST);
         assert!(header(&AuthError::QueryToken, &[]).contains("error=\"invalid_request\""));

@@ -114,7 +114,9 @@ fn caller(c: Claims) -> Result<Caller, AuthError> {
         .collect();
     match c.scp {
         Some(Scp::List(l)) => scopes.extend(l),
-        Some(Scp::Text(t)) => scopes.extend(t.split(' ').filter(|s| !s.is_empty()).map(str::to_string)),
+        Some(Scp::Text(t)) => {
+            scopes.extend(t.split(' ').filter(|s| !s.is_empty()).map(str::to_string))
+        }
         None => {}
     }
     scopes.sort();

@@ -185,8 +185,18 @@ mod tests {
     #[test]
     fn candidates_by_kid_and_by_the_keys_own_alg() {
         let set = KeySet::from_jwks(&json!({"keys": [ec_jwk("a", None)]})).unwrap();
-        assert_eq!(set.candidates(&header(Algorithm::ES256, Some("a"))).unwrap().len(), 1);
-        assert_eq!(set.candidates(&header(Algorithm::ES256, None)).unwrap().len(), 1);
+        assert_eq!(
+            set.candidates(&header(Algorithm::ES256, Some("a")))
+                .unwrap()
+                .len(),
+            1
+        );
+        assert_eq!(
+            set.candidates(&header(Algorithm::ES256, None))
+                .unwrap()
+                .len(),
+            1
+        );
         assert_eq!(
             set.candidates(&header(Algorithm::ES256, Some("z"))).err(),
             Some(NoKey::UnknownKid)
@@ -202,7 +212,10 @@ mod tests {
 
     #[test]
     fn pem_files_must_be_public_keys() {
-        assert!(KeySet::pem_key(b"-----BEGIN PRIVATE KEY-----\nAA==\n-----END PRIVATE KEY-----\n").is_err());
+        assert!(
+            KeySet::pem_key(b"-----BEGIN PRIVATE KEY-----\nAA==\n-----END PRIVATE KEY-----\n")
+                .is_err()
+        );
         assert!(KeySet::pem_key(b"hello").is_err());
         assert!(KeySet::pem_key(&[0xff, 0xfe]).is_err());
     }

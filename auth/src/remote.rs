@@ -165,7 +165,9 @@ impl RemoteKeys {
                     c.keys = Arc::new(keys);
                     c.fetched = c.tried;
                 }
-                Err(e) => tracing::warn!(error = %e, "JWKS refresh failed; keeping the cached keys"),
+                Err(e) => {
+                    tracing::warn!(error = %e, "JWKS refresh failed; keeping the cached keys")
+                }
             }
         }
         self.current().0

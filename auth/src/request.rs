@@ -76,7 +76,11 @@ mod tests {
             "access%5Ftoken=x",
             "b=2&access_token",
         ] {
-            assert_eq!(refuse_query_token(Some(q)), Err(AuthError::QueryToken), "{q}");
+            assert_eq!(
+                refuse_query_token(Some(q)),
+                Err(AuthError::QueryToken),
+                "{q}"
+            );
         }
         for q in ["", "access_tokens=x", "x=access_token", "token=1"] {
             assert_eq!(refuse_query_token(Some(q)), Ok(()), "{q}");
@@ -89,7 +93,10 @@ mod tests {
         assert_eq!(bearer(&headers(&[b"Bearer abc.def-_"])), Ok("abc.def-_"));
         assert_eq!(bearer(&headers(&[b"bearer  ab+/=="])), Ok("ab+/=="));
         assert_eq!(bearer(&HeaderMap::new()), Err(AuthError::Missing));
-        assert_eq!(bearer(&headers(&[b"Basic dXNlcg=="])), Err(AuthError::Missing));
+        assert_eq!(
+            bearer(&headers(&[b"Basic dXNlcg=="])),
+            Err(AuthError::Missing)
+        );
         for bad in [
             &b"Bearer"[..],
             b"Bearer ",

@@ -80,7 +80,9 @@ impl TcdVerifier {
             .await
             .map_err(|r| match r {
                 TcdRefusal::Expired => AuthError::Invalid("expired"),
-                TcdRefusal::Invalid => AuthError::Invalid("not minted by this tcd for this audience"),
+                TcdRefusal::Invalid => {
+                    AuthError::Invalid("not minted by this tcd for this audience")
+                }
                 TcdRefusal::Unavailable => AuthError::Unavailable("tcd is not reachable"),
             })?;
         // tcd checked it at mint time; checked again so nothing else can slip through.
@@ -169,7 +171,10 @@ mod tests {
     }
 
     fn now_s() -> i64 {
-        SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64
     }
 
     #[tokio::test]
@@ -184,11 +189,20 @@ mod tests {
         }
         assert_eq!(fake.calls.load(Ordering::SeqCst), 1);
         for _ in 0..2 {
-            assert!(matches!(v.verify(&tok("bad")).await, Err(AuthError::Invalid(_))));
+            assert!(matches!(
+                v.verify(&tok("bad")).await,
+                Err(AuthError::Invalid(_))
+            ));
         }
         assert_eq!(fake.calls.load(Ordering::SeqCst), 3);
-        assert_eq!(v.verify(&tok("old")).await, Err(AuthError::Invalid("expired")));
-        assert!(matches!(v.verify(&tok("down")).await, Err(AuthError::Unavailable(_))));
+        assert_eq!(
+            v.verify(&tok("old")).await,
+            Err(AuthError::Invalid("expired"))
+        );
+        assert!(matches!(
+            v.verify(&tok("down")).await,
+            Err(AuthError::Unavailable(_))
+        ));
         // Not HS256 (here RS256): refused without asking tcd.
         let before = fake.calls.load(Ordering::SeqCst);
         let rs = "eyJhbGciOiJSUzI1NiJ9.e30.good";

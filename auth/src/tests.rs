@@ -30,7 +30,8 @@ fn ec() -> Pair {
     let sk = p256::SecretKey::random(&mut rand::rngs::OsRng);
     let private = sk.to_pkcs8_pem(LineEnding::LF).unwrap();
     let enc = EncodingKey::from_ec_pem(private.as_bytes()).unwrap();
-    let jwk = serde_json::to_value(Jwk::from_encoding_key(&enc, Algorithm::ES256).unwrap()).unwrap();
+    let jwk =
+        serde_json::to_value(Jwk::from_encoding_key(&enc, Algorithm::ES256).unwrap()).unwrap();
     Pair {
         enc,
         alg: Algorithm::ES256,
@@ -40,7 +41,7 @@ fn ec() -> Pair {
 }
 
 fn ed() -> Pair {
-    use ed25519_dalek::pkcs8::{EncodePrivateKey, EncodePublicKey, spki::der::pem::LineEnding};
+    use ed25519_dalek::pkcs8::{spki::der::pem::LineEnding, EncodePrivateKey, EncodePublicKey};
     let sk = ed25519_dalek::SigningKey::generate(&mut rand::rngs::OsRng);
     use base64::Engine;
     let private = sk.to_pkcs8_pem(LineEnding::LF).unwrap();
@@ -48,13 +49,19 @@ fn ed() -> Pair {
     Pair {
         enc: EncodingKey::from_ed_pem(private.as_bytes()).unwrap(),
         alg: Algorithm::EdDSA,
-        public_pem: sk.verifying_key().to_public_key_pem(LineEnding::LF).unwrap(),
+        public_pem: sk
+            .verifying_key()
+            .to_public_key_pem(LineEnding::LF)
+            .unwrap(),
         jwk: json!({"kty": "OKP", "crv": "Ed25519", "x": x}),
     }
 }
 
 fn now() -> i64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs() as i64
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
 }
 
 fn claims(sub: &str) -> Value {
@@ -119,9 +126,18 @@ fn expired_early_wrong_audience_wrong_issuer_are_refused() {
         jwt::verify(&sign(&k, Some("k1"), &c), &set, &expect())
     };
     assert_eq!(refusal(t(&|c| c["exp"] = json!(now() - 120))), "expired");
-    assert_eq!(refusal(t(&|c| c["nbf"] = json!(now() + 600))), "not valid yet (nbf)");
-    assert_eq!(refusal(t(&|c| c["aud"] = json!("tc-other"))), "wrong audience");
-    assert_eq!(refusal(t(&|c| c["iss"] = json!("https://evil.example"))), "wrong issuer");
+    assert_eq!(
+        refusal(t(&|c| c["nbf"] = json!(now() + 600))),
+        "not valid yet (nbf)"
+    );
+    assert_eq!(
+        refusal(t(&|c| c["aud"] = json!("tc-other"))),
+        "wrong audience"
+    );
+    assert_eq!(
+        refusal(t(&|c| c["iss"] = json!("https://evil.example"))),
+        "wrong issuer"
+    );
     for claim in ["exp", "iss", "aud", "sub"] {
         let why = refusal(t(&|c| {
             c.as_object_mut().unwrap().remove(claim);
@@ -143,7 +159,10 @@ fn unknown_kid_and_a_foreign_key_under_a_known_kid_are_refused() {
     let mut parts: Vec<&str> = good.split('.').collect();
     let evil = sign(&k, Some("k1"), &claims("mallory"));
     parts[1] = evil.split('.').nth(1).unwrap();
-    assert_eq!(refusal(jwt::verify(&parts.join("."), &set, &expect())), "bad signature");
+    assert_eq!(
+        refusal(jwt::verify(&parts.join("."), &set, &expect())),
+        "bad signature"
+    );
 }
 
 #[test]
@@ -155,14 +174,20 @@ fn the_alg_comes_from_the_key_never_the_token() {
     let mut h = Header::new(Algorithm::HS256);
     h.kid = Some("k1".into());
     let t = encode(&h, &claims("alice"), &hs).unwrap();
-    assert_eq!(refusal(jwt::verify(&t, &set, &expect())), "alg is not one the issuer's key uses");
+    assert_eq!(
+        refusal(jwt::verify(&t, &set, &expect())),
+        "alg is not one the issuer's key uses"
+    );
     // The same with a static PEM key (no kid).
     let pem = KeySet {
         keys: vec![KeySet::pem_key(k.public_pem.as_bytes()).unwrap()],
     };
     h.kid = None;
     let t = encode(&h, &claims("alice"), &hs).unwrap();
-    assert_eq!(refusal(jwt::verify(&t, &pem, &expect())), "alg is not one the issuer's key uses");
+    assert_eq!(
+        refusal(jwt::verify(&t, &pem, &expect())),
+        "alg is not one the issuer's key uses"
+    );
     // alg "none", unsigned.
     use base64::Engine;
     let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -171,18 +196,32 @@ fn the_alg_comes_from_the_key_never_the_token() {
         b64.encode(br#"{"alg":"none","typ":"JWT","kid":"k1"}"#),
         b64.encode(claims("alice").to_string())
     );
-    assert_eq!(refusal(jwt::verify(&none, &set, &expect())), "malformed token");
+    assert_eq!(
+        refusal(jwt::verify(&none, &set, &expect())),
+        "malformed token"
+    );
     // Another key kind under the key's kid: an Ed25519 token against the EC key.
     let e = ed();
     let t = sign(&e, Some("k1"), &claims("alice"));
-    assert_eq!(refusal(jwt::verify(&t, &set, &expect())), "alg is not one the issuer's key uses");
+    assert_eq!(
+        refusal(jwt::verify(&t, &set, &expect())),
+        "alg is not one the issuer's key uses"
+    );
 }
 
 #[test]
 fn sub_must_be_a_usable_caller_name() {
     let k = ed();
     let set = jwks(&[(&k, "e")]);
-    for bad in ["", "alice bob", "a\u{202e}b", "$(reboot)", "stdio", "http-local", &"a".repeat(129)] {
+    for bad in [
+        "",
+        "alice bob",
+        "a\u{202e}b",
+        "$(reboot)",
+        "stdio",
+        "http-local",
+        &"a".repeat(129),
+    ] {
         let t = sign(&k, Some("e"), &claims(bad));
         assert!(
             refusal(jwt::verify(&t, &set, &expect())).starts_with("sub is not"),
@@ -191,12 +230,18 @@ fn sub_must_be_a_usable_caller_name() {
     }
     let mut c = claims("x");
     c["sub"] = json!(12345);
-    assert_eq!(refusal(jwt::verify(&sign(&k, Some("e"), &c), &set, &expect())), "malformed token");
+    assert_eq!(
+        refusal(jwt::verify(&sign(&k, Some("e"), &c), &set, &expect())),
+        "malformed token"
+    );
 }
 
 fn bearer(t: &str) -> HeaderMap {
     let mut h = HeaderMap::new();
-    h.insert(http::header::AUTHORIZATION, HeaderValue::from_str(&format!("Bearer {t}")).unwrap());
+    h.insert(
+        http::header::AUTHORIZATION,
+        HeaderValue::from_str(&format!("Bearer {t}")).unwrap(),
+    );
     h
 }
 
@@ -244,7 +289,10 @@ async fn static_pem_keys_through_the_verifier_with_scopes_and_challenges() {
     let good = sign(&k, None, &c);
     let q = format!("access_token={good}");
     let err = v.caller(&bearer(&good), Some(&q)).await.unwrap_err();
-    assert_eq!((err.clone(), err.status()), (AuthError::QueryToken, StatusCode::BAD_REQUEST));
+    assert_eq!(
+        (err.clone(), err.status()),
+        (AuthError::QueryToken, StatusCode::BAD_REQUEST)
+    );
     // No header: 401 with the metadata URL and no error code.
     let err = v.caller(&HeaderMap::new(), None).await.unwrap_err();
     assert_eq!(err.status(), StatusCode::UNAUTHORIZED);
@@ -267,16 +315,22 @@ async fn none_is_http_local_on_loopback_only_and_ignores_tokens() {
         tcd: None,
     };
     for public in ["0.0.0.0:8080", "10.1.2.3:80", "[::]:8080"] {
-        assert!(matches!(
-            Verifier::new(setup(public)).await,
-            Err(SetupError::Config("mode", _)) | Err(SetupError::NoneOnPublicBind(_))
-        ), "{public}");
+        assert!(
+            matches!(
+                Verifier::new(setup(public)).await,
+                Err(SetupError::Config("mode", _)) | Err(SetupError::NoneOnPublicBind(_))
+            ),
+            "{public}"
+        );
     }
     let v = Verifier::new(setup("127.0.0.1:8080")).await.unwrap();
     let c = v.caller(&bearer("forged.token.here"), None).await.unwrap();
     assert_eq!(c.sub, tc_core::config::HTTP_LOCAL_CALLER);
     assert!(v.metadata().is_none());
-    let err = v.caller(&HeaderMap::new(), Some("access_token=x")).await.unwrap_err();
+    let err = v
+        .caller(&HeaderMap::new(), Some("access_token=x"))
+        .await
+        .unwrap_err();
     assert_eq!(err, AuthError::QueryToken);
     assert!(v.www_authenticate(&err).is_none());
 }
@@ -294,7 +348,11 @@ async fn setup_refuses_what_cannot_work() {
     assert!(matches!(r, Err(SetupError::NoTcd)));
     let dir = tempfile::tempdir().unwrap();
     let priv_file = dir.path().join("k.pem");
-    std::fs::write(&priv_file, "-----BEGIN PRIVATE KEY-----\nAA==\n-----END PRIVATE KEY-----\n").unwrap();
+    std::fs::write(
+        &priv_file,
+        "-----BEGIN PRIVATE KEY-----\nAA==\n-----END PRIVATE KEY-----\n",
+    )
+    .unwrap();
     let cfg = auth(&format!(
         "mode = \"jwt\"\nissuer = \"{ISS}\"\naudience = \"{AUD}\"\npublic_keys = [{priv_file:?}]"
     ));
@@ -304,7 +362,10 @@ async fn setup_refuses_what_cannot_work() {
         path: "/mcp",
         tcd: None,
     };
-    assert!(matches!(Verifier::new(setup("127.0.0.1:1")).await, Err(SetupError::Key { .. })));
+    assert!(matches!(
+        Verifier::new(setup("127.0.0.1:1")).await,
+        Err(SetupError::Key { .. })
+    ));
     // Off loopback the resource URL must be configured.
     assert!(matches!(
         Verifier::new(setup("0.0.0.0:1")).await,

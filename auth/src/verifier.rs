@@ -72,8 +72,12 @@ impl Verifier {
         let mode = match (a.mode, &a.issuer, &a.jwks_url) {
             (AuthMode::Oidc, Some(iss), _) => {
                 let http = remote::client().map_err(SetupError::Remote)?;
-                let jwks = remote::discover(&http, iss).await.map_err(SetupError::Remote)?;
-                let keys = RemoteKeys::load(http, jwks, floor).await.map_err(SetupError::Remote)?;
+                let jwks = remote::discover(&http, iss)
+                    .await
+                    .map_err(SetupError::Remote)?;
+                let keys = RemoteKeys::load(http, jwks, floor)
+                    .await
+                    .map_err(SetupError::Remote)?;
                 Mode::Remote(keys, expect(iss))
             }
             (AuthMode::Jwt, Some(iss), Some(url)) => {

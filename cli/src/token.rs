@@ -110,7 +110,16 @@ mod tests {
         assert_eq!(parse_ttl("15m"), Ok(900));
         assert_eq!(parse_ttl("1h"), Ok(3600));
         assert_eq!(parse_ttl("7d"), Ok(604_800));
-        for bad in ["", "h", "0", "0h", "1w", "-1h", "1.5h", "99999999999999999999d"] {
+        for bad in [
+            "",
+            "h",
+            "0",
+            "0h",
+            "1w",
+            "-1h",
+            "1.5h",
+            "99999999999999999999d",
+        ] {
             assert!(parse_ttl(bad).is_err(), "{bad}");
         }
     }

@@ -41,7 +41,11 @@ pub struct Claims {
 impl Claims {
     /// The scopes, split.
     pub fn scopes(&self) -> Vec<String> {
-        self.scope.split(' ').filter(|s| !s.is_empty()).map(str::to_string).collect()
+        self.scope
+            .split(' ')
+            .filter(|s| !s.is_empty())
+            .map(str::to_string)
+            .collect()
     }
 }
 
@@ -69,12 +73,18 @@ pub fn mint(
 ) -> Result<(String, Claims), DaemonError> {
     check_caller(sub).map_err(|why| bad(format!("sub: {why}")))?;
     check_audience(audience)?;
-    let ttl = if ttl_seconds == 0 { DEFAULT_TTL_SECONDS } else { ttl_seconds };
+    let ttl = if ttl_seconds == 0 {
+        DEFAULT_TTL_SECONDS
+    } else {
+        ttl_seconds
+    };
     if ttl > MAX_TTL_SECONDS {
         return Err(bad("ttl_seconds: at most 30 days"));
     }
     if scopes.len() > MAX_SCOPES || scopes.iter().any(|s| !scope_ok(s)) {
-        return Err(bad("scopes: at most 32, each printable ASCII without space or quote"));
+        return Err(bad(
+            "scopes: at most 32, each printable ASCII without space or quote",
+        ));
     }
     let claims = Claims {
         iss: TCD_TOKEN_ISSUER.into(),
@@ -94,14 +104,21 @@ pub fn mint(
 /// The claims of `token` if tcd minted it under `key` for `audience` and it has not
 /// expired at `now_s`. Refusals: `expired`, else `invalid` (garbage, tampering, another
 /// tcd or a rotated secret, another audience: the message says which it can tell).
-pub fn check(key: &[u8; 32], token: &str, audience: &str, now_s: i64) -> Result<Claims, DaemonError> {
+pub fn check(
+    key: &[u8; 32],
+    token: &str,
+    audience: &str,
+    now_s: i64,
+) -> Result<Claims, DaemonError> {
     let invalid = |why: &str| DaemonError::refused(Reason::Invalid, why.to_string());
-    let not_ours = "not a token minted by this tcd (or tampered with, or minted before a secret rotation)";
+    let not_ours =
+        "not a token minted by this tcd (or tampered with, or minted before a secret rotation)";
     if token.len() > MAX_TOKEN_LEN {
         return Err(invalid(not_ours));
     }
     let mut parts = token.split('.');
-    let (Some(h), Some(p), Some(s), None) = (parts.next(), parts.next(), parts.next(), parts.next())
+    let (Some(h), Some(p), Some(s), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
     else {
         return Err(invalid(not_ours));
     };
@@ -122,7 +139,10 @@ pub fn check(key: &[u8; 32], token: &str, audience: &str, now_s: i64) -> Result<
         return Err(invalid("minted for another audience"));
     }
     if c.exp <= now_s {
-        return Err(DaemonError::refused(Reason::Expired, "the token has expired"));
+        return Err(DaemonError::refused(
+            Reason::Expired,
+            "the token has expired",
+        ));
     }
     check_caller(&c.sub).map_err(|why| invalid(&format!("sub: {why}")))?;
     Ok(c)
@@ -170,10 +190,16 @@ mod tests {
         assert_eq!((got.sub.as_str(), got.scopes()), ("alice", scopes.clone()));
         assert_eq!(reason(check(&K, &t, "tc-notes", 1060)), Reason::Expired);
         assert_eq!(reason(check(&K, &t, "other", 1000)), Reason::Invalid);
-        assert_eq!(reason(check(&[4; 32], &t, "tc-notes", 1000)), Reason::Invalid);
+        assert_eq!(
+            reason(check(&[4; 32], &t, "tc-notes", 1000)),
+            Reason::Invalid
+        );
         let (t2, _) = mint(&K, "alice", 60, "tc-notes", &scopes, 1000).unwrap();
         assert_ne!(t, t2, "jti makes tokens distinct");
-        assert_eq!(mint(&K, "a", 0, "x", &[], 0).unwrap().1.exp, DEFAULT_TTL_SECONDS as i64);
+        assert_eq!(
+            mint(&K, "a", 0, "x", &[], 0).unwrap().1.exp,
+            DEFAULT_TTL_SECONDS as i64
+        );
     }
 
     #[test]
@@ -212,7 +238,11 @@ mod tests {
             ("alice", 60, "a", vec!["two words".to_string()]),
         ] {
             let r = mint(&K, sub, ttl, aud, &scopes, 0).map(|(_, c)| c);
-            assert_eq!(reason(r), Reason::BadArgument, "{sub} {ttl} {aud:?} {scopes:?}");
+            assert_eq!(
+                reason(r),
+                Reason::BadArgument,
+                "{sub} {ttl} {aud:?} {scopes:?}"
+            );
         }
     }
 }

@@ -81,7 +81,10 @@ impl Issuer {
     fn start() -> Option<Issuer> {
         let o2m = peers_dir().join("npm/node_modules/oauth2-mock-server/dist/index.mjs");
         if !o2m.exists() {
-            eprintln!("SKIP: {} missing (run scripts/install-peers)", o2m.display());
+            eprintln!(
+                "SKIP: {} missing (run scripts/install-peers)",
+                o2m.display()
+            );
             return None;
         }
         let dir = tempfile::tempdir().unwrap();
@@ -128,12 +131,16 @@ impl Issuer {
             .json()
             .await
             .unwrap();
-        r["access_token"].as_str().unwrap_or_else(|| panic!("{r}")).to_string()
+        r["access_token"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{r}"))
+            .to_string()
     }
 
     /// Adds a key to the main issuer; a token for `sub` signed with it.
     fn rotate(&mut self, sub: &str) -> String {
-        let req = json!({"cmd": "rotate", "claims": {"sub": sub, "aud": AUD, "scope": "mcp:tools"}});
+        let req =
+            json!({"cmd": "rotate", "claims": {"sub": sub, "aud": AUD, "scope": "mcp:tools"}});
         let stdin = self.stdin.as_mut().unwrap();
         writeln!(stdin, "{req}").unwrap();
         stdin.flush().unwrap();
@@ -187,16 +194,26 @@ async fn callers_and_refusals(iss: &Issuer, v: &Verifier) {
     for sub in ["alice", "bob"] {
         let t = iss.token(&iss.url, sub, &[]).await;
         let c = v.caller(&bearer(&t), None).await.unwrap();
-        assert_eq!((c.sub.as_str(), c.scopes.clone()), (sub, vec!["mcp:tools".to_string()]));
+        assert_eq!(
+            (c.sub.as_str(), c.scopes.clone()),
+            (sub, vec!["mcp:tools".to_string()])
+        );
         let q = format!("x=1&access_token={t}");
         let e = v.caller(&HeaderMap::new(), Some(&q)).await.unwrap_err();
-        assert_eq!((e.clone(), e.status()), (AuthError::QueryToken, StatusCode::BAD_REQUEST));
+        assert_eq!(
+            (e.clone(), e.status()),
+            (AuthError::QueryToken, StatusCode::BAD_REQUEST)
+        );
     }
     let expired = iss.token(&iss.url, "alice", &[("exp_in", "-120")]).await;
     assert_eq!(refusal(v, &expired).await, "expired");
-    let other_aud = iss.token(&iss.url, "alice", &[("resource", "tc-other")]).await;
+    let other_aud = iss
+        .token(&iss.url, "alice", &[("resource", "tc-other")])
+        .await;
     assert_eq!(refusal(v, &other_aud).await, "wrong audience");
-    let other_iss = iss.token(&iss.url, "alice", &[("iss", "https://evil.example")]).await;
+    let other_iss = iss
+        .token(&iss.url, "alice", &[("iss", "https://evil.example")])
+        .await;
     assert_eq!(refusal(v, &other_iss).await, "wrong issuer");
     // Right issuer, audience and sub, signed by a key the issuer never published.
     let rogue = iss.token(&iss.rogue, "alice", &[]).await;
@@ -204,7 +221,10 @@ async fn callers_and_refusals(iss: &Issuer, v: &Verifier) {
     // A scope the issuer did not grant.
     let narrow = iss.token(&iss.url, "bob", &[("scope", "other")]).await;
     let e = v.caller(&bearer(&narrow), None).await.unwrap_err();
-    assert_eq!((e.status(), e.code()), (StatusCode::FORBIDDEN, Some("insufficient_scope")));
+    assert_eq!(
+        (e.status(), e.code()),
+        (StatusCode::FORBIDDEN, Some("insufficient_scope"))
+    );
     let challenge = v.www_authenticate(&e).unwrap();
     assert!(
         challenge.to_str().unwrap().contains(
@@ -216,7 +236,9 @@ async fn callers_and_refusals(iss: &Issuer, v: &Verifier) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn oidc_discovery_and_jwks_url_verify_the_issuers_callers() {
-    let Some(mut iss) = Issuer::start() else { return };
+    let Some(mut iss) = Issuer::start() else {
+        return;
+    };
     let oidc = verifier(
         &format!(
             "mode = \"oidc\"\nissuer = \"{}\"\naudience = \"{AUD}\"\nscopes = [\"mcp:tools\"]\n\
@@ -227,7 +249,10 @@ async fn oidc_discovery_and_jwks_url_verify_the_issuers_callers() {
     )
     .await;
     callers_and_refusals(&iss, &oidc).await;
-    assert_eq!(oidc.metadata().unwrap().document()["authorization_servers"], json!([iss.url]));
+    assert_eq!(
+        oidc.metadata().unwrap().document()["authorization_servers"],
+        json!([iss.url])
+    );
 
     let jwks = verifier(
         &format!(
@@ -267,8 +292,10 @@ async fn oidc_start_refuses_an_issuer_that_names_another() {
     } else {
         iss.url.replace("127.0.0.1", "localhost")
     };
-    let auth: HttpAuth =
-        toml::from_str(&format!("mode = \"oidc\"\nissuer = \"{other}\"\naudience = \"{AUD}\"")).unwrap();
+    let auth: HttpAuth = toml::from_str(&format!(
+        "mode = \"oidc\"\nissuer = \"{other}\"\naudience = \"{AUD}\""
+    ))
+    .unwrap();
     let r = Verifier::new(Setup {
         auth: &auth,
         bind: "127.0.0.1:8080".parse().unwrap(),
@@ -287,7 +314,11 @@ struct GrpcTcd {
 }
 
 impl TcdTokens for GrpcTcd {
-    fn verify_token<'a>(&'a self, token: &'a str, audience: &'a str) -> tc_auth::tcd::VerifyFuture<'a> {
+    fn verify_token<'a>(
+        &'a self,
+        token: &'a str,
+        audience: &'a str,
+    ) -> tc_auth::tcd::VerifyFuture<'a> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         let mut c = self.client.clone();
         let req = v1::VerifyTokenRequest {
@@ -320,7 +351,10 @@ const VAULTS: &str = "\n[[vaults]]\nid = \"notes\"\nroot = \"/tmp\"\n[vaults.htt
 
 fn with_vaults() -> Daemon {
     let d = Daemon::start();
-    let mut cfg = std::fs::OpenOptions::new().append(true).open(&d.config).unwrap();
+    let mut cfg = std::fs::OpenOptions::new()
+        .append(true)
+        .open(&d.config)
+        .unwrap();
     cfg.write_all(VAULTS.as_bytes()).unwrap();
     d
 }
@@ -330,7 +364,11 @@ fn mint(d: &Daemon, args: &[&str]) -> String {
     all.extend_from_slice(args);
     let o = d.tcctl(&all);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    assert!(o.stderr.is_empty(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.stderr.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     let out = String::from_utf8(o.stdout).unwrap();
     assert_eq!(out.lines().count(), 1, "only the token: {out:?}");
     out.trim_end().to_string()
@@ -359,37 +397,71 @@ async fn tcctl_minted_tokens_verify_through_tcd() {
         client: d.client().await,
         calls: AtomicUsize::new(0),
     });
-    let v = verifier(&format!("mode = \"jwt\"\naudience = \"{AUD}\""), Some(tcd.clone())).await;
+    let v = verifier(
+        &format!("mode = \"jwt\"\naudience = \"{AUD}\""),
+        Some(tcd.clone()),
+    )
+    .await;
 
     let alice = mint(&d, &["--sub", "alice", "--vault", "notes", "--ttl", "10m"]);
     for _ in 0..3 {
         let c = v.caller(&bearer(&alice), None).await.unwrap();
         assert_eq!(c.sub, "alice");
     }
-    assert_eq!(tcd.calls.load(Ordering::SeqCst), 1, "verified once, then cached");
-    let bob = mint(&d, &["--sub", "bob@example.com", "--vault", "notes", "--scope", "mcp:tools"]);
+    assert_eq!(
+        tcd.calls.load(Ordering::SeqCst),
+        1,
+        "verified once, then cached"
+    );
+    let bob = mint(
+        &d,
+        &[
+            "--sub",
+            "bob@example.com",
+            "--vault",
+            "notes",
+            "--scope",
+            "mcp:tools",
+        ],
+    );
     let c = v.caller(&bearer(&bob), None).await.unwrap();
-    assert_eq!((c.sub.as_str(), c.scopes), ("bob@example.com", vec!["mcp:tools".to_string()]));
+    assert_eq!(
+        (c.sub.as_str(), c.scopes),
+        ("bob@example.com", vec!["mcp:tools".to_string()])
+    );
 
     // Signed right but past its exp; signed right for a name no token may carry.
     let now = tc_core::now_ms() / 1000;
-    let claims = |sub: &str, exp: i64| {
-        json!({"iss": "tcd", "sub": sub, "aud": AUD, "iat": now - 600, "exp": exp, "jti": "x"})
-    };
-    assert_eq!(refusal(&v, &forge(&d, &claims("alice", now - 1))).await, "expired");
-    let stdio = forge(&d, &claims("stdio", now + 600));
-    assert_eq!(refusal(&v, &stdio).await, "not minted by this tcd for this audience");
+    let claims = |sub: &str, exp: i64| json!({"iss": "tcd", "sub": sub, "aud": AUD, "iat": now - 600, "exp": exp, "jti": "x"});
     assert_eq!(
-        v.caller(&bearer(&forge(&d, &claims("alice", now + 600))), None).await.unwrap().sub,
+        refusal(&v, &forge(&d, &claims("alice", now - 1))).await,
+        "expired"
+    );
+    let stdio = forge(&d, &claims("stdio", now + 600));
+    assert_eq!(
+        refusal(&v, &stdio).await,
+        "not minted by this tcd for this audience"
+    );
+    assert_eq!(
+        v.caller(&bearer(&forge(&d, &claims("alice", now + 600))), None)
+            .await
+            .unwrap()
+            .sub,
         "alice",
         "the forged-with-the-real-key control verifies (the key derivation is tcd's)"
     );
     // Another vault's audience, another tcd's token.
     let other = mint(&d, &["--sub", "alice", "--vault", "other"]);
-    assert_eq!(refusal(&v, &other).await, "not minted by this tcd for this audience");
+    assert_eq!(
+        refusal(&v, &other).await,
+        "not minted by this tcd for this audience"
+    );
     let d2 = with_vaults();
     let foreign = mint(&d2, &["--sub", "alice", "--vault", "notes"]);
-    assert_eq!(refusal(&v, &foreign).await, "not minted by this tcd for this audience");
+    assert_eq!(
+        refusal(&v, &foreign).await,
+        "not minted by this tcd for this audience"
+    );
     let mut c = d.client().await;
     refused(
         c.verify_token(v1::VerifyTokenRequest {
@@ -403,8 +475,15 @@ async fn tcctl_minted_tokens_verify_through_tcd() {
     // holds alice's for at most a minute; a fresh verifier asks tcd).
     let o = d.tcctl(&["rotate-secret"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let fresh = verifier(&format!("mode = \"jwt\"\naudience = \"{AUD}\""), Some(tcd.clone())).await;
-    assert_eq!(refusal(&fresh, &alice).await, "not minted by this tcd for this audience");
+    let fresh = verifier(
+        &format!("mode = \"jwt\"\naudience = \"{AUD}\""),
+        Some(tcd.clone()),
+    )
+    .await;
+    assert_eq!(
+        refusal(&fresh, &alice).await,
+        "not minted by this tcd for this audience"
+    );
     // The audit log names the minted callers, never a token.
     let evs = events(&mut c).await;
     let minted: Vec<&str> = evs
@@ -422,10 +501,22 @@ fn tcctl_token_mint_refuses_bad_callers_and_vaults_without_tcd_tokens() {
     for (args, code, says) in [
         (&["--sub", "alice bob", "--vault", "notes"][..], 4, "sub"),
         (&["--sub", "stdio", "--vault", "notes"], 4, "local caller"),
-        (&["--sub", "alice", "--vault", "notes", "--ttl", "31d"], 4, "30 days"),
-        (&["--sub", "alice", "--vault", "plain"], 5, "does not take tokens minted by tcd"),
+        (
+            &["--sub", "alice", "--vault", "notes", "--ttl", "31d"],
+            4,
+            "30 days",
+        ),
+        (
+            &["--sub", "alice", "--vault", "plain"],
+            5,
+            "does not take tokens minted by tcd",
+        ),
         (&["--sub", "alice"], 1, "--vault is required"),
-        (&["--sub", "alice", "--vault", "notes", "--ttl", "1w"], 2, "unit"),
+        (
+            &["--sub", "alice", "--vault", "notes", "--ttl", "1w"],
+            2,
+            "unit",
+        ),
     ] {
         let mut all = vec!["token", "mint"];
         all.extend_from_slice(args);

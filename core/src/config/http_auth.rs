@@ -55,10 +55,16 @@ impl HttpAuth {
             ("public_keys", !self.public_keys.is_empty()),
             ("scopes", !self.scopes.is_empty()),
             ("resource", self.resource.is_some()),
-            ("authorization_servers", !self.authorization_servers.is_empty()),
+            (
+                "authorization_servers",
+                !self.authorization_servers.is_empty(),
+            ),
         ];
         if let Some((key, _)) = set.iter().find(|(_, on)| *on) {
-            return Err((key, "only with mode = \"jwt\" or \"oidc\" (mode is \"none\")".into()));
+            return Err((
+                key,
+                "only with mode = \"jwt\" or \"oidc\" (mode is \"none\")".into(),
+            ));
         }
         if let Some(addr) = listen.and_then(|l| l.parse::<std::net::SocketAddr>().ok()) {
             if !addr.ip().is_loopback() {
@@ -78,7 +84,10 @@ impl HttpAuth {
         need_audience(self)?;
         if let Some(u) = &self.jwks_url {
             if !self.public_keys.is_empty() {
-                return Err(("public_keys", "give jwks_url or public_keys, not both".into()));
+                return Err((
+                    "public_keys",
+                    "give jwks_url or public_keys, not both".into(),
+                ));
             }
             check_url(u).map_err(|e| ("jwks_url", e))?;
         }
@@ -109,7 +118,10 @@ impl HttpAuth {
             ("public_keys", !self.public_keys.is_empty()),
         ] {
             if on {
-                return Err((key, "not with mode = \"oidc\": the keys come from discovery".into()));
+                return Err((
+                    key,
+                    "not with mode = \"oidc\": the keys come from discovery".into(),
+                ));
             }
         }
         let issuer = self
@@ -154,7 +166,9 @@ fn need_audience(a: &HttpAuth) -> Result<(), AuthRule> {
 
 /// A scope token as RFC 6749 3.3 allows it, and safe inside a quoted header parameter.
 pub fn scope_ok(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(|b| (0x21..=0x7e).contains(&b) && b != b'"' && b != b'\\')
+    !s.is_empty()
+        && s.bytes()
+            .all(|b| (0x21..=0x7e).contains(&b) && b != b'"' && b != b'\\')
 }
 
 /// An `https://` URL, or `http://` to a loopback host (a key source in the clear off this
@@ -196,7 +210,13 @@ mod tests {
 
     #[test]
     fn callers_are_held_to_a_short_safe_charset() {
-        for ok in ["alice", "bob@example.com", "svc:ci-1", "A.b_c-9", &"x".repeat(128)] {
+        for ok in [
+            "alice",
+            "bob@example.com",
+            "svc:ci-1",
+            "A.b_c-9",
+            &"x".repeat(128),
+        ] {
             assert_eq!(check_caller(ok), Ok(()), "{ok}");
         }
         for bad in [
@@ -232,7 +252,10 @@ mod tests {
         assert!(hs.check(None).is_ok());
         assert_eq!(key(&auth("mode = \"jwt\""), None), "audience");
         assert_eq!(
-            key(&auth("mode = \"jwt\"\naudience = \"tc\"\nissuer = \"x\""), None),
+            key(
+                &auth("mode = \"jwt\"\naudience = \"tc\"\nissuer = \"x\""),
+                None
+            ),
             "issuer"
         );
         let jwks = "mode = \"jwt\"\naudience = \"tc\"\njwks_url = \"https://id.example/jwks\"";
@@ -254,9 +277,15 @@ mod tests {
     fn oidc_needs_issuer_url_and_audience() {
         let ok = "mode = \"oidc\"\naudience = \"tc\"\nissuer = \"https://id.example\"";
         assert!(auth(ok).check(None).is_ok());
-        assert_eq!(key(&auth("mode = \"oidc\"\naudience = \"tc\""), None), "issuer");
         assert_eq!(
-            key(&auth("mode = \"oidc\"\nissuer = \"https://id.example\""), None),
+            key(&auth("mode = \"oidc\"\naudience = \"tc\""), None),
+            "issuer"
+        );
+        assert_eq!(
+            key(
+                &auth("mode = \"oidc\"\nissuer = \"https://id.example\""),
+                None
+            ),
             "audience"
         );
         let keys = format!("{ok}\njwks_url = \"https://id.example/j\"");
@@ -268,18 +297,25 @@ mod tests {
             "scopes"
         );
         assert_eq!(
-            key(&auth(&format!("{ok}\njwks_refresh_floor_seconds = 0")), None),
+            key(
+                &auth(&format!("{ok}\njwks_refresh_floor_seconds = 0")),
+                None
+            ),
             "jwks_refresh_floor_seconds"
         );
         assert_eq!(
-            key(&auth(&format!("{ok}\nresource = \"https://x/mcp#f\"")), None),
+            key(
+                &auth(&format!("{ok}\nresource = \"https://x/mcp#f\"")),
+                None
+            ),
             "resource"
         );
     }
 
     #[test]
     fn validate_names_the_vaults_key() {
-        let text = "[[vaults]]\nid = \"v\"\nroot = \"/tmp\"\n[vaults.http]\nlisten = \"0.0.0.0:8080\"\n\
+        let text =
+            "[[vaults]]\nid = \"v\"\nroot = \"/tmp\"\n[vaults.http]\nlisten = \"0.0.0.0:8080\"\n\
                     [vaults.http.auth]\nmode = \"oidc\"\nissuer = \"https://id.example\"\n";
         let e = crate::Config::parse(text, std::path::Path::new("/c.toml")).unwrap_err();
         match e {
