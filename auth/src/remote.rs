@@ -182,3 +182,108 @@ async fn fetch(http: &reqwest::Client, url: &str) -> Result<KeySet, String> {
     }
     Ok(keys)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A one-route HTTP server answering every request with `status` and `body`;
+    /// returns its URL and the number of requests served.
+    async fn serve(status: &'static str, body: String) -> (String, Arc<AtomicUsize>) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}/jwks", l.local_addr().unwrap());
+        let hits = Arc::new(AtomicUsize::new(0));
+        let h = hits.clone();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                h.fetch_add(1, Ordering::SeqCst);
+                let mut buf = [0u8; 4096];
+                let _ = s.read(&mut buf).await;
+                let head = format!(
+                    "HTTP/1.1 {status}\r\ncontent-type: application/json\r\nlocation: https://elsewhere/\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n",
+                    body.len()
+                );
+                let _ = s.write_all(head.as_bytes()).await;
+                let _ = s.write_all(body.as_bytes()).await;
+            }
+        });
+        (url, hits)
+    }
+
+    fn jwks() -> String {
+        serde_json::json!({"keys": [{
+            "kty": "EC", "crv": "P-256", "kid": "a",
+            "x": "axfR8uEsQkf4vOblY6RA8ncDfYEt6zOg9KE5RdiYwpY",
+            "y": "T-NC4v4af5uO5-tKfA-eFivOM1drMV7Oy7ZAaDe_UfU",
+        }]})
+        .to_string()
+    }
+
+    /// A token whose header names `kid` (ES256); its claims and signature are never
+    /// looked at when the kid is unknown.
+    fn token(kid: &str) -> String {
+        use base64::Engine;
+        let b64 = base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let h = b64.encode(format!(r#"{{"alg":"ES256","kid":"{kid}"}}"#));
+        format!("{h}.e30.c2ln")
+    }
+
+    fn expect() -> Expect {
+        Expect {
+            issuer: "i".into(),
+            audience: "a".into(),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_unknown_kid_refetches_only_past_the_floor() {
+        let (url, hits) = serve("200 OK", jwks()).await;
+        let slow = RemoteKeys::load(client().unwrap(), url.clone(), Duration::from_secs(3600))
+            .await
+            .unwrap();
+        assert_eq!(hits.load(Ordering::SeqCst), 1);
+        for _ in 0..5 {
+            let e = slow.verify(&token("z"), &expect()).await.unwrap_err();
+            assert_eq!(e, AuthError::Invalid("unknown kid"));
+        }
+        assert_eq!(
+            hits.load(Ordering::SeqCst),
+            1,
+            "the floor holds back refetches"
+        );
+        let eager = RemoteKeys::load(client().unwrap(), url, Duration::ZERO)
+            .await
+            .unwrap();
+        eager.verify(&token("z"), &expect()).await.unwrap_err();
+        assert_eq!(hits.load(Ordering::SeqCst), 3, "one load, one refresh");
+        // A known kid needs no fetch (it fails later, on its signature).
+        let e = eager.verify(&token("a"), &expect()).await.unwrap_err();
+        assert_eq!(e, AuthError::Invalid("bad signature"));
+        assert_eq!(hits.load(Ordering::SeqCst), 3);
+    }
+
+    #[tokio::test]
+    async fn redirects_errors_and_oversized_documents_are_refused() {
+        let http = client().unwrap();
+        let (url, _) = serve("302 Found", String::new()).await;
+        assert!(get_json(&http, &url)
+            .await
+            .unwrap_err()
+            .contains("HTTP 302"));
+        let (url, _) = serve("500 Internal Server Error", jwks()).await;
+        assert!(get_json(&http, &url)
+            .await
+            .unwrap_err()
+            .contains("HTTP 500"));
+        let (url, _) = serve("200 OK", "x".repeat(MAX_DOCUMENT_BYTES + 1)).await;
+        assert!(get_json(&http, &url)
+            .await
+            .unwrap_err()
+            .contains("larger than"));
+        let (url, _) = serve("200 OK", "{\"keys\": []}".into()).await;
+        assert!(RemoteKeys::load(http, url, Duration::ZERO).await.is_err());
+    }
+}
