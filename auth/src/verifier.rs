@@ -92,7 +92,13 @@ impl Verifier {
                 let tcd = s.tcd.clone().ok_or(SetupError::NoTcd)?;
                 Mode::Tcd(TcdVerifier::new(tcd, audience.clone()))
             }
-            _ => unreachable!("HttpAuth::check refused every other combination"),
+            // HttpAuth::check refused every other combination; refused again, not a panic.
+            _ => {
+                return Err(SetupError::Config(
+                    "mode",
+                    "no key source for this combination".into(),
+                ))
+            }
         };
         let authorization_servers = match (&a.authorization_servers, &a.issuer) {
             (list, _) if !list.is_empty() => list.clone(),
