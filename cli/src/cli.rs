@@ -96,6 +96,11 @@ pub enum Command {
         #[command(subcommand)]
         command: PasskeyCommand,
     },
+    /// Bearer tokens for HTTP callers (`[vaults.http.auth] mode = "jwt"` without keys).
+    Token {
+        #[command(subcommand)]
+        command: crate::token::TokenCommand,
+    },
     /// Print a shell completion script.
     Completions { shell: clap_complete::Shell },
 }

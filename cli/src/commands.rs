@@ -66,6 +66,9 @@ pub async fn run(args: Cli) -> Result<(), CliError> {
         Command::Passkey {
             command: PasskeyCommand::Add,
         } => crate::page::passkey_add(&config, socket).await,
+        Command::Token {
+            command: crate::token::TokenCommand::Mint(a),
+        } => crate::token::mint(&config, socket, a).await,
         Command::Completions { .. }
         | Command::Policy {
             command: PolicyCommand::Init { .. },
@@ -88,7 +91,7 @@ pub(crate) fn emit(text: &str) -> Result<(), CliError> {
     }
 }
 
-fn vault_for(config: &Config, given: Option<String>) -> Result<String, CliError> {
+pub(crate) fn vault_for(config: &Config, given: Option<String>) -> Result<String, CliError> {
     if let Some(v) = given {
         return Ok(v);
     }

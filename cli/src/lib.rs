@@ -7,6 +7,7 @@
 //! - [`desktop`]: `tcctl watch`'s desktop notifications (D-Bus).
 //! - [`factor`]: guarded mode's second factor (enroll, unlock, the approval code).
 //! - [`page`]: `tcctl approvals open`, `tcctl passkey add` (the approval page).
+//! - [`token`]: `tcctl token mint`, bearer tokens for HTTP callers.
 //! - [`policy_init`]: `tcctl policy init`, a starter policy read from a real server.
 //! - [`watch`]: `tcctl pending --watch` and `tcctl watch`, following new requests.
 
@@ -18,6 +19,7 @@ pub mod desktop;
 pub mod factor;
 pub mod page;
 pub mod policy_init;
+pub mod token;
 pub mod tty;
 pub mod watch;
 

@@ -192,6 +192,8 @@ pub mod events {
     pub const FACTOR_REPLAYED: &str = "tc.factor.replayed";
     /// A passkey was registered on the approval page (with a code from `tcctl passkey add`).
     pub const PASSKEY_ADDED: &str = "tc.passkey.added";
+    /// A bearer token for an HTTP caller was minted (`tcctl token mint`); never the token.
+    pub const BEARER_MINTED: &str = "tc.bearer.minted";
 
     /// Kinds a client may append with `AppendEvent`; the rest only the daemon writes.
     pub const CLIENT_APPENDABLE: &[&str] = &[DECLINED, NOT_OBTAINED, OVERFLOW];

@@ -13,8 +13,10 @@ use serde::Deserialize;
 use crate::paths::{self, PathError};
 
 mod http;
+mod http_auth;
 mod remote;
 pub use http::*;
+pub use http_auth::*;
 
 /// Default confirmation lifetime.
 pub const DEFAULT_TTL_SECONDS: u32 = 300;
@@ -702,6 +704,11 @@ impl Config {
                         self.invalid(format!("{at}.acl.{list}[{j}]"), e.to_string())
                     })?;
                 }
+            }
+            if let Some(h) = &v.http {
+                h.auth
+                    .check(h.listen.as_deref())
+                    .map_err(|(k, why)| self.invalid(format!("{at}.http.auth.{k}"), why))?;
             }
         }
         Ok(())

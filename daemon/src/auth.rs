@@ -63,6 +63,8 @@ pub const WHO: &[(&str, Who)] = &[
     ("Approve", Who::Humans),
     ("Decline", Who::Humans),
     ("GetPolicy", Who::Humans),
+    // The HTTP front (run by a human) checks its callers' tokens.
+    ("VerifyToken", Who::Humans),
     ("EnrollFactor", Who::Root),
     ("ConfirmFactor", Who::Root),
     ("UnlockFactor", Who::Root),
@@ -70,6 +72,8 @@ pub const WHO: &[(&str, Who)] = &[
     ("ListEvents", Who::Root),
     // A passkey approves any request on the page: registering one is root's.
     ("PasskeyCode", Who::Root),
+    // A bearer token names any caller it likes: minting one is root's.
+    ("MintToken", Who::Root),
 ];
 
 /// The gRPC path prefix of the service.

@@ -255,6 +255,11 @@ impl Ledger {
         f(&self.secret.read().unwrap_or_else(|p| p.into_inner()))
     }
 
+    /// The key bearer tokens are signed with (`bearer.rs`); rotated with the secret.
+    pub(crate) fn bearer_key(&self) -> [u8; 32] {
+        self.keys(|s| s.keys.bearer)
+    }
+
     /// Where the keys came from.
     pub fn key_source(&self) -> crate::secret::KeySource {
         self.keys(|s| s.source.clone())

@@ -6,6 +6,7 @@
 
 pub mod approvals;
 pub mod auth;
+pub mod bearer;
 pub mod deploy;
 pub mod error;
 pub mod factor;

@@ -18,6 +18,7 @@ const SECRET_LEN: usize = 32;
 const LABEL_TOKEN: &[u8] = b"tc/v1/token-hash";
 const LABEL_STATE: &[u8] = b"tc/v1/request-state";
 const LABEL_CURSOR: &[u8] = b"tc/v1/cursor";
+const LABEL_BEARER: &[u8] = b"tc/v1/http-bearer";
 
 /// Where the key material came from; printed in the `elicit:` startup line.
 #[derive(Debug, Clone)]
@@ -56,6 +57,8 @@ pub struct Keys {
     pub token: [u8; 32],
     pub state: [u8; 32],
     pub cursor: [u8; 32],
+    /// Signs the HS256 bearer tokens of HTTP callers (`MintToken`, `bearer.rs`).
+    pub bearer: [u8; 32],
 }
 
 impl Keys {
@@ -71,6 +74,7 @@ impl Keys {
             token: expand(LABEL_TOKEN),
             state: expand(LABEL_STATE),
             cursor: expand(LABEL_CURSOR),
+            bearer: expand(LABEL_BEARER),
         }
     }
 }
@@ -243,6 +247,9 @@ mod tests {
         assert_eq!(a.keys.state, b.keys.state);
         assert_ne!(a.keys.state, a.keys.cursor);
         assert_ne!(a.keys.state, a.keys.token);
+        assert_ne!(a.keys.bearer, a.keys.token);
+        assert_ne!(a.keys.bearer, a.keys.state);
+        assert_ne!(a.keys.bearer, a.keys.cursor);
     }
 
     #[test]

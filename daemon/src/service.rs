@@ -546,4 +546,40 @@ impl Confirm for Service {
             expires_at_ms,
         }))
     }
+
+    async fn mint_token(
+        &self,
+        r: Request<v1::MintTokenRequest>,
+    ) -> Result<Response<v1::MintTokenReply>, Status> {
+        // Root only in guarded mode (WHO, and again here: defence in depth).
+        if self.ledger.mode() == Mode::Guarded && auth::peer(&r).map(|p| p.uid) != Some(0) {
+            return Err(DaemonError::refused(
+                Reason::NotPermitted,
+                "guarded mode: only root may mint a bearer token (`sudo tcctl token mint`)",
+            )
+            .into());
+        }
+        let r = r.into_inner();
+        let (token, exp) = self
+            .run(move |l| {
+                crate::bearer::mint_recorded(l, &r.sub, r.ttl_seconds, &r.audience, &r.scopes)
+            })
+            .await?;
+        Ok(Response::new(v1::MintTokenReply { token, exp }))
+    }
+
+    async fn verify_token(
+        &self,
+        r: Request<v1::VerifyTokenRequest>,
+    ) -> Result<Response<v1::VerifyTokenReply>, Status> {
+        let r = r.into_inner();
+        // An HMAC and a parse: no store work, so not queued behind the store thread.
+        let now_s = tc_core::now_ms() / 1000;
+        let c = crate::bearer::check(&self.ledger.bearer_key(), &r.token, &r.audience, now_s)?;
+        Ok(Response::new(v1::VerifyTokenReply {
+            scopes: c.scopes(),
+            sub: c.sub,
+            exp: c.exp,
+        }))
+    }
 }

@@ -1,7 +1,7 @@
 //! The shim's gRPC client of `tcd`: lazy connection (reconnects on the next gated
 //! call after a failure), and the mode tcd reports; Raise / Redeem / Release / RecordConsumed / SealState /
-//! OpenState / SealCursor / OpenCursor / AppendEvent. Deliberately no Mint: only the
-//! operator mints.
+//! OpenState / SealCursor / OpenCursor / AppendEvent / VerifyToken (HTTP callers).
+//! Deliberately no Mint or MintToken: only the operator mints.
 
 use std::path::PathBuf;
 
@@ -422,4 +422,38 @@ fn source_chain(e: &dyn std::error::Error) -> String {
         cur = s.source();
     }
     out.join(": ")
+}
+
+/// tcd's `VerifyToken` for the HTTP front's `[vaults.http.auth] mode = "jwt"` without
+/// keys: `tc_auth::Verifier` asks through this (and caches what tcd accepted).
+impl tc_auth::TcdTokens for Daemon {
+    fn verify_token<'a>(
+        &'a self,
+        token: &'a str,
+        audience: &'a str,
+    ) -> tc_auth::tcd::VerifyFuture<'a> {
+        use tc_auth::TcdRefusal;
+        Box::pin(async move {
+            let mut c = self.client().await.map_err(|_| TcdRefusal::Unavailable)?;
+            let req = v1::VerifyTokenRequest {
+                token: token.into(),
+                audience: audience.into(),
+            };
+            match c.verify_token(req).await {
+                Ok(r) => {
+                    let r = r.into_inner();
+                    Ok(tc_auth::Verified {
+                        sub: r.sub,
+                        scopes: r.scopes,
+                        exp: r.exp,
+                    })
+                }
+                Err(s) => Err(match self.fail(s).await.reason() {
+                    Some(tc_core::Reason::Expired) => TcdRefusal::Expired,
+                    Some(_) => TcdRefusal::Invalid,
+                    None => TcdRefusal::Unavailable,
+                }),
+            }
+        })
+    }
 }

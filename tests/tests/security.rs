@@ -176,6 +176,7 @@ fn no_token_or_secret_in_logs_events_or_the_database_and_tokens_are_stored_hashe
         &b"tc/v1/token-hash"[..],
         b"tc/v1/request-state",
         b"tc/v1/cursor",
+        b"tc/v1/http-bearer",
     ] {
         secrets.extend(spellings(&derived(&secret, label)));
     }
