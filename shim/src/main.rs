@@ -9,6 +9,7 @@ mod era;
 mod framing;
 #[cfg(test)]
 mod fuzz_checks;
+mod gate;
 mod gitindex;
 mod governor;
 mod ids;
@@ -17,7 +18,6 @@ mod names;
 mod outbox;
 mod policy;
 mod preview;
-mod proxy;
 mod regular;
 mod results;
 mod roots;
@@ -155,8 +155,8 @@ fn real_main() -> anyhow::Result<i32> {
     let policy = policy::Policy::new(&v)?;
     let gov = governor::Governor::new(&cfg.governor, &v.paged);
     let prompt_ttl = std::time::Duration::from_secs(cfg.daemon.elicit_ttl_seconds.into());
-    let page = proxy::page_base(cfg.approvals.listen.as_deref());
-    let opts = proxy::Options {
+    let page = gate::page_base(cfg.approvals.listen.as_deref());
+    let opts = gate::Options {
         policy: std::sync::Arc::new(policy),
         daemon: std::sync::Arc::new(daemon),
         caller: tc_core::STDIO_CALLER.into(),
