@@ -3,7 +3,7 @@
 //! apart from an answer to our confirmation, stays bound to this call (and, once
 //! approved, to the approved target state), and is spent once.
 //!
-//! A child module of `proxy`; the daemon seals and opens (SealState's `inner`).
+//! A child module of `gate`; the daemon seals and opens (SealState's `inner`).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -14,7 +14,9 @@ use tc_core::ErrorCode;
 use tc_proto::v1::Binding;
 use tokio::sync::oneshot;
 
-use super::{key, policy_result, remove_token, unreachable_result, Approval, Call, Held, Shim};
+use super::forward::remove_token;
+use super::refusals::{policy_result, unreachable_result};
+use super::{key, Approval, Call, Held, Shim};
 use crate::daemon_client::DaemonError;
 use crate::era;
 use crate::results::{self, Shown};

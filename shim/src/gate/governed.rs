@@ -1,7 +1,7 @@
-//! The proxy's governor hooks: caps downstream answers (a line too long to hold is
+//! The gate's governor hooks: caps downstream answers (a line too long to hold is
 //! matched by its scanned id), pages `[[vaults.paged]]` tools, limits `resources/read`.
 //!
-//! A child module of `proxy` so it can use the proxy's state; the rules themselves are
+//! A child module of `gate` so it can use the engine's state; the rules themselves are
 //! in `crate::governor`.
 
 use crate::value::at;
@@ -14,7 +14,8 @@ use tc_core::ErrorCode;
 use tc_proto::v1::{self, Binding};
 use tokio::sync::{mpsc, oneshot};
 
-use super::{key, policy_result, Forwarded, Held, Shim};
+use super::refusals::policy_result;
+use super::{key, Forwarded, Held, Shim};
 use crate::daemon_client::DaemonError;
 use crate::era;
 use crate::framing::MAX_LINE;

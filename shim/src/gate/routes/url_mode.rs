@@ -8,7 +8,7 @@ use serde_json::{json, Value};
 use tc_core::display::escape;
 use tokio::sync::oneshot;
 
-use super::{key, Approval, Call, Shim, OWN_ID_PREFIX};
+use crate::gate::{key, Approval, Call, Shim, OWN_ID_PREFIX};
 use crate::results::Shown;
 use crate::summary::summarize;
 use std::sync::atomic::Ordering;

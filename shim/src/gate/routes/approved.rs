@@ -1,13 +1,13 @@
-//! Approve by request in the proxy: a gated call without a token first redeems the
+//! Route 1, approve by request: a gated call without a token first redeems the
 //! approval tcd holds for it; raises carry the full arguments; in guarded mode a client's
 //! `accept` is only the cue to redeem a factor-backed approval, never an approval itself.
 
 use tc_core::Reason;
 
-use super::{Approval, Call, Shim};
 use crate::by_request;
 use crate::confirm::Route;
 use crate::daemon_client::{DaemonError, Raise};
+use crate::gate::{Approval, Call, Shim};
 use crate::summary::summarize;
 
 /// The RecordConsumed route of a call run under an approval given by request id.
