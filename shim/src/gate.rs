@@ -8,7 +8,8 @@
 //   routes    how a human approves: by request, modern round, legacy or URL elicitation
 //   forward   to the downstream; a held call answered; the exit path
 //   server    a downstream line: the pass-through fast path, its requests, its answers
-//   governed  the response governor's hooks (cap, oversize lines, paging, events)
+//   governed  the response governor's hooks (cap, oversize lines, events); `paged`
+//             serves a paged tool's call page by page
 // Beside it: `continued` (a downstream's own round), `eras`, `internal` (the shim's own
 // requests downstream), `refusals` (what the client is told), `tools` (the tool cache).
 mod admit;
@@ -19,6 +20,7 @@ mod eras;
 mod forward;
 mod governed;
 mod internal;
+mod paged;
 mod refusals;
 mod routes;
 mod server;

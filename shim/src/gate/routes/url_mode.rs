@@ -126,6 +126,19 @@ impl Shim {
                 "params": {"requestId": rid, "reason": "the confirmation ended"},
             }));
         }
+        self.url_outcome(c, ended, &request_id, &elicitation_id)
+            .await
+    }
+
+    /// How the wait ended decides: a settled request (or the TTL) is redeemed as it is
+    /// now; the client's no is a decline; anything else is not an approval.
+    async fn url_outcome(
+        &self,
+        c: &Call<'_>,
+        ended: Ended,
+        request_id: &str,
+        elicitation_id: &str,
+    ) -> Option<Approval> {
         match ended {
             Ended::Settled => {
                 self.send_client(&json!({
@@ -137,7 +150,7 @@ impl Shim {
             // Expired on tcd's clock: the redemption says so (item 6: a timeout reads as one).
             Ended::TimedOut => self.redeem_now(c).await,
             Ended::Client(UrlAnswer::Declined) => {
-                self.decline_in_tcd(&request_id).await;
+                self.decline_in_tcd(request_id).await;
                 self.declined(c).await;
                 None
             }
