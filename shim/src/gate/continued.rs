@@ -1,9 +1,5 @@
-//! A downstream's own `input_required` round on a tool with a gate entry: its
-//! `requestState` reaches the client sealed inside ours, so the re-sent call is told
-//! apart from an answer to our confirmation, stays bound to this call (and, once
-//! approved, to the approved target state), and is spent once.
-//!
-//! A child module of `gate`; the daemon seals and opens (SealState's `inner`).
+//! A downstream's own `input_required` round on a gated tool: its `requestState` goes out
+//! sealed in ours (never taken for an answer to our form), bound to this call, spent once.
 
 use std::path::PathBuf;
 use std::sync::Arc;

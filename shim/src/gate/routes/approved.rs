@@ -1,6 +1,5 @@
-//! Route 1, approve by request: a gated call without a token first redeems the
-//! approval tcd holds for it; raises carry the full arguments; in guarded mode a client's
-//! `accept` is only the cue to redeem a factor-backed approval, never an approval itself.
+//! Route 1, approve by request: a call without a token redeems the approval tcd holds for it
+//! (raises carry the full arguments); in guarded mode an `accept` only cues that redemption.
 
 use tc_core::Reason;
 

@@ -36,10 +36,6 @@ impl Shim {
     /// Route 3, round 2: the daemon verifies the echoed state (authentic, unexpired, this
     /// call) and consumes it whatever the answer, so it can never authorize twice; only
     /// accept + approve, against an unchanged target, approves. A state that carries a
-
-    /// Route 3, round 2: the daemon verifies the echoed state (authentic, unexpired, this
-    /// call) and consumes it whatever the answer, so it can never authorize twice; only
-    /// accept + approve, against an unchanged target, approves. A state that carries a
     /// downstream's own round (see `continued.rs`) is no answer to our form: it goes
     /// back to the downstream instead.
     pub(super) async fn resume_modern(

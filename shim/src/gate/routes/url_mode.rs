@@ -1,6 +1,5 @@
-//! URL-mode elicitation (MCP 2025-11-25): a legacy client that declares `elicitation.url`
-//! is sent the approval page's link for the raised request; the call runs only under the
-//! approval tcd then holds for it. The client's `accept` only means the page was opened.
+//! Route 4, URL-mode elicitation (MCP 2025-11-25): a legacy client declaring `elicitation.url`
+//! gets the approval page's link; the call runs only under the approval tcd then holds.
 
 use std::time::Duration;
 
