@@ -51,6 +51,7 @@ use continued::Wrap;
 /// Ids of the shim's own requests (to either side) start with this.
 const OWN_ID_PREFIX: &str = "tc-shim-";
 
+/// What the answer to a forwarded client request needs done to it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 enum Pending {
     Plain,
@@ -187,14 +188,17 @@ fn key(id: &Value) -> IdKey {
 }
 
 impl Shim {
+    /// The engine's state, taken back even if a holder panicked.
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Queues a message the shim built for the client.
     fn send_client(&self, v: &Value) {
         self.to_client.send(v.to_string().into_bytes(), None);
     }
 
+    /// Queues a line for the downstream; false when its writer is gone.
     fn send_child(&self, line: Vec<u8>, ack: Option<oneshot::Sender<()>>) -> bool {
         self.to_child.send(line, ack)
     }
