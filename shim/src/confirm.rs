@@ -23,7 +23,7 @@ pub enum Route {
     /// The shim answers `input_required`; the client re-sends the call with the answer.
     Modern,
     /// The shim sends a legacy client that declares `elicitation.url` the approval page's
-    /// link for the request (`proxy/url_mode.rs`) and waits for tcd's approval.
+    /// link for the request (`gate/routes/url_mode.rs`) and waits for tcd's approval.
     Url,
 }
 

@@ -1,8 +1,8 @@
 //! The response governor's state and rules: the byte cap, which answers it watches,
 //! paging plans for `[[vaults.paged]]` tools, cursor positions, and the results it builds.
 //!
-//! The proxy side (what happens to a line, a call, a page) is `proxy/governed.rs`; this
-//! module holds no I/O except `stat()` through the caller's `inspect` closure.
+//! The engine's side (what happens to a line, a call, a page) is `gate/governed.rs` and
+//! `gate/paged.rs`; this module holds no I/O except `stat()` through the `inspect` closure.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};

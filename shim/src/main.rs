@@ -10,6 +10,7 @@ mod era;
 mod framing;
 #[cfg(test)]
 mod fuzz_checks;
+mod gate;
 mod gitindex;
 mod governor;
 mod http;
@@ -19,7 +20,6 @@ mod names;
 mod outbox;
 mod policy;
 mod preview;
-mod proxy;
 mod regular;
 mod results;
 mod roots;
@@ -181,7 +181,7 @@ fn real_main() -> anyhow::Result<i32> {
     let policy = policy::Policy::new(&v)?;
     let gov = governor::Governor::new(&cfg.governor, &v.paged);
     let prompt_ttl = std::time::Duration::from_secs(cfg.daemon.elicit_ttl_seconds.into());
-    let page = proxy::page_base(cfg.approvals.listen.as_deref());
+    let page = gate::page_base(cfg.approvals.listen.as_deref());
     if let Some(listen) = http {
         let front = v.http.clone().unwrap_or_default();
         let listen = match (listen.as_str(), &front.listen) {
@@ -221,7 +221,7 @@ fn real_main() -> anyhow::Result<i32> {
         rt.shutdown_background();
         return code;
     }
-    let opts = proxy::Options {
+    let opts = gate::Options {
         policy: std::sync::Arc::new(policy),
         daemon: std::sync::Arc::new(daemon),
         caller: tc_core::STDIO_CALLER.into(),

@@ -10,8 +10,8 @@ use tokio::process::Command;
 use tokio::sync::oneshot;
 
 use crate::framing::{read_down, read_frame, write_line, Frame, MAX_LINE};
+use crate::gate::{Options, Shim};
 use crate::outbox::Out;
-use crate::proxy::{Options, Shim};
 
 /// Runs the proxy until the downstream exits; returns the exit code to use.
 pub async fn run(opts: Options, command: Vec<String>) -> anyhow::Result<i32> {

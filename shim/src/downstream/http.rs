@@ -16,8 +16,8 @@ use tokio::task::{AbortHandle, JoinSet};
 use super::remote::{server_token, Peek, Remote};
 use super::sse::{Kind, Lines};
 use crate::framing::{read_down, Down};
+use crate::gate::Shim;
 use crate::outbox::Out;
-use crate::proxy::Shim;
 use crate::results;
 
 const SESSION: &str = "mcp-session-id";

@@ -14,7 +14,7 @@ use tokio::sync::oneshot;
 pub use remote::Remote;
 
 use crate::framing::{read_frame, Frame, MAX_LINE};
-use crate::proxy::{Options, Shim};
+use crate::gate::{Options, Shim};
 
 /// Runs the stdio front in front of the remote server until the client closes stdin;
 /// returns the exit code.

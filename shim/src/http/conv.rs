@@ -11,9 +11,9 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use crate::framing::Frame;
+use crate::gate::Shim;
 use crate::ids::IdKey;
 use crate::outbox::Out;
-use crate::proxy::Shim;
 use crate::results;
 
 /// A message for an HTTP exchange: related to its request, or the request's answer.

@@ -26,9 +26,9 @@ use axum::Router;
 use tc_core::config::{AuthMode, GovernorConfig, HttpFront, Paged};
 
 use crate::daemon_client::Daemon;
+use crate::gate::{Options, Shim};
 use crate::governor::Governor;
 use crate::policy::Policy;
-use crate::proxy::{Options, Shim};
 pub use caller::{Callers, Local};
 use conv::Conv;
 use sessions::Table;

@@ -1,6 +1,5 @@
-//! URL-mode elicitation (MCP 2025-11-25): a legacy client that declares `elicitation.url`
-//! is sent the approval page's link for the raised request; the call runs only under the
-//! approval tcd then holds for it. The client's `accept` only means the page was opened.
+//! Route 4, URL-mode elicitation (MCP 2025-11-25): a legacy client declaring `elicitation.url`
+//! gets the approval page's link; the call runs only under the approval tcd then holds.
 
 use std::time::Duration;
 
@@ -8,7 +7,7 @@ use serde_json::{json, Value};
 use tc_core::display::escape;
 use tokio::sync::oneshot;
 
-use super::{key, Approval, Call, Shim, OWN_ID_PREFIX};
+use crate::gate::{key, Approval, Call, Shim, OWN_ID_PREFIX};
 use crate::results::Shown;
 use crate::summary::summarize;
 use std::sync::atomic::Ordering;
@@ -126,6 +125,19 @@ impl Shim {
                 "params": {"requestId": rid, "reason": "the confirmation ended"},
             }));
         }
+        self.url_outcome(c, ended, &request_id, &elicitation_id)
+            .await
+    }
+
+    /// How the wait ended decides: a settled request (or the TTL) is redeemed as it is
+    /// now; the client's no is a decline; anything else is not an approval.
+    async fn url_outcome(
+        &self,
+        c: &Call<'_>,
+        ended: Ended,
+        request_id: &str,
+        elicitation_id: &str,
+    ) -> Option<Approval> {
         match ended {
             Ended::Settled => {
                 self.send_client(&json!({
@@ -137,7 +149,7 @@ impl Shim {
             // Expired on tcd's clock: the redemption says so (item 6: a timeout reads as one).
             Ended::TimedOut => self.redeem_now(c).await,
             Ended::Client(UrlAnswer::Declined) => {
-                self.decline_in_tcd(&request_id).await;
+                self.decline_in_tcd(request_id).await;
                 self.declined(c).await;
                 None
             }

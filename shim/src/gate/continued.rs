@@ -1,9 +1,5 @@
-//! A downstream's own `input_required` round on a tool with a gate entry: its
-//! `requestState` reaches the client sealed inside ours, so the re-sent call is told
-//! apart from an answer to our confirmation, stays bound to this call (and, once
-//! approved, to the approved target state), and is spent once.
-//!
-//! A child module of `proxy`; the daemon seals and opens (SealState's `inner`).
+//! A downstream's own `input_required` round on a gated tool: its `requestState` goes out
+//! sealed in ours (never taken for an answer to our form), bound to this call, spent once.
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -14,7 +10,9 @@ use tc_core::ErrorCode;
 use tc_proto::v1::Binding;
 use tokio::sync::oneshot;
 
-use super::{key, policy_result, remove_token, unreachable_result, Approval, Call, Held, Shim};
+use super::forward::remove_token;
+use super::refusals::{policy_result, unreachable_result};
+use super::{key, Approval, Call, Held, Shim};
 use crate::daemon_client::DaemonError;
 use crate::era;
 use crate::results::{self, Shown};
@@ -206,30 +204,7 @@ impl Shim {
             state_fp: &fp,
             lean: w.lean,
         };
-        let len = state.as_ref().map_or(0, String::len);
-        let sealed = if len > tc_core::MAX_SEALED_LEN {
-            // Could never come back through OpenState: not worth a round trip to tcd.
-            Err(Unsealed::TooLarge(format!(
-                "{len} bytes; a sealed state is at most {} bytes",
-                tc_core::MAX_SEALED_LEN
-            )))
-        } else {
-            let approved = w.approved_fp.is_some();
-            let mac = round_mac(b, &fp, state.as_deref(), approved);
-            let inner = Inner {
-                state,
-                approved,
-                mac,
-            };
-            let bytes = serde_json::to_vec(&inner).expect("Inner serializes");
-            match self.daemon.seal_state(b.clone(), &fp, bytes).await {
-                Ok(ours) => Ok(ours),
-                Err(e) if e.reason() == Some(tc_core::Reason::BadArgument) => {
-                    Err(Unsealed::TooLarge(e.to_string()))
-                }
-                Err(e) => Err(Unsealed::Daemon(e)),
-            }
-        };
+        let sealed = self.seal_inner(w, &fp, state).await;
         // Its state cannot go out bare: the re-sent call would be taken for an answer to
         // our form. Nothing ran that a refusal hides (the downstream only asked).
         let mut result = match sealed {
@@ -274,6 +249,40 @@ impl Shim {
             results::refusal_to_meta(&mut result);
         }
         result
+    }
+
+    /// Seals the downstream's round (its state, whether the call was approved, our MAC)
+    /// inside a state of ours at `fp`.
+    async fn seal_inner(
+        &self,
+        w: &Wrap,
+        fp: &str,
+        state: Option<String>,
+    ) -> Result<String, Unsealed> {
+        let len = state.as_ref().map_or(0, String::len);
+        if len > tc_core::MAX_SEALED_LEN {
+            // Could never come back through OpenState: not worth a round trip to tcd.
+            return Err(Unsealed::TooLarge(format!(
+                "{len} bytes; a sealed state is at most {} bytes",
+                tc_core::MAX_SEALED_LEN
+            )));
+        }
+        let b = &w.binding;
+        let approved = w.approved_fp.is_some();
+        let mac = round_mac(b, fp, state.as_deref(), approved);
+        let inner = Inner {
+            state,
+            approved,
+            mac,
+        };
+        let bytes = serde_json::to_vec(&inner).expect("Inner serializes");
+        match self.daemon.seal_state(b.clone(), fp, bytes).await {
+            Ok(ours) => Ok(ours),
+            Err(e) if e.reason() == Some(tc_core::Reason::BadArgument) => {
+                Err(Unsealed::TooLarge(e.to_string()))
+            }
+            Err(e) => Err(Unsealed::Daemon(e)),
+        }
     }
 
     /// A re-sent call whose state (already verified, not yet spent, sealed at `sealed_fp`)

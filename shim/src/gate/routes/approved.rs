@@ -1,13 +1,12 @@
-//! Approve by request in the proxy: a gated call without a token first redeems the
-//! approval tcd holds for it; raises carry the full arguments; in guarded mode a client's
-//! `accept` is only the cue to redeem a factor-backed approval, never an approval itself.
+//! Route 1, approve by request: a call without a token redeems the approval tcd holds for it
+//! (raises carry the full arguments); in guarded mode an `accept` only cues that redemption.
 
 use tc_core::Reason;
 
-use super::{Approval, Call, Shim};
 use crate::by_request;
 use crate::confirm::Route;
 use crate::daemon_client::{DaemonError, Raise};
+use crate::gate::{Approval, Call, Shim};
 use crate::summary::summarize;
 
 /// The RecordConsumed route of a call run under an approval given by request id.

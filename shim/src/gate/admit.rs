@@ -1,14 +1,11 @@
-//! What the proxy refuses before acting on a line: a line with a raw inner `\r` (either
-//! side; `framing.rs` finds it) and a client request whose id or number in flight it
-//! cannot track (`ids.rs` holds the rules).
-//!
-//! A child module of `proxy` so it can use the proxy's state.
+//! Admission: what the gate refuses before acting on a line: a raw inner `\r` (either side),
+//! a client request it cannot track faithfully (id, table, envelope) or whose id is taken.
 
 use std::time::Instant;
 
 use serde_json::Value;
 
-use super::Shim;
+use super::{key, reserved_id, reserved_id_error, Shim};
 use crate::framing::{refusal_id, Rejected};
 use crate::governor::{PageReply, Track};
 use crate::ids::{self, IdKey, MAX_IN_FLIGHT, STALE_AFTER};
@@ -120,5 +117,43 @@ impl Shim {
             ));
         }
         room
+    }
+
+    /// A client request's own checks, once its id was admitted: `"jsonrpc": "2.0"`, an id
+    /// outside the shim's namespace and not in use. False when refused (and answered).
+    pub(super) fn admit_request(&self, msg: &Value, i: &Value) -> bool {
+        if msg.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+            // A downstream drops such a request without a word (the TypeScript SDK
+            // does): the call would hold its barrier place, and every change behind
+            // it, for ever. Refused here, where it can be answered.
+            self.send_client(&results::error(
+                i,
+                results::INVALID_REQUEST,
+                "a request must carry \"jsonrpc\": \"2.0\"",
+            ));
+            return false;
+        }
+        if reserved_id(i) {
+            // Our own requests downstream use these ids: a client request with one
+            // could take the answer meant for the shim (a probe's, say).
+            self.send_client(&reserved_id_error(i));
+            return false;
+        }
+        let in_use = {
+            let st = self.lock();
+            st.held.contains_key(&key(i)) || st.pending.contains_key(&key(i))
+        };
+        if in_use {
+            // Reusing a live id would overwrite the call's state and its governor
+            // entry (a cancelled call could come back to life, an answer escape
+            // the cap): refuse the newcomer.
+            self.send_client(&results::error(
+                i,
+                results::INVALID_REQUEST,
+                "request id already in use by a request in flight",
+            ));
+            return false;
+        }
+        true
     }
 }

@@ -1,0 +1,252 @@
+//! The client side: a client line is parsed, its roots taken out, admitted (`admit.rs`),
+//! noted by the governor, then dispatched by method (a `tools/call` goes to `call.rs`).
+
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use tc_core::ErrorCode;
+
+use super::{key, Held, Pending, Shim, OWN_ID_PREFIX};
+use crate::barrier::Place;
+use crate::era::{self, Era};
+use crate::framing::parse_message;
+use crate::lean;
+use crate::results;
+use crate::roots;
+use crate::value::at;
+
+impl Shim {
+    /// Handles one line from the client.
+    pub(super) fn on_client_line(self: &Arc<Self>, line: Vec<u8>) {
+        let Some((msg, line)) = self.read_client_line(line) else {
+            return;
+        };
+        let method = msg.get("method").and_then(Value::as_str);
+        let id = msg.get("id").filter(|i| !i.is_null()).cloned();
+        let meta = era::request_meta(&msg).cloned();
+        if !self.admitted(&msg, method, id.as_ref(), meta.as_ref()) {
+            return;
+        }
+        // Governor: note capped requests; a resources/read over the cap is answered here.
+        if self.govern_request(method, id.as_ref(), &msg) {
+            return;
+        }
+        self.dispatch(msg, line, id, meta);
+    }
+
+    /// The line parsed (a malformed one is answered `-32700`) and the bytes to forward:
+    /// re-serialized when the client's roots were taken out.
+    fn read_client_line(&self, line: Vec<u8>) -> Option<(Value, Vec<u8>)> {
+        let mut msg: Value = match parse_message(&line) {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!("client sent a line that is not a JSON-RPC message: {e}");
+                self.send_client(&results::error(&Value::Null, e.code(), e.to_string()));
+                return None;
+            }
+        };
+        // The downstream works inside the vault root, whatever the client says (roots.rs).
+        let line = match roots::strip_client_roots(&mut msg, &self.policy.root, &self.policy.vault)
+        {
+            true => msg.to_string().into_bytes(),
+            false => line,
+        };
+        Some((msg, line))
+    }
+
+    /// Admission, in order: the id and the in-flight table (`admit.rs`), the era of a
+    /// modern message (noted, and refused if unknown), then a request's own checks.
+    /// False when the message was refused (and answered).
+    fn admitted(
+        &self,
+        msg: &Value,
+        method: Option<&str>,
+        id: Option<&Value>,
+        meta: Option<&Value>,
+    ) -> bool {
+        let request = method.and(id);
+        // An id a downstream could echo as another value, or a full table: refused first.
+        if request.is_some_and(|i| !self.admit(i)) {
+            return false;
+        }
+        if let (Some(m), Some(id)) = (meta, id) {
+            self.lock().envelope = Some(era::envelope(m));
+            self.set_client_era(Era::Modern, era::meta_version(m));
+            let v = era::meta_version(m);
+            if v != era::MODERN_VERSION {
+                // We cannot gate an era we do not know: refuse rather than guess.
+                self.send_client(&era::unsupported_version(id, &v));
+                return false;
+            }
+        }
+        request.is_none_or(|i| self.admit_request(msg, i))
+    }
+
+    /// Acts on an admitted client message, by method.
+    fn dispatch(
+        self: &Arc<Self>,
+        msg: Value,
+        line: Vec<u8>,
+        id: Option<Value>,
+        meta: Option<Value>,
+    ) {
+        let modern = meta.is_some();
+        match (msg.get("method").and_then(Value::as_str), id) {
+            (None, Some(id)) => self.on_client_answer(id, msg, line),
+            (Some(roots::LIST_CHANGED), id) => self.on_roots_changed(id),
+            (Some("initialize"), Some(id)) => self.on_initialize(id, &msg, line),
+            (Some("server/discover"), Some(id)) => {
+                let meta = meta.unwrap_or_else(era::default_envelope);
+                self.set_client_era(Era::Modern, era::meta_version(&meta));
+                tokio::spawn(Arc::clone(self).handle_discover(id, meta, line));
+            }
+            (Some("tools/call"), Some(id)) => self.on_call(id, msg, line, modern),
+            (Some("tools/list"), Some(id)) if self.policy.lean => {
+                tokio::spawn(Arc::clone(self).lean_tools_list(id, modern));
+            }
+            (Some(m), Some(id)) => {
+                let m = m.to_string();
+                self.on_request(id, m, meta, line);
+            }
+            (Some("tools/call"), None) => self.on_call_without_id(&msg),
+            (Some("notifications/cancelled"), None) => self.on_cancelled(&msg, line),
+            _ => {
+                self.send_child(line, None);
+            }
+        }
+    }
+
+    /// A response: to one of our own prompts, else to a downstream's request.
+    fn on_client_answer(&self, id: Value, msg: Value, line: Vec<u8>) {
+        match id.as_str().filter(|s| s.starts_with(OWN_ID_PREFIX)) {
+            Some(s) => {
+                let waiting = self.lock().client_requests.remove(s);
+                match waiting {
+                    Some(tx) => {
+                        let _ = tx.send(msg);
+                    }
+                    // A late answer to a prompt we already withdrew: it was
+                    // ours, the downstream never sent that request.
+                    None => tracing::debug!("dropping a late answer to {s}"),
+                }
+            }
+            // Only to a request the downstream made and the client was shown: an
+            // answer to anything else (a question the shim answered itself, such
+            // as roots/list, or one never asked) would put words in its mouth.
+            None if self.lock().down_requests.remove(&key(&id)) => {
+                self.send_child(line, None);
+            }
+            None => tracing::warn!(
+                "dropping the client's answer to {id}: the downstream is not waiting for it"
+            ),
+        }
+    }
+
+    /// `roots/list_changed`: never forwarded, the vault root is fixed.
+    fn on_roots_changed(&self, id: Option<Value>) {
+        tracing::debug!("not forwarding the client's roots/list_changed: the vault root is fixed");
+        if let Some(id) = id {
+            self.send_client(&results::error(
+                &id,
+                results::INVALID_REQUEST,
+                "roots/list_changed is a notification, and tc-shim does not forward it: the vault root is fixed",
+            ));
+        }
+    }
+
+    /// The client's `initialize`: the client is legacy; its capabilities pick the route.
+    fn on_initialize(&self, id: Value, msg: &Value, line: Vec<u8>) {
+        let v = at(msg, &["params", "protocolVersion"])
+            .and_then(Value::as_str)
+            .unwrap_or("?")
+            .to_string();
+        self.set_client_era(Era::Legacy, v);
+        self.lock().client_caps = at(msg, &["params", "capabilities"]).cloned();
+        self.forward_request(&id, Pending::Initialize, None, line)
+    }
+
+    /// A `tools/call`: held (with its place in the barrier) until judged on its own task;
+    /// the lean facade's calls are unwrapped first.
+    fn on_call(self: &Arc<Self>, id: Value, msg: Value, line: Vec<u8>, modern: bool) {
+        let facade = self.policy.lean.then(|| lean::facade_call(&msg)).flatten();
+        let place = self.place_for(&msg, facade.as_ref());
+        self.lock().held.insert(
+            key(&id),
+            Held {
+                cancelled: false,
+                modern,
+                schema: false,
+                lean: facade.is_some(),
+                place,
+            },
+        );
+        match facade {
+            None => {
+                self.spawn_call(id, msg, line);
+            }
+            Some(lean::FacadeCall::List) => {
+                tokio::spawn(Arc::clone(self).list_capabilities(id));
+            }
+            Some(lean::FacadeCall::Call(inner)) => {
+                let line = inner.to_string().into_bytes();
+                self.spawn_call(id, inner, line);
+            }
+            Some(lean::FacadeCall::Bad(why)) => self.answer(
+                &id,
+                results::tool_error(ErrorCode::InvalidInput, why, json!({}), None),
+            ),
+        }
+    }
+
+    /// Any other request: forwarded, once the downstream's era is known for a modern one.
+    fn on_request(self: &Arc<Self>, id: Value, m: String, meta: Option<Value>, line: Vec<u8>) {
+        let kind = if m == "tools/list" {
+            Pending::ToolsList
+        } else {
+            Pending::Plain
+        };
+        let modern = meta.is_some();
+        match meta {
+            Some(meta) if self.lock().down_era.is_none() => {
+                tokio::spawn(Arc::clone(self).forward_modern(id, kind, meta, m, line));
+            }
+            _ => self.forward_request(&id, kind, modern.then_some(m), line),
+        }
+    }
+
+    /// No id (a notification) or `"id": null`: it could not be answered, so it could not be
+    /// gated either; a downstream that ran it would run it unconfirmed.
+    fn on_call_without_id(&self, msg: &Value) {
+        tracing::warn!("dropping a tools/call without an id: tc only runs calls it can answer");
+        if msg.get("id").is_some() {
+            self.send_client(&results::error(
+                &Value::Null,
+                results::INVALID_REQUEST,
+                "tools/call needs a string or number id",
+            ));
+        }
+    }
+
+    /// `notifications/cancelled`: a held call is marked (and woken if it waits on the
+    /// human); a forwarded one starts its grace timer. Forwarded either way.
+    fn on_cancelled(self: &Arc<Self>, msg: &Value, line: Vec<u8>) {
+        if let Some(rid) = at(msg, &["params", "requestId"]) {
+            let mut st = self.lock();
+            if let Some(h) = st.held.get_mut(&key(rid)) {
+                h.cancelled = true;
+                if let Some(w) = st.wakers.remove(&key(rid)) {
+                    let _ = w.send(());
+                }
+                return;
+            }
+            let forwarded = st.pending.get_mut(&key(rid)).filter(|p| !p.grace);
+            if let Some(p) = forwarded {
+                if let Some(t) = p.place.as_ref().map(Place::ticket) {
+                    p.grace = true;
+                    self.release_after_grace(key(rid), t);
+                }
+            }
+        }
+        self.send_child(line, None);
+    }
+}

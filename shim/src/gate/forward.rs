@@ -1,0 +1,217 @@
+//! Forward: a client request or an approved call goes to the downstream (unless cancelled
+//! meanwhile), a held call is answered by the shim, and the exit path fails what waits.
+
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use super::call::Judged;
+use super::continued::Wrap;
+use super::refusals::policy_result;
+use super::{key, Approval, Call, Forwarded, Held, Pending, Shim};
+use crate::era;
+use crate::results;
+
+impl Shim {
+    /// Forwards a client request downstream, remembering it so its response can be matched.
+    pub(super) fn forward_request(
+        &self,
+        id: &Value,
+        kind: Pending,
+        modern: Option<String>,
+        line: Vec<u8>,
+    ) {
+        self.lock().pending.insert(
+            key(id),
+            Forwarded {
+                id: id.clone(),
+                kind,
+                modern,
+                wrap: None,
+                place: None,
+                grace: false,
+            },
+        );
+        if !self.send_child(line, None) {
+            self.lock().pending.remove(&key(id));
+            self.send_client(&results::error(
+                id,
+                results::INTERNAL_ERROR,
+                "the downstream MCP server is not running",
+            ));
+        }
+    }
+
+    /// Forwards a held call unless it was cancelled meanwhile (checked under the state lock).
+    pub(super) fn forward_held(
+        &self,
+        id: &Value,
+        line: Vec<u8>,
+        ack: Option<oneshot::Sender<()>>,
+        wrap: Option<Wrap>,
+    ) -> bool {
+        {
+            let mut st = self.lock();
+            let held = st.held.remove(&key(id));
+            if held.as_ref().is_some_and(|h| h.cancelled) {
+                return false;
+            }
+            let modern = held.as_ref().is_some_and(|h| h.modern);
+            st.pending.insert(
+                key(id),
+                Forwarded {
+                    id: id.clone(),
+                    kind: Pending::Plain,
+                    modern: modern.then(|| "tools/call".to_string()),
+                    wrap,
+                    place: held.and_then(|h| h.place),
+                    grace: false,
+                },
+            );
+        }
+        if !self.send_child(line, ack) {
+            self.lock().pending.remove(&key(id));
+            self.send_client(&results::error(
+                id,
+                results::INTERNAL_ERROR,
+                "the downstream MCP server is not running",
+            ));
+        }
+        true
+    }
+
+    /// Runs a call a human approved: the ACL first (a refusal releases the approval), then
+    /// the call as the shim judged it, and once it was written, RecordConsumed.
+    pub(super) async fn run_approved(
+        &self,
+        c: &Call<'_>,
+        msg: &Value,
+        approval: Approval,
+        j: &Judged,
+        resuming: bool,
+    ) {
+        if let Err(e) = self.policy.check_acl(&j.paths, j.read_only) {
+            if let Some(r) = &approval.redemption {
+                if let Err(re) = self.daemon.release(r, "acl").await {
+                    tracing::warn!("release after ACL refusal failed: {re}");
+                }
+            }
+            return self.answer(c.id, policy_result(&e));
+        }
+        let (ack_tx, ack_rx) = oneshot::channel();
+        let modern = era::request_meta(msg).is_some();
+        let wrap = (modern || resuming).then(|| Wrap::approved(c));
+        if !self.forward_held(c.id, stripped(msg), Some(ack_tx), wrap) {
+            if let Some(r) = &approval.redemption {
+                if let Err(re) = self.daemon.release(r, "cancelled").await {
+                    tracing::warn!("release after cancellation failed: {re}");
+                }
+            }
+            return;
+        }
+        if ack_rx.await.is_ok() {
+            let redemption = approval.redemption.as_deref().unwrap_or("");
+            if let Err(e) = self
+                .daemon
+                .consumed(
+                    c.binding.clone(),
+                    c.shown.state_fp,
+                    approval.route,
+                    redemption,
+                )
+                .await
+            {
+                tracing::warn!("recording the consumed confirmation failed: {e}");
+            }
+        }
+    }
+
+    /// Takes a held call out of the table (it is being answered or forwarded).
+    pub(super) fn unhold(&self, id: &Value) -> Option<Held> {
+        self.lock().held.remove(&key(id))
+    }
+
+    /// Answers a held call with a tool result.
+    pub(super) fn answer(&self, id: &Value, mut result: Value) {
+        // Answered here: no downstream answer will come to cap.
+        self.gov.untrack(&key(id));
+        match self.unhold(id) {
+            Some(Held {
+                cancelled: true, ..
+            }) => {}
+            h => {
+                if h.as_ref().is_some_and(|h| h.modern) {
+                    era::mark_complete(&mut result, "tools/call");
+                }
+                if h.as_ref().is_some_and(|h| h.schema) {
+                    results::refusal_to_meta(&mut result);
+                }
+                self.send_client(&results::response(id, result));
+            }
+        }
+    }
+
+    /// The downstream is gone: every pending call gets an error.
+    pub(super) fn fail_pending(&self) {
+        let (pending, held) = {
+            let mut st = self.lock();
+            st.child_gone = true;
+            st.internal.clear();
+            self.gov.clear();
+            (
+                std::mem::take(&mut st.pending),
+                std::mem::take(&mut st.held),
+            )
+        };
+        for (_, Forwarded { id, .. }) in pending {
+            self.send_client(&results::error(
+                &id,
+                results::INTERNAL_ERROR,
+                "the downstream MCP server exited before answering",
+            ));
+        }
+        for (k, h) in held {
+            if !h.cancelled {
+                self.send_client(&results::error(
+                    &k.to_value(),
+                    results::INTERNAL_ERROR,
+                    "the downstream MCP server exited before answering",
+                ));
+            }
+        }
+    }
+}
+
+/// The call as the downstream gets it: without our token, and without our requestState
+/// and answers (they were addressed to the shim, not to the server).
+pub(super) fn stripped(msg: &Value) -> Vec<u8> {
+    let mut m = strip(msg);
+    remove_token(&mut m);
+    m.to_string().into_bytes()
+}
+
+/// Removes `elicit_token` from the call's arguments: it is addressed to the shim.
+pub(super) fn remove_token(msg: &mut Value) {
+    if let Some(a) = msg
+        .pointer_mut("/params/arguments")
+        .and_then(Value::as_object_mut)
+    {
+        a.remove("elicit_token");
+    }
+}
+
+/// The call without a requestState and its answers (the token stays: it is the call's).
+pub(super) fn strip(msg: &Value) -> Value {
+    let mut m = msg.clone();
+    if let Some(p) = m.get_mut("params").and_then(Value::as_object_mut) {
+        // The snake_case spellings too: the Python SDK reads every field under both.
+        for f in [
+            "requestState",
+            "inputResponses",
+            "request_state",
+            "input_responses",
+        ] {
+            p.remove(f);
+        }
+    }
+    m
+}

@@ -1,0 +1,135 @@
+//! Routes: how a gated call gets a human's approval: its requestState (modern round 2), an
+//! `elicit_token`, an approval held by request id, or a new ask on the client's route.
+
+mod approved;
+mod legacy;
+mod modern;
+pub(super) mod url_mode;
+
+use serde_json::{json, Value};
+
+use super::call::Judged;
+use super::continued::Resumed;
+use super::{Approval, Call, Shim};
+use crate::confirm::{self, Route};
+use crate::era::{self, Era};
+use crate::results;
+
+/// How a gated call's confirmation ended.
+pub(super) enum Obtained {
+    /// Approved: run it.
+    Approved(Approval),
+    /// Its requestState could not be verified: judge it afresh without it.
+    Fresh,
+    /// Answered already (refused, declined, offered, or sent on as a downstream's round).
+    Done,
+}
+
+impl Shim {
+    /// A re-sent call carrying a requestState is judged by that state first (ours, or a
+    /// downstream's round sealed inside ours); a token it still carries is redeemed
+    /// only if the state sends the call back to be judged afresh.
+    pub(super) async fn obtain(
+        &self,
+        c: &Call<'_>,
+        msg: &Value,
+        j: &Judged,
+        resuming: bool,
+    ) -> Obtained {
+        if resuming {
+            let no_params = json!({});
+            let params = msg.get("params").unwrap_or(&no_params);
+            return match self.resume_modern(c, params, j.applies).await {
+                Resumed::Approved(a) => Obtained::Approved(a),
+                Resumed::Continue(round) => {
+                    self.forward_continued(c, msg, round, &j.paths, j.read_only)
+                        .await;
+                    Obtained::Done
+                }
+                Resumed::Fresh => Obtained::Fresh,
+                Resumed::Answered => Obtained::Done,
+            };
+        }
+        if let Some(token) = j.args.get("elicit_token").and_then(Value::as_str) {
+            return match self
+                .daemon
+                .redeem(token, c.binding.clone(), c.shown.state_fp)
+                .await
+            {
+                Ok(r) => Obtained::Approved(Approval {
+                    route: "cli_token",
+                    redemption: Some(r),
+                }),
+                Err(e) => {
+                    self.answer(c.id, self.daemon_result(&e, c.shown));
+                    Obtained::Done
+                }
+            };
+        }
+        match self.ask(c, era::request_meta(msg)).await {
+            Some(a) => Obtained::Approved(a),
+            None => Obtained::Done,
+        }
+    }
+
+    /// No answer came with the call: an approval tcd holds for it by request id, else the
+    /// route the client's era and capabilities allow. None when the call was answered.
+    async fn ask(&self, c: &Call<'_>, meta: Option<&Value>) -> Option<Approval> {
+        let (era, caps) = match meta {
+            Some(m) => (Era::Modern, m.get(era::META_CAPS).cloned()),
+            None => (Era::Legacy, self.lock().client_caps.clone()),
+        };
+        let route = confirm::route(
+            era,
+            caps.as_ref(),
+            self.policy.legacy_elicitation && self.server_requests,
+            self.page.is_some(),
+        );
+        // What a human decided about this exact call by its request id (`approved.rs`).
+        match self.held_approval(c, route).await {
+            approved::Held::Approved(a) => Some(a),
+            approved::Held::Answered => None,
+            approved::Held::Nothing => match route {
+                Route::Cli => {
+                    self.ask_by_request(c).await;
+                    None
+                }
+                Route::Modern => {
+                    self.offer_modern(c).await;
+                    None
+                }
+                Route::Legacy => self.legacy_round_trip(c).await,
+                Route::Url => {
+                    let base = self.page.clone().unwrap_or_default();
+                    self.url_round_trip(c, &base).await
+                }
+            },
+        }
+    }
+
+    /// Answers `approval_declined` and logs `tc.elicit.declined`.
+    pub(super) async fn declined(&self, c: &Call<'_>) {
+        let ev = tc_core::codes::events::DECLINED;
+        if let Err(e) = self
+            .daemon
+            .append_event(ev, c.binding, c.shown.state_fp, json!({}))
+            .await
+        {
+            tracing::warn!("recording the decline failed: {e}");
+        }
+        self.answer(c.id, results::approval_declined(c.shown));
+    }
+
+    /// Answers `approval_not_obtained` and logs `tc.elicit.not_obtained`.
+    pub(super) async fn not_obtained(&self, c: &Call<'_>, why: &str) {
+        let ev = tc_core::codes::events::NOT_OBTAINED;
+        if let Err(e) = self
+            .daemon
+            .append_event(ev, c.binding, c.shown.state_fp, json!({ "why": why }))
+            .await
+        {
+            tracing::warn!("recording the unobtained approval failed: {e}");
+        }
+        self.answer(c.id, results::approval_not_obtained(c.shown, why));
+    }
+}

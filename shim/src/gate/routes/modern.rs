@@ -1,0 +1,177 @@
+//! Route 3, the modern round trip: the shim answers `input_required` with its form and a
+//! sealed state; the re-sent call's answer is judged against that state, spent once.
+
+use serde_json::{json, Value};
+use tc_core::ErrorCode;
+
+use crate::confirm::{self, Answer};
+use crate::daemon_client::DaemonError;
+use crate::gate::continued::Resumed;
+use crate::gate::{Approval, Call, Shim};
+use crate::results;
+use crate::summary::summarize;
+
+impl Shim {
+    /// Route 3, round 1: raises the request, seals a state and answers `input_required`
+    /// with our form; the client re-sends the call with the state and the answer.
+    pub(super) async fn offer_modern(&self, c: &Call<'_>) {
+        let s = c.shown;
+        let summary = summarize(s.tool, c.args);
+        let Some(request_id) = self.raise_call(c, &summary).await else {
+            return;
+        };
+        match self
+            .daemon
+            .seal_state(c.binding.clone(), s.state_fp, Vec::new())
+            .await
+        {
+            Ok(state) => {
+                let msg = self.prompt(c, &summary, &request_id);
+                self.answer(c.id, confirm::input_required(&state, &msg));
+            }
+            Err(e) => self.answer(c.id, self.daemon_result(&e, s)),
+        }
+    }
+
+    /// Route 3, round 2: the daemon verifies the echoed state (authentic, unexpired, this
+    /// call) and consumes it whatever the answer, so it can never authorize twice; only
+    /// accept + approve, against an unchanged target, approves. A state that carries a
+    /// downstream's own round (see `continued.rs`) is no answer to our form: it goes
+    /// back to the downstream instead.
+    pub(super) async fn resume_modern(
+        &self,
+        c: &Call<'_>,
+        params: &Value,
+        applies: bool,
+    ) -> Resumed {
+        let state = confirm::request_state(params).unwrap_or_default();
+        let answer = confirm::modern_answer(params);
+        // Looked at without spending it: what it carries decides how it is spent.
+        let opened = self
+            .daemon
+            .open_state(state, c.binding.clone(), false, "")
+            .await;
+        let answer = match (&opened, answer) {
+            (Ok(o), _) if !o.inner.is_empty() => {
+                return self
+                    .continue_round(c, state, &o.inner, &o.state_fp, applies)
+                    .await;
+            }
+            (Ok(_), Some(a)) => a,
+            // The state came back without our answer: offer the same form again.
+            (Ok(_), None) => return self.offer_again(c, state).await,
+            (Err(e), answer) => return self.unopened(c, e, answer).await,
+        };
+        let current = if answer == Answer::Approved {
+            c.shown.state_fp
+        } else {
+            ""
+        };
+        match self
+            .daemon
+            .open_state(state, c.binding.clone(), true, current)
+            .await
+        {
+            Ok(_) => self.answered(c, answer).await,
+            Err(e) => self.unopened(c, &e, Some(answer)).await,
+        }
+    }
+
+    /// The state came back without an answer: the same form is offered again.
+    async fn offer_again(&self, c: &Call<'_>, state: &str) -> Resumed {
+        let s = c.shown;
+        let summary = summarize(s.tool, c.args);
+        let msg = if self.daemon.guarded() {
+            // The prompt names the request id (kept while the request waits).
+            let Some(id) = self.raise_call(c, &summary).await else {
+                return Resumed::Answered;
+            };
+            self.prompt(c, &summary, &id)
+        } else {
+            confirm::message(s.tool, s.vault, &summary, c.gate.targets.as_ref())
+        };
+        self.answer(c.id, confirm::input_required(state, &msg));
+        Resumed::Answered
+    }
+
+    /// The human's answer, its state verified and spent.
+    async fn answered(&self, c: &Call<'_>, answer: Answer) -> Resumed {
+        match answer {
+            // Guarded mode: the accept only cues the redemption of a human's approval.
+            Answer::Approved if self.daemon.guarded() => {
+                match self.accepted_guarded(c, None).await {
+                    Some(a) => Resumed::Approved(a),
+                    None => Resumed::Answered,
+                }
+            }
+            Answer::Approved => Resumed::Approved(Approval {
+                route: "request_state",
+                redemption: None,
+            }),
+            Answer::Declined => {
+                self.declined(c).await;
+                Resumed::Answered
+            }
+            Answer::Cancelled => {
+                self.not_obtained(c, "the human dismissed the confirmation prompt")
+                    .await;
+                Resumed::Answered
+            }
+        }
+    }
+
+    /// A state that would not open, with the answer that came with it. A no is a no even
+    /// when the state no longer verifies (never re-prompted for); a spent one is refused;
+    /// otherwise see [`Shim::state_refused`].
+    async fn unopened(&self, c: &Call<'_>, e: &DaemonError, answer: Option<Answer>) -> Resumed {
+        let spent = e.reason() == Some(tc_core::Reason::Spent);
+        match answer {
+            Some(Answer::Declined) if !spent => self.declined(c).await,
+            Some(Answer::Cancelled) if !spent => {
+                self.not_obtained(c, "the human dismissed the confirmation prompt")
+                    .await
+            }
+            _ => return self.state_refused(c, e).await,
+        }
+        Resumed::Answered
+    }
+
+    /// A state the daemon would not open: replayed or drifted ones are refused; one that
+    /// cannot be verified (rotated or deleted secret, another daemon, expired, garbage,
+    /// another call's) sends the call back to be judged as if it came without it (a fresh
+    /// confirmation offer, rather than a dead end, when its gate applies).
+    pub(in crate::gate) async fn state_refused(&self, c: &Call<'_>, e: &DaemonError) -> Resumed {
+        use tc_core::Reason;
+        match e.reason() {
+            Some(Reason::Spent) => {
+                let text = format!(
+                    "This confirmation of `{}` was already used (a requestState authorizes one call, once). \
+                     Nothing was run. Send the call again without requestState to ask the human again.",
+                    c.shown.tool
+                );
+                let mut d = c.shown.details();
+                d["reason"] = json!("spent");
+                self.answer(
+                    c.id,
+                    results::tool_error(ErrorCode::InvalidInput, text, d, None),
+                );
+            }
+            Some(
+                Reason::Invalid
+                | Reason::Expired
+                | Reason::Foreign
+                | Reason::RequestMismatch
+                | Reason::Unknown,
+            ) => {
+                tracing::info!(
+                    tool = %c.shown.tool,
+                    "requestState not verifiable ({}); judging the call afresh",
+                    e
+                );
+                return Resumed::Fresh;
+            }
+            _ => self.answer(c.id, self.daemon_result(e, c.shown)),
+        }
+        Resumed::Answered
+    }
+}

@@ -1,0 +1,190 @@
+//! Tools: the cache of the downstream's tool definitions (the floor never weakens), the
+//! client's `tools/list` rewritten (floors hidden, `elicit_token` added), the lean facade's lists.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use serde_json::{json, Value};
+use tc_core::ErrorCode;
+
+use super::Shim;
+use crate::era;
+use crate::lean;
+use crate::policy;
+use crate::results;
+
+impl Shim {
+    /// Learns tool definitions from a `tools/list` result and rewrites it for the client.
+    pub(super) fn rewrite_tools_list(&self, result: &mut Value) {
+        let Some(tools) = result.get_mut("tools").and_then(Value::as_array_mut) else {
+            return;
+        };
+        let mut learned = Vec::new();
+        tools.retain_mut(|t| {
+            let Some(name) = t.get("name").and_then(Value::as_str).map(String::from) else { return true };
+            learned.push((name.clone(), t.clone()));
+            let gated = self.policy.gate_entry(&name).is_some();
+            if policy::is_floor(Some(t)) && !gated {
+                tracing::warn!(tool = %name, "hiding destructive tool with no gate entry; add: {}", policy::missing_gate_hint(&name, Some(t)));
+                return false;
+            }
+            if gated {
+                add_elicit_token(t);
+            }
+            self.gov.advertise_cursor(&name, t);
+            true
+        });
+        let mut st = self.lock();
+        let map = st.tools.get_or_insert_with(HashMap::new);
+        for (k, v) in learned {
+            learn_tool(map, k, Arc::new(v));
+        }
+    }
+
+    /// Makes sure tool annotations are known, listing the downstream's tools ourselves if needed.
+    /// Knowing every tool matters for the floor: a tool missing from the cache (on a
+    /// page the client never fetched, or added after `list_changed`) triggers a full
+    /// re-list rather than being forwarded as if it were not destructive.
+    pub(super) async fn ensure_tools(&self, name: &str) -> Result<(), String> {
+        if self
+            .lock()
+            .tools
+            .as_ref()
+            .is_some_and(|t| t.contains_key(name))
+        {
+            return Ok(());
+        }
+        self.list_all_tools().await.map(|_| ())
+    }
+
+    /// Lists every downstream tool (all pages), caching the definitions.
+    pub(super) async fn list_all_tools(&self) -> Result<Vec<Value>, String> {
+        let mut cursor: Option<Value> = None;
+        let mut all: HashMap<String, Arc<Value>> = HashMap::new();
+        for _ in 0..100 {
+            let params = match &cursor {
+                Some(c) => json!({"cursor": c}),
+                None => json!({}),
+            };
+            let r = self.internal("tools/list", params).await?;
+            for t in r
+                .get("tools")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                if let Some(n) = t.get("name").and_then(Value::as_str) {
+                    learn_tool(&mut all, n.to_string(), Arc::new(t.clone()));
+                }
+            }
+            match r.get("nextCursor") {
+                Some(c) if !c.is_null() => cursor = Some(c.clone()),
+                _ => break,
+            }
+        }
+        let mut list: Vec<Value> = all.values().map(|v| (**v).clone()).collect();
+        list.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
+        let mut st = self.lock();
+        let map = st.tools.get_or_insert_with(HashMap::new);
+        for (k, v) in all {
+            learn_tool(map, k, v);
+        }
+        Ok(list)
+    }
+
+    /// The lean facade's `tools/list`: its two tools, answered by the shim.
+    pub(super) async fn lean_tools_list(self: Arc<Self>, id: Value, modern: bool) {
+        let mut result = json!({ "tools": lean::tools() });
+        if modern {
+            era::mark_complete(&mut result, "tools/list");
+        }
+        self.send_client(&results::response(&id, result));
+    }
+
+    /// The lean facade's `list_capabilities`: the downstream's tools as the client
+    /// would see them in `tools/list` (floors without a gate hidden, `elicit_token` added).
+    pub(super) async fn list_capabilities(self: Arc<Self>, id: Value) {
+        match self.list_all_tools().await {
+            Ok(tools) => {
+                let visible = tools
+                    .into_iter()
+                    .filter_map(|mut t| {
+                        let name = t.get("name").and_then(Value::as_str)?.to_string();
+                        let gated = self.policy.gate_entry(&name).is_some();
+                        if policy::is_floor(Some(&t)) && !gated {
+                            return None;
+                        }
+                        if gated {
+                            add_elicit_token(&mut t);
+                        }
+                        Some(t)
+                    })
+                    .collect();
+                self.answer(&id, lean::catalogue(visible));
+            }
+            Err(e) => self.answer(
+                &id,
+                results::tool_error(
+                    ErrorCode::InvalidInput,
+                    format!("tc-shim could not read the server's tool list: {e}"),
+                    json!({}),
+                    None,
+                ),
+            ),
+        }
+    }
+
+    /// The cached definition of a tool.
+    pub(super) fn tool_def(&self, name: &str) -> Option<Arc<Value>> {
+        self.lock()
+            .tools
+            .as_ref()
+            .and_then(|m| m.get(name).cloned())
+    }
+}
+
+/// Caches a tool definition. A destructive one is never replaced by a non-destructive
+/// one (a list naming a tool twice, or pages that disagree): the floor holds until the
+/// server says `list_changed`, which empties the cache.
+fn learn_tool(map: &mut HashMap<String, Arc<Value>>, name: String, def: Arc<Value>) {
+    if map
+        .get(&name)
+        .is_some_and(|old| policy::is_floor(Some(old)) && !policy::is_floor(Some(&def)))
+    {
+        return;
+    }
+    map.insert(name, def);
+}
+
+/// Adds the optional `elicit_token` argument to a gated tool's input schema.
+fn add_elicit_token(tool: &mut Value) {
+    let Some(schema) = tool.get_mut("inputSchema").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let props = schema.entry("properties").or_insert_with(|| json!({}));
+    if let Some(p) = props.as_object_mut() {
+        p.insert(
+            "elicit_token".into(),
+            json!({"type": "string", "description": "Single-use confirmation token from `tcctl elicit`, given to you by the human. Omit it on the first call."}),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_destructive_definition_is_not_replaced_by_a_plain_one() {
+        let mut m = HashMap::new();
+        let hard = Arc::new(json!({"name": "t", "annotations": {"destructiveHint": true}}));
+        let plain = Arc::new(json!({"name": "t"}));
+        learn_tool(&mut m, "t".into(), hard.clone());
+        learn_tool(&mut m, "t".into(), plain.clone());
+        assert!(policy::is_floor(m.get("t").map(|v| &**v)));
+        let mut m = HashMap::new();
+        learn_tool(&mut m, "t".into(), plain);
+        learn_tool(&mut m, "t".into(), hard);
+        assert!(policy::is_floor(m.get("t").map(|v| &**v)));
+    }
+}
