@@ -192,16 +192,14 @@ fn real_main() -> anyhow::Result<i32> {
             (l, _) => l.to_string(),
         };
         let addr = resolve_listen(&listen)?;
-        let callers: Box<dyn http::Callers> = match front.auth.mode {
-            // Guarded mode keeps other local users from acting as the human; `none` would
-            // make every process that reaches the port the one caller.
-            tc_core::config::AuthMode::None if guarded.is_some() => anyhow::bail!(
+        // Guarded mode keeps other local users from acting as the human; `none` would
+        // make every process that reaches the port the one caller.
+        if front.auth.mode == tc_core::config::AuthMode::None && guarded.is_some() {
+            anyhow::bail!(
                 "[vaults.http.auth] mode = \"none\" is refused in guarded mode: every local \
                  process could call as `http-local`; use mode = \"jwt\" or \"oidc\""
-            ),
-            tc_core::config::AuthMode::None => Box::new(http::Local),
-            m => anyhow::bail!("[vaults.http.auth] mode {m:?} is not available in this build yet"),
-        };
+            );
+        }
         let setup = http::Setup {
             addr,
             front,
@@ -214,7 +212,6 @@ fn real_main() -> anyhow::Result<i32> {
                 Some(r) => http::Downstream::Remote(r, downstream::http::client()?),
                 None => http::Downstream::Command(command),
             },
-            callers,
         };
         drop(gov);
         let code = rt.block_on(http::serve(setup));

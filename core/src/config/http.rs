@@ -53,7 +53,7 @@ impl Default for HttpFront {
 }
 
 /// `[vaults.http.auth]`: who a request comes from.
-#[derive(Debug, Clone, Default, Deserialize)]
+#[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HttpAuth {
     #[serde(default)]
@@ -82,6 +82,22 @@ pub struct HttpAuth {
     pub authorization_servers: Vec<String>,
     #[serde(default = "default_jwks_refresh_floor_seconds")]
     pub jwks_refresh_floor_seconds: u64,
+}
+
+impl Default for HttpAuth {
+    fn default() -> Self {
+        HttpAuth {
+            mode: AuthMode::None,
+            issuer: None,
+            audience: None,
+            jwks_url: None,
+            public_keys: Vec::new(),
+            scopes: Vec::new(),
+            resource: None,
+            authorization_servers: Vec::new(),
+            jwks_refresh_floor_seconds: DEFAULT_JWKS_REFRESH_FLOOR_SECONDS,
+        }
+    }
 }
 
 /// `[vaults.http.auth] mode`

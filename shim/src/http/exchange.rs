@@ -12,25 +12,30 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
-use super::caller::Refusal;
 use super::conv::{Busy, Conv, Exchange, Msg};
 use super::{guard, modern, plain, Front};
 use crate::framing::parse_message;
 use crate::results;
+use axum::extract::RawQuery;
 
 const SESSION_HEADER: &str = "mcp-session-id";
 
 /// Ids the front gives stateless requests, so concurrent ones of one caller never clash.
 static NEXT_ID: AtomicU64 = AtomicU64::new(1);
 
-pub async fn post(State(f): State<Arc<Front>>, headers: HeaderMap, body: Body) -> Response {
+pub async fn post(
+    State(f): State<Arc<Front>>,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    let caller = match super::caller::caller(&f.verifier, &headers, q.as_deref()).await {
+        Ok(c) => c,
+        Err(r) => return r,
+    };
     if let Err((s, m)) = guard::post_headers(&headers) {
         return plain(s, m);
     }
-    let caller = match f.callers.caller(&headers).await {
-        Ok(c) => c,
-        Err(r) => return refusal(r),
-    };
     let Ok(bytes) = axum::body::to_bytes(body, f.max_body).await else {
         let m = format!("the request body is over {} bytes", f.max_body);
         return rpc_error(
@@ -294,7 +299,11 @@ fn event(b: Vec<u8>) -> Result<Event, Infallible> {
 }
 
 /// GET: a legacy session's stream of server messages (one at a time).
-pub async fn get_stream(State(f): State<Arc<Front>>, headers: HeaderMap) -> Response {
+pub async fn get_stream(
+    State(f): State<Arc<Front>>,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+) -> Response {
     let modern_hdr = headers
         .get(modern::VERSION_HEADER)
         .and_then(|v| v.to_str().ok())
@@ -314,9 +323,9 @@ pub async fn get_stream(State(f): State<Arc<Front>>, headers: HeaderMap) -> Resp
             "not acceptable: a GET must accept text/event-stream",
         );
     }
-    let caller = match f.callers.caller(&headers).await {
+    let caller = match super::caller::caller(&f.verifier, &headers, q.as_deref()).await {
         Ok(c) => c,
-        Err(r) => return refusal(r),
+        Err(r) => return r,
     };
     let Some(sid) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
         return plain(StatusCode::BAD_REQUEST, "no MCP-Session-Id");
@@ -341,10 +350,14 @@ pub async fn get_stream(State(f): State<Arc<Front>>, headers: HeaderMap) -> Resp
 }
 
 /// DELETE: ends the caller's session.
-pub async fn delete(State(f): State<Arc<Front>>, headers: HeaderMap) -> Response {
-    let caller = match f.callers.caller(&headers).await {
+pub async fn delete(
+    State(f): State<Arc<Front>>,
+    RawQuery(q): RawQuery,
+    headers: HeaderMap,
+) -> Response {
+    let caller = match super::caller::caller(&f.verifier, &headers, q.as_deref()).await {
         Ok(c) => c,
-        Err(r) => return refusal(r),
+        Err(r) => return r,
     };
     let Some(sid) = headers.get(SESSION_HEADER).and_then(|v| v.to_str().ok()) else {
         return plain(StatusCode::BAD_REQUEST, "no MCP-Session-Id");
@@ -414,13 +427,4 @@ fn unreachable_busy(id: &Value) -> Response {
         results::INTERNAL_ERROR,
         "internal id clash",
     )
-}
-
-/// A caller refusal: its status, its challenge, its message.
-pub fn refusal(r: Refusal) -> Response {
-    let mut resp = plain(r.status, r.message);
-    if let Some(c) = r.challenge.and_then(|c| HeaderValue::from_str(&c).ok()) {
-        resp.headers_mut().insert(header::WWW_AUTHENTICATE, c);
-    }
-    resp
 }

@@ -23,13 +23,12 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
-use tc_core::config::{AuthMode, GovernorConfig, HttpFront, Paged};
+use tc_core::config::{GovernorConfig, HttpFront, Paged};
 
 use crate::daemon_client::Daemon;
 use crate::gate::{Options, Shim};
 use crate::governor::Governor;
 use crate::policy::Policy;
-pub use caller::{Callers, Local};
 use conv::Conv;
 use sessions::Table;
 
@@ -63,13 +62,12 @@ pub struct Setup {
     pub paged: Vec<Paged>,
     pub prompt_ttl: Duration,
     pub downstream: Downstream,
-    pub callers: Box<dyn Callers>,
 }
 
 /// The state every handler shares.
 pub(crate) struct Front {
     guard: guard::Guard,
-    callers: Box<dyn Callers>,
+    verifier: tc_auth::Verifier,
     table: Arc<Table>,
     policy: Arc<Policy>,
     daemon: Arc<Daemon>,
@@ -130,14 +128,14 @@ impl Front {
 
 /// Serves until SIGINT/SIGTERM; returns the exit code.
 pub async fn serve(s: Setup) -> anyhow::Result<i32> {
-    if s.front.auth.mode == AuthMode::None && !s.addr.ip().is_loopback() {
-        anyhow::bail!(
-            "[vaults.http.auth] mode = \"none\" serves every request as the one caller `http-local`, \
-             so it is only allowed on a loopback address; {} is not one. Bind 127.0.0.1 or use \
-             mode = \"jwt\" / \"oidc\"",
-            s.addr
-        );
-    }
+    let tcd: Arc<dyn tc_auth::TcdTokens> = Arc::clone(&s.daemon) as _;
+    let verifier = tc_auth::Verifier::new(tc_auth::Setup {
+        auth: &s.front.auth,
+        bind: s.addr,
+        path: "/mcp",
+        tcd: Some(tcd),
+    })
+    .await?;
     let listener = tokio::net::TcpListener::bind(s.addr)
         .await
         .with_context(|| format!("cannot listen on {}", s.addr))?;
@@ -149,10 +147,10 @@ pub async fn serve(s: Setup) -> anyhow::Result<i32> {
     table.start_sweeper(Duration::from_secs(
         s.front.session_idle_seconds.clamp(1, 30),
     ));
-    let metadata = s.callers.metadata();
+    let metadata = verifier.metadata().map(|m| (m.paths(), m.document()));
     let front = Arc::new(Front {
         guard: guard::Guard::new(addr, &s.front.allowed_hosts, &s.front.allowed_origins),
-        callers: s.callers,
+        verifier,
         table: Arc::clone(&table),
         policy: s.policy,
         daemon: s.daemon,
@@ -192,13 +190,10 @@ pub async fn serve(s: Setup) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// Every route: a foreign `Host`/`Origin` (DNS rebinding) is 403; a token in the query is 400.
+/// Every route: a foreign `Host`/`Origin` (DNS rebinding) is 403.
 async fn front_door(State(f): State<Arc<Front>>, req: Request, next: Next) -> Response {
     if let Err((s, m)) = f.guard.check(req.headers()) {
         return (s, m).into_response();
-    }
-    if let Err(r) = caller::query_token(req.uri().query()) {
-        return exchange::refusal(r);
     }
     next.run(req).await
 }
