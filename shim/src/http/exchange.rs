@@ -1,18 +1,20 @@
-//! The `/mcp` handlers: POST (a message in, its answer as JSON or as an event stream),
+//! The `/mcp` handlers: POST (a message in, its answer as `answer.rs` shapes it),
 //! GET (a legacy session's stream of server messages) and DELETE (end a session).
 
-use std::convert::Infallible;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::sse::{KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
-use super::conv::{Busy, Conv, Exchange, Msg};
+use super::answer::{
+    answer, event, full, json_body, rpc_error, session_not_found, unavailable, unreachable_busy,
+};
+use super::conv::{Busy, Conv, Msg};
 use super::{guard, modern, plain, Front};
 use crate::framing::parse_message;
 use crate::results;
@@ -243,61 +245,6 @@ async fn initialize(f: &Arc<Front>, caller: &str, id: Value, line: Vec<u8>) -> R
 
 /// The answer to one request: JSON when it comes before anything else, else an event
 /// stream carrying the related messages and then the answer. `restore` is the client's
-/// own id when the engine saw another.
-async fn answer(mut ex: Exchange, restore: Option<Value>) -> Response {
-    let modern = restore.is_some();
-    let fix = move |b: Vec<u8>| -> Vec<u8> {
-        match &restore {
-            Some(id) => match serde_json::from_slice::<Value>(&b) {
-                Ok(mut v) => {
-                    v["id"] = id.clone();
-                    v.to_string().into_bytes()
-                }
-                Err(_) => b,
-            },
-            None => b,
-        }
-    };
-    match ex.next().await {
-        Some(Msg::Final(b)) => {
-            let b = fix(b);
-            let status = if modern {
-                status_of(&b)
-            } else {
-                StatusCode::OK
-            };
-            json_body(status, b)
-        }
-        None => unavailable(&anyhow::anyhow!(
-            "the downstream went away before answering"
-        )),
-        Some(Msg::Related(first)) => {
-            let stream = futures_util::stream::unfold(
-                (Some(first), Some(ex), fix),
-                |(pending, ex, fix)| async move {
-                    if let Some(b) = pending {
-                        return Some((event(b), (None, ex, fix)));
-                    }
-                    let mut ex = ex?;
-                    match ex.next().await? {
-                        Msg::Related(b) => Some((event(b), (None, Some(ex), fix))),
-                        Msg::Final(b) => Some((event(fix(b)), (None, None, fix))),
-                    }
-                },
-            );
-            Sse::new(stream)
-                .keep_alive(KeepAlive::default())
-                .into_response()
-        }
-    }
-}
-
-fn event(b: Vec<u8>) -> Result<Event, Infallible> {
-    Ok(Event::default()
-        .event("message")
-        .data(String::from_utf8_lossy(&b)))
-}
-
 /// GET: a legacy session's stream of server messages (one at a time).
 pub async fn get_stream(
     State(f): State<Arc<Front>>,
@@ -367,64 +314,4 @@ pub async fn delete(
     } else {
         session_not_found(None)
     }
-}
-
-/// The HTTP status of a stateless answer, by its JSON-RPC error code.
-fn status_of(b: &[u8]) -> StatusCode {
-    let code = serde_json::from_slice::<Value>(b)
-        .ok()
-        .and_then(|v| v.pointer("/error/code").and_then(Value::as_i64));
-    match code {
-        Some(-32700 | -32600 | -32602 | -32020 | -32021 | -32022) => StatusCode::BAD_REQUEST,
-        Some(-32601) => StatusCode::NOT_FOUND,
-        _ => StatusCode::OK,
-    }
-}
-
-fn json_body(status: StatusCode, b: Vec<u8>) -> Response {
-    let mut r = (status, b).into_response();
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    r
-}
-
-fn rpc_error(status: StatusCode, id: &Value, code: i64, msg: impl Into<String>) -> Response {
-    json_body(
-        status,
-        results::error(id, code, msg).to_string().into_bytes(),
-    )
-}
-
-fn session_not_found(id: Option<&Value>) -> Response {
-    let m = "session not found (it expired, was ended, or belongs to another caller): initialize a new one";
-    rpc_error(StatusCode::NOT_FOUND, id.unwrap_or(&Value::Null), -32001, m)
-}
-
-fn full() -> Response {
-    let mut r = plain(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "too many sessions: try again later",
-    );
-    r.headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from_static("30"));
-    r
-}
-
-fn unavailable(e: &anyhow::Error) -> Response {
-    tracing::warn!("HTTP front: {e:#}");
-    plain(
-        StatusCode::BAD_GATEWAY,
-        format!("the downstream MCP server is not available: {e:#}"),
-    )
-}
-
-fn unreachable_busy(id: &Value) -> Response {
-    rpc_error(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        id,
-        results::INTERNAL_ERROR,
-        "internal id clash",
-    )
 }

@@ -5,6 +5,7 @@
 //! caller check; then a legacy session (by `MCP-Session-Id`, bound to its caller) or the
 //! caller's stateless conversation carries it to the engine (`conv.rs`).
 
+mod answer;
 mod caller;
 mod conv;
 mod exchange;
