@@ -13,28 +13,49 @@ const PATH: &str = "/org/freedesktop/Notifications";
 /// A connection to the session bus's notification server.
 pub struct Desktop {
     conn: zbus::Connection,
+    /// The server renders body markup (`body-markup` capability): the body is escaped.
+    markup: bool,
 }
 
 impl Desktop {
-    /// `None` without a session bus (no `DBUS_SESSION_BUS_ADDRESS`) or without a
-    /// notification server on it.
-    pub async fn connect() -> Option<Desktop> {
-        std::env::var_os("DBUS_SESSION_BUS_ADDRESS")?;
-        let conn = zbus::Connection::session().await.ok()?;
+    /// The session bus's notification server, or why there is none (said to the user:
+    /// no bus address, a bus that cannot be reached, no server on it).
+    pub async fn connect() -> Result<Desktop, String> {
+        if std::env::var_os("DBUS_SESSION_BUS_ADDRESS").is_none() {
+            return Err("DBUS_SESSION_BUS_ADDRESS is not set".into());
+        }
+        let conn = zbus::Connection::session()
+            .await
+            .map_err(|e| format!("cannot reach the session bus: {}", escape(&e.to_string())))?;
         // Ask the server who it is: no server, no notifications.
         conn.call_method(Some(DEST), PATH, Some(DEST), "GetServerInformation", &())
             .await
-            .ok()?;
-        Some(Desktop { conn })
+            .map_err(|e| {
+                format!(
+                    "no notification server on the session bus: {}",
+                    escape(&e.to_string())
+                )
+            })?;
+        let caps: Vec<String> = conn
+            .call_method(Some(DEST), PATH, Some(DEST), "GetCapabilities", &())
+            .await
+            .ok()
+            .and_then(|m| m.body().deserialize().ok())
+            .unwrap_or_default();
+        let markup = caps.iter().any(|c| c == "body-markup");
+        Ok(Desktop { conn, markup })
     }
 
-    /// Shows one notification; `false` when the server refused or went away.
-    pub async fn notify(&mut self, p: &v1::PendingRequest, link: Option<&str>) -> bool {
-        let (title, body) = content(p, link);
+    /// Shows one notification; `Err` (why, escaped) when the server refused or went away.
+    pub async fn notify(
+        &mut self,
+        p: &v1::PendingRequest,
+        link: Option<&str>,
+    ) -> Result<(), String> {
+        let (title, body) = content(p, link, self.markup);
         let actions: Vec<&str> = Vec::new();
         let hints: HashMap<&str, Value<'_>> = HashMap::new();
-        let r = self
-            .conn
+        self.conn
             .call_method(
                 Some(DEST),
                 PATH,
@@ -51,15 +72,18 @@ impl Desktop {
                     -1i32,
                 ),
             )
-            .await;
-        r.is_ok()
+            .await
+            .map(drop)
+            .map_err(|e| escape(&e.to_string()).into_owned())
     }
 }
 
 /// The notification's title and body: what waits, and where to approve it. Escaped for
-/// the terminal and for the body markup some servers render (`<b>`, `<a href>`), so
-/// nothing from the agent's arguments can style or link itself.
-pub fn content(p: &v1::PendingRequest, link: Option<&str>) -> (String, String) {
+/// the terminal, so nothing from the agent's arguments can move or hide text. The title
+/// is plain text by the specification; the body is markup-escaped only for a server that
+/// renders markup (`markup`), where the agent's tags must not style or link themselves —
+/// a server without it shows the body as it is, and escaping would show through.
+pub fn content(p: &v1::PendingRequest, link: Option<&str>, markup: bool) -> (String, String) {
     let b = p.binding.clone().unwrap_or_default();
     let title = format!(
         "tc: {} on {} waits for you",
@@ -78,7 +102,10 @@ pub fn content(p: &v1::PendingRequest, link: Option<&str>) -> (String, String) {
             escape(&p.request_id)
         )),
     }
-    (markup_escape(&title), markup_escape(&body))
+    if markup {
+        body = markup_escape(&body);
+    }
+    (title, body)
 }
 
 fn markup_escape(s: &str) -> String {
@@ -103,11 +130,16 @@ mod tests {
             }),
             ..Default::default()
         };
-        let (t, b) = content(&p, Some("http://127.0.0.1:7777/requests/k3x9"));
-        assert!(t.contains("w&lt;b&gt;"), "{t}");
+        let link = Some("http://127.0.0.1:7777/requests/k3x9");
+        let (t, b) = content(&p, link, true);
+        assert!(t.contains("w<b>"), "the title is plain text: {t}");
         assert!(!b.contains('<') && !b.contains('\u{1b}'), "{b}");
+        assert!(b.contains("&lt;a href='x'&gt;click&lt;/a&gt;"), "{b}");
         assert!(b.contains("http://127.0.0.1:7777/requests/k3x9"), "{b}");
-        let (_, b) = content(&p, None);
+        let (_, b) = content(&p, link, false);
+        assert!(b.contains("<a href='x'>click</a>"), "shown as it is: {b}");
+        assert!(!b.contains("&lt;") && !b.contains('\u{1b}'), "{b}");
+        let (_, b) = content(&p, None, true);
         assert!(b.contains("tcctl approve k3x9"), "{b}");
     }
 }

@@ -243,22 +243,33 @@ pub async fn watch(socket: Target, terminal: bool, listen: Option<String>) -> Re
     let mut desktop = if terminal {
         None
     } else {
-        crate::desktop::Desktop::connect().await
+        match crate::desktop::Desktop::connect().await {
+            Ok(d) => Some(d),
+            Err(why) => {
+                eprintln!(
+                    "tcctl watch: no desktop notifications ({why}); listing requests here as they arrive"
+                );
+                None
+            }
+        }
     };
-    match &desktop {
-        Some(_) => eprintln!("tcctl watch: desktop notifications on; waiting for requests"),
-        None => eprintln!("tcctl watch: no desktop session; listing requests here as they arrive"),
+    if desktop.is_some() {
+        eprintln!("tcctl watch: desktop notifications on; waiting for requests");
+    } else if terminal {
+        eprintln!("tcctl watch: listing requests here as they arrive");
     }
     while let Some(seen) = f.next().await? {
         match seen {
             Seen::Raised(p) => {
                 let link = page_link(listen.as_deref(), &p.request_id);
                 if let Some(d) = desktop.as_mut() {
-                    if d.notify(&p, link.as_deref()).await {
-                        continue;
+                    match d.notify(&p, link.as_deref()).await {
+                        Ok(()) => continue,
+                        Err(why) => {
+                            eprintln!("tcctl watch: the desktop notification failed ({why}); listing here");
+                            desktop = None;
+                        }
                     }
-                    eprintln!("tcctl watch: the desktop notification failed; listing here");
-                    desktop = None;
                 }
                 if !out(&text_line(&p, link.as_deref())) {
                     return Ok(());
