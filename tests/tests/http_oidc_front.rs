@@ -100,12 +100,22 @@ fn alices_oidc_approval_is_hers_and_bob_cannot_spend_it() {
     assert_eq!(sc(&r)["details"]["caller"], "alice", "{r}");
     let command = sc(&r)["recovery"]["command"].as_str().unwrap();
     assert!(command.contains("--caller alice"), "{command}");
-    assert_eq!(disk(&env, "note.txt"), None, "the gated call ran unapproved");
+    assert_eq!(
+        disk(&env, "note.txt"),
+        None,
+        "the gated call ran unapproved"
+    );
     let approval = tcctl_elicit(&env, &r);
 
     // bob, a valid caller of the same issuer, with alice's approval in his own session.
     let (bob, bob_bearer) = session(&front, &token(&iss, "bob", &[]));
-    let r = call(&bob, &bob_bearer, 2, "write_file", with_token(&args, &approval));
+    let r = call(
+        &bob,
+        &bob_bearer,
+        2,
+        "write_file",
+        with_token(&args, &approval),
+    );
     assert_eq!(r["isError"], true, "{r}");
     assert_eq!(sc(&r)["details"]["reason"], "binding_mismatch", "{r}");
     assert_eq!(disk(&env, "note.txt"), None, "bob ran alice's approval");
@@ -149,7 +159,10 @@ fn the_front_door_refuses_bad_oidc_tokens() {
     let rogue = iss.token_blocking(&iss.rogue, "alice", &[("scope", "mcp")]);
     for (what, bad) in [
         ("expired", token(&iss, "alice", &[("exp_in", "-120")])),
-        ("other audience", token(&iss, "alice", &[("resource", "tc-other")])),
+        (
+            "other audience",
+            token(&iss, "alice", &[("resource", "tc-other")]),
+        ),
         (
             "other issuer",
             token(&iss, "alice", &[("iss", "https://evil.example")]),

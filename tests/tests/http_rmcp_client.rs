@@ -4,13 +4,16 @@
 //!
 //! - Legacy (`ClientLifecycleMode::Initialize`, a session): tools listed with the
 //!   optional `elicit_token`, an ungated call passes, the gated `write_file` is an
-//!   `isError` result with `elicit_required` in `structuredContent` (never a prompt over
-//!   HTTP), the printed `tcctl elicit` mints, the retry writes once, the spent token not.
+//!   `isError` result coded `elicit_required` (in `_meta["tc/refusal"]`: the tool has an
+//!   `outputSchema`; never a prompt over HTTP), the printed `tcctl elicit` mints, the retry writes once, the spent token not.
 //! - Modern (`ClientLifecycleMode::Discover` at 2026-07-28, stateless): the SDK's own
 //!   input-required driver in `call_tool` asks the handler; approve writes once, decline
 //!   writes nothing.
 //!
-//! Every case checks what the SDK handed back AND the file on disk.
+//! - An answer streamed as SSE (server-everything's progress notifications, then the
+//!   result) reaches the SDK whole.
+//!
+//! Every gated case checks what the SDK handed back AND the file on disk.
 
 #[path = "shim_support.rs"]
 mod support;
@@ -32,9 +35,10 @@ use elicit::{disk, events_of, fs_vault};
 use http::Front;
 use rmcp::model::{
     CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
-    ElicitationAction, ElicitationCapability, Implementation, ProtocolVersion,
+    ElicitationAction, ElicitationCapability, Implementation, NumberOrString,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestMetaObject,
 };
-use rmcp::service::{RequestContext, RunningService};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
 use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, ErrorData, RoleClient};
 use serde_json::{json, Value};
 use support::*;
@@ -45,6 +49,8 @@ use support::*;
 struct Operator {
     accept: Option<bool>,
     prompts: Arc<Mutex<Vec<Value>>>,
+    /// Every `notifications/progress` value, in arrival order.
+    progress: Arc<Mutex<Vec<f64>>>,
 }
 
 impl Operator {
@@ -52,6 +58,7 @@ impl Operator {
         Operator {
             accept,
             prompts: Arc::default(),
+            progress: Arc::default(),
         }
     }
 
@@ -76,6 +83,14 @@ impl ClientHandler for Operator {
             }
             _ => ElicitResult::new(ElicitationAction::Decline),
         })
+    }
+
+    async fn on_progress(
+        &self,
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.lock().unwrap().push(params.progress);
     }
 
     fn get_info(&self) -> ClientConfig {
@@ -106,10 +121,13 @@ impl Rmcp {
             .unwrap();
         let client = rt.block_on(async {
             let transport = rmcp_client::transport(url, None);
-            tokio::time::timeout(OP_TIMEOUT, handler.serve_with_lifecycle(transport, lifecycle))
-                .await
-                .expect("rmcp handshake within 60 s")
-                .unwrap_or_else(|e| panic!("rmcp handshake with the front failed: {e}"))
+            tokio::time::timeout(
+                OP_TIMEOUT,
+                handler.serve_with_lifecycle(transport, lifecycle),
+            )
+            .await
+            .expect("rmcp handshake within 60 s")
+            .unwrap_or_else(|e| panic!("rmcp handshake with the front failed: {e}"))
         });
         Rmcp {
             client: Some(client),
@@ -196,11 +214,15 @@ fn rmcp_legacy_over_http_gets_elicit_required_and_the_cli_route_writes() {
     assert_eq!(code(&r), None, "{r}");
     assert_eq!(text(&r), "v0", "{r}");
 
-    // The gated write: a tool result the SDK hands back as is, nothing written.
+    // The gated write: a tool result the SDK hands back as is, nothing written. write_file
+    // declares an outputSchema, so the refusal object is in `_meta["tc/refusal"]` (an SDK
+    // validating structuredContent against that schema would reject it there).
     let args = json!({"path": "note.txt", "content": "from rmcp over http"});
     let r = c.call("write_file", args.clone());
     assert_eq!(r["isError"], true, "{r}");
-    assert_eq!(r["structuredContent"]["code"], "elicit_required", "{r}");
+    assert!(wf.get("outputSchema").is_some(), "{wf}");
+    assert_eq!(r["_meta"]["tc/refusal"]["code"], "elicit_required", "{r}");
+    assert!(r.get("structuredContent").is_none(), "{r}");
     assert_elicit_required(&r, "write_file", "fs", &args);
     assert_eq!(sc(&r)["details"]["caller"], "http-local", "{r}");
     assert_eq!(disk(&env, "note.txt").as_deref(), Some("v0"));
@@ -222,6 +244,33 @@ fn rmcp_legacy_over_http_gets_elicit_required_and_the_cli_route_writes() {
     assert_eq!(disk(&env, "note.txt"), None, "a spent token must not write");
     assert_eq!(events_of(&env, "tc.elicit.consumed"), 1);
     assert!(op.prompts().is_empty(), "{:?}", op.prompts());
+}
+
+/// A call whose answer is an event stream (progress notifications, then the result):
+/// the transport's SSE path, not only its JSON one.
+#[test]
+fn rmcp_legacy_over_http_gets_a_calls_progress_from_its_event_stream() {
+    let mut env = Env::with(&Vault::everything("ev"));
+    env.start_tcd();
+    let front = Front::start(&env, "ev");
+    let op = Operator::new(None);
+    let c = Rmcp::connect(&front.url(), ClientLifecycleMode::Initialize, op.clone());
+    let args = json!({"duration": 0.3, "steps": 3});
+    let mut params = CallToolRequestParams::new("trigger-long-running-operation")
+        .with_arguments(args.as_object().unwrap().clone());
+    params.meta = Some(RequestMetaObject::with_progress_token(ProgressToken(
+        NumberOrString::String("p1".into()),
+    )));
+    let r = c
+        .run("call_tool", c.client().call_tool(params))
+        .unwrap_or_else(|e| panic!("rmcp call_tool failed: {e}"));
+    let r = serde_json::to_value(r).unwrap();
+    assert!(text(&r).contains("Long running operation completed"), "{r}");
+    let seen = wait_until("three progress notifications", || {
+        let p = op.progress.lock().unwrap().clone();
+        (p.len() >= 3).then_some(p)
+    });
+    assert_eq!(seen, [1.0, 2.0, 3.0]);
 }
 
 fn modern() -> ClientLifecycleMode {
@@ -274,6 +323,7 @@ fn rmcp_modern_over_http_decline_writes_nothing() {
     let (env, front) = started();
     let op = Operator::new(Some(false));
     let c = Rmcp::connect(&front.url(), modern(), op.clone());
+    assert_eq!(c.protocol_version(), "2026-07-28");
     let r = c.call(
         "write_file",
         json!({"path": "note.txt", "content": "declined"}),
