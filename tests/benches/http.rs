@@ -298,7 +298,7 @@ async fn run(url: &str, callers: usize, n: usize) -> anyhow::Result<(Vec<Duratio
 
 fn rss_kb(pid: u32) -> u64 {
     let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    proc_field(&s, "VmRSS:").unwrap_or(0)
+    proc_field(&s, "VmRSS").unwrap_or(0)
 }
 
 async fn bench() -> anyhow::Result<()> {
