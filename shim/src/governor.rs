@@ -75,8 +75,10 @@ pub struct Governor {
     next_page: AtomicU64,
     /// Learned bytes of answer per estimated byte of items, per tool.
     ratios: Mutex<HashMap<String, f64>>,
-    events: mpsc::UnboundedSender<GovEvent>,
-    events_rx: Mutex<Option<mpsc::UnboundedReceiver<GovEvent>>>,
+    /// Boxed events: the channel's first block (32 slots) is allocated with it, for every
+    /// conversation of the HTTP front, whether or not an event is ever sent.
+    events: mpsc::UnboundedSender<Box<GovEvent>>,
+    events_rx: Mutex<Option<mpsc::UnboundedReceiver<Box<GovEvent>>>>,
 }
 
 impl Governor {
@@ -193,23 +195,23 @@ impl Governor {
     }
 
     pub fn event(&self, kind: &'static str, tool: &str, args_hash: &str, detail: Value) {
-        let _ = self.events.send(GovEvent::Append {
+        let _ = self.events.send(Box::new(GovEvent::Append {
             kind,
             tool: tool.to_string(),
             args_hash: args_hash.to_string(),
             detail,
-        });
+        }));
     }
 
     /// A receiver that is answered once every event queued so far went out.
     pub fn flush(&self) -> oneshot::Receiver<()> {
         let (tx, rx) = oneshot::channel();
-        let _ = self.events.send(GovEvent::Flush(tx));
+        let _ = self.events.send(Box::new(GovEvent::Flush(tx)));
         rx
     }
 
     /// The event queue's receiving end (taken once, by the proxy's event pump).
-    pub fn take_events(&self) -> Option<mpsc::UnboundedReceiver<GovEvent>> {
+    pub fn take_events(&self) -> Option<mpsc::UnboundedReceiver<Box<GovEvent>>> {
         self.events_rx
             .lock()
             .unwrap_or_else(|p| p.into_inner())

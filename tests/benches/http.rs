@@ -366,6 +366,30 @@ async fn bench() -> anyhow::Result<()> {
     idle_sessions(&shim, dir.path(), &server.url(), &mut tc, &tc_url, sessions).await
 }
 
+/// Opens `n` sessions from 16 concurrent openers; their ids.
+async fn open_many(http: &reqwest::Client, url: &str, n: usize) -> anyhow::Result<Vec<String>> {
+    let mut tasks = tokio::task::JoinSet::new();
+    let per = 16;
+    for w in 0..per {
+        let (http, url) = (http.clone(), url.to_string());
+        let share = n / per + usize::from(w < n % per);
+        tasks.spawn(async move {
+            let mut ok = Vec::new();
+            for _ in 0..share {
+                if let Some(s) = open(&http, &url).await? {
+                    ok.push(s);
+                }
+            }
+            anyhow::Ok(ok)
+        });
+    }
+    let mut all = Vec::new();
+    while let Some(r) = tasks.join_next().await {
+        all.extend(r??);
+    }
+    Ok(all)
+}
+
 /// RSS of the front before and after `k` idle sessions; then the full-table refusal.
 async fn idle_sessions(
     shim: &std::path::Path,
@@ -384,28 +408,23 @@ async fn idle_sessions(
     tokio::time::sleep(Duration::from_millis(500)).await;
     let before = rss_kb(fresh.id());
     let t = Instant::now();
-    let mut opened = 1;
-    let mut tasks = tokio::task::JoinSet::new();
-    let per = 16;
-    for w in 0..per {
-        let (http, url) = (http.clone(), url.clone());
-        let share = (k - 1) / per + usize::from(w < (k - 1) % per);
-        tasks.spawn(async move {
-            let mut ok = 0;
-            for _ in 0..share {
-                if open(&http, &url).await?.is_some() {
-                    ok += 1;
-                }
-            }
-            anyhow::Ok(ok)
-        });
-    }
-    while let Some(r) = tasks.join_next().await {
-        opened += r??;
-    }
+    let sids = open_many(&http, &url, k - 1).await?;
+    let opened = sids.len() + 1;
     let took = t.elapsed();
     tokio::time::sleep(Duration::from_secs(2)).await;
     let after = rss_kb(fresh.id());
+    // What stays after every session is ended, and after as many are opened again: how
+    // much of the growth is live sessions and how much the allocator kept.
+    for sid in &sids {
+        let mut req = http.delete(&url).header("mcp-session-id", sid.as_str());
+        req = req.header("mcp-protocol-version", "2025-11-25");
+        req.send().await?.bytes().await?;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let ended = rss_kb(fresh.id());
+    let again = open_many(&http, &url, k - 1).await?.len();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let reopened = rss_kb(fresh.id());
     let per_session = (after.saturating_sub(before) * 1024) as f64 / (opened - 1).max(1) as f64;
     println!(
         "\nidle legacy sessions ({} opened in {:.1} s):",
@@ -419,6 +438,11 @@ async fn idle_sessions(
         per_session,
         opened,
         if after < 64 * 1024 { "met" } else { "NOT met" }
+    );
+    println!(
+        "  after ending them all: {:.1} MB; after opening {again} again: {:.1} MB",
+        ended as f64 / 1024.0,
+        reopened as f64 / 1024.0
     );
     let over = open(&http, &url).await?;
     println!(

@@ -104,8 +104,10 @@ impl Conn {
                 self.inflight_lock().insert(key, (h, modern));
             } else {
                 // Initialize (its session id is needed by what follows), notifications and
-                // responses are sent in order: each is accepted before the next goes.
-                self.post(line, peek, ack).await;
+                // responses are sent in order: each is accepted before the next goes. Boxed:
+                // inline, the POST's state would size this loop's future, which every idle
+                // session of the HTTP front keeps parked.
+                Box::pin(self.post(line, peek, ack)).await;
             }
             self.shim.child_box().wrote(n);
             while tasks.try_join_next().is_some() {}

@@ -238,10 +238,10 @@ pub(super) async fn event_pump(
     daemon: Arc<crate::daemon_client::Daemon>,
     vault: String,
     caller: String,
-    mut rx: mpsc::UnboundedReceiver<GovEvent>,
+    mut rx: mpsc::UnboundedReceiver<Box<GovEvent>>,
 ) {
     while let Some(ev) = rx.recv().await {
-        match ev {
+        match *ev {
             GovEvent::Flush(tx) => {
                 let _ = tx.send(());
             }
@@ -260,7 +260,9 @@ pub(super) async fn event_pump(
                     state_fp: String::new(),
                     detail_json: detail.to_string(),
                 };
-                if let Err(e) = daemon.append(req).await {
+                // Boxed: the RPC's state would otherwise size the parked pump of every
+                // idle conversation.
+                if let Err(e) = Box::pin(daemon.append(req)).await {
                     tracing::warn!("could not record {kind} in the tc daemon: {e}");
                 }
             }
