@@ -150,11 +150,16 @@ impl Shim {
             (None, _) => None,
             // Cancelled: `answer` sends nothing for it (and drops its tracking). The
             // request stays pending, so a later approval is redeemed by the plain retry.
-            (Some(true), _) | (_, Ended::Cancelled | Ended::Client(_)) => {
+            (Some(true), _) => {
                 self.answer(c.id, json!({}));
                 None
             }
             (Some(false), Ended::Settled | Ended::TimedOut) => self.redeem_now(c, ROUTE).await,
+            (Some(false), Ended::Cancelled | Ended::Client(_)) => {
+                self.not_obtained(c, "the wait for the approval page ended")
+                    .await;
+                None
+            }
         }
     }
 
