@@ -162,8 +162,7 @@ impl Shim {
             // Expired on tcd's clock: the redemption says so (item 6: a timeout reads as one).
             Ended::TimedOut => self.redeem_now(c, ROUTE).await,
             Ended::Client(UrlAnswer::Declined) => {
-                self.decline_in_tcd(request_id).await;
-                self.declined(c).await;
+                self.declined_with_request(c, request_id).await;
                 None
             }
             Ended::Client(_) => {

@@ -93,8 +93,7 @@ impl Shim {
                 None => Resumed::Answered,
             },
             Some(UrlAnswer::Declined) => {
-                self.decline_in_tcd(request_id).await;
-                self.declined(c).await;
+                self.declined_with_request(c, request_id).await;
                 Resumed::Answered
             }
             Some(UrlAnswer::Cancelled) => {
