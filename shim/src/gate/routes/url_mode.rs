@@ -107,8 +107,15 @@ impl Shim {
         let (wake_tx, wake_rx) = oneshot::channel();
         {
             let mut st = self.lock();
-            if st.held.get(&key(c.id)).is_none_or(|h| h.cancelled) {
-                return None;
+            match st.held.get(&key(c.id)).map(|h| h.cancelled) {
+                None => return None,
+                Some(true) => {
+                    drop(st);
+                    // Cancelled meanwhile: nothing goes out, and its place is freed.
+                    self.answer(c.id, json!({}));
+                    return None;
+                }
+                Some(false) => {}
             }
             st.client_requests.insert(rid.clone(), answer_tx);
             st.wakers.insert(key(c.id), wake_tx);

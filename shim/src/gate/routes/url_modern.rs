@@ -135,10 +135,17 @@ impl Shim {
         let (wake_tx, wake_rx) = oneshot::channel();
         {
             let mut st = self.lock();
-            if st.held.get(&key(c.id)).is_none_or(|h| h.cancelled) {
-                return None;
-            }
-            st.wakers.insert(key(c.id), wake_tx);
+            match st.held.get(&key(c.id)).map(|h| h.cancelled) {
+                // Answered by the exit path.
+                None => return None,
+                Some(true) => {
+                    drop(st);
+                    // Cancelled before the wait: nothing goes out, and its place is freed.
+                    self.answer(c.id, json!({}));
+                    return None;
+                }
+                Some(false) => st.wakers.insert(key(c.id), wake_tx),
+            };
         }
         self.step_aside(c.id);
         let (ended, _) = self.wait_for_page(c, request_id, None, wake_rx).await;
