@@ -121,6 +121,36 @@ pub fn not_obtained(s: &Shown<'_>, id: &str, why: &str) -> Value {
     )
 }
 
+/// Route 3u, the link was dismissed (or the call came back without an answer to it): the
+/// request stays pending on the page; approving it there or with `tcctl approve ID`, then
+/// the identical retry, runs the call once.
+pub fn page_not_obtained(s: &Shown<'_>, id: &str, url: &str, why: &str, mode: &str) -> Value {
+    let approve = approve_command(id);
+    let text = format!(
+        "Approval for the tool call `{tool}` was not obtained ({why}); nothing was run and nobody          declined it. STOP and ask the human to approve request {id} on tc's approval page:
+
+             {url}
+
+or by running, in their own terminal:
+
+    {approve}
+
+Only after the human          says they approved it, send exactly the same call again (without requestState): it then          runs once. If they decline it, do not retry. {mode}",
+        tool = s.tool,
+        why = escape(why),
+        mode = mode_note(mode),
+    );
+    let mut d = details(s, id, mode);
+    d["why"] = json!(why);
+    d["url"] = json!(url);
+    tool_error(
+        ErrorCode::ApprovalNotObtained,
+        text,
+        d,
+        Some(json!({ "approve": approve, "url": url })),
+    )
+}
+
 /// The guarded-mode prompt: what the call is, and that the human approves it with their
 /// factor on their terminal before accepting here (an accept alone approves nothing).
 pub fn guarded_message(
@@ -191,6 +221,20 @@ mod tests {
         assert_eq!(
             n["structuredContent"]["recovery"]["approve"],
             "tcctl approve abcd2345"
+        );
+        let p = page_not_obtained(
+            &shown(),
+            "abcd2345",
+            "http://127.0.0.1:7777/requests/abcd2345",
+            "dismissed",
+            "personal",
+        );
+        assert_eq!(p["structuredContent"]["code"], "approval_not_obtained");
+        let text = p["content"][0]["text"].as_str().unwrap();
+        assert!(
+            text.contains("    http://127.0.0.1:7777/requests/abcd2345\n")
+                && text.contains("    tcctl approve abcd2345\n"),
+            "{text}"
         );
         let m = guarded_message("t\u{202e}", "v", "t {..}", None, "abcd2345");
         assert!(m.contains("tcctl approve abcd2345") && m.contains("cannot approve"));

@@ -25,6 +25,9 @@ pub enum Route {
     /// The shim sends a legacy client that declares `elicitation.url` the approval page's
     /// link for the request (`gate/routes/url_mode.rs`) and waits for tcd's approval.
     Url,
+    /// Route 3u: the modern round trip with the page's link as its embedded request
+    /// (`gate/routes/url_modern.rs`); the re-sent call waits for tcd's approval.
+    ModernUrl,
 }
 
 /// Picks the route for a call. `caps` are the client's capabilities: from `initialize`
@@ -32,15 +35,18 @@ pub enum Route {
 /// inferred from earlier requests). The legacy round trip is opt-in per vault. `page`: the
 /// approval page is configured (`[approvals] listen`).
 ///
-/// A legacy client that declares both modes gets the URL route when the page exists: there
-/// the human sees the full arguments and the diff, and (guarded mode) gives the factor the
-/// form cannot carry, so the approval is made where it can be judged. The modern era keeps
-/// the form: its `input_required` round trip ends when the client re-sends the call, with no
-/// open request to finish when the page approval lands (a url-only modern client gets the
-/// CLI route, whose refusal names the request id the page shows).
+/// A client that declares URL mode gets the page's link when the page exists (preferred
+/// over the form): there the human sees the full arguments and the diff, and (guarded mode)
+/// gives the factor the form cannot carry, so the approval is made where it can be judged.
+/// On the modern era the re-sent call waits for the page's approval (route 3u); the legacy
+/// URL route, like the legacy form, is opt-in per vault.
 pub fn route(era: Era, caps: Option<&Value>, legacy_opt_in: bool, page: bool) -> Route {
-    if era == Era::Legacy && legacy_opt_in && page && url_mode(caps) {
-        return Route::Url;
+    if page && url_mode(caps) {
+        match era {
+            Era::Modern => return Route::ModernUrl,
+            Era::Legacy if legacy_opt_in => return Route::Url,
+            Era::Legacy => {}
+        }
     }
     if !form_mode(caps) {
         return Route::Cli;
@@ -157,6 +163,21 @@ pub fn input_required(request_state: &str, message: &str) -> Value {
     })
 }
 
+/// The round-1 answer of route 3u: the page's link as the embedded request (2026-07-28
+/// `ElicitRequestURLParams`: no `elicitationId` on this era), and the sealed state.
+pub fn input_required_url(request_state: &str, message: &str, url: &str) -> Value {
+    json!({
+        "resultType": "input_required",
+        "inputRequests": {
+            CONFIRM_KEY: {
+                "method": "elicitation/create",
+                "params": { "mode": "url", "message": message, "url": url },
+            }
+        },
+        "requestState": request_state,
+    })
+}
+
 /// What the human answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Answer {
@@ -235,10 +256,22 @@ mod tests {
         assert_eq!(route(Era::Legacy, Some(&u), true, false), Route::Cli);
         assert_eq!(route(Era::Legacy, Some(&u), false, true), Route::Cli);
         assert_eq!(route(Era::Legacy, Some(&e), true, true), Route::Legacy);
-        assert_eq!(route(Era::Modern, Some(&u), true, true), Route::Cli);
-        assert_eq!(route(Era::Modern, Some(&both), true, true), Route::Modern);
-        let odd = json!({"elicitation": {"url": true}});
-        assert_eq!(route(Era::Legacy, Some(&odd), true, true), Route::Cli);
+        // Modern era: the page's link whenever the page exists, opt-in or not.
+        assert_eq!(route(Era::Modern, Some(&u), true, true), Route::ModernUrl);
+        assert_eq!(route(Era::Modern, Some(&u), false, true), Route::ModernUrl);
+        assert_eq!(
+            route(Era::Modern, Some(&both), false, true),
+            Route::ModernUrl
+        );
+        assert_eq!(route(Era::Modern, Some(&both), true, false), Route::Modern);
+        assert_eq!(route(Era::Modern, Some(&u), true, false), Route::Cli);
+        assert_eq!(route(Era::Modern, Some(&e), true, true), Route::Modern);
+        assert_eq!(route(Era::Modern, Some(&odd0()), true, true), Route::Cli);
+        assert_eq!(route(Era::Legacy, Some(&odd0()), true, true), Route::Cli);
+    }
+
+    fn odd0() -> Value {
+        json!({"elicitation": {"url": true}})
     }
 
     #[test]
@@ -282,6 +315,12 @@ mod tests {
             "elicitation/create"
         );
         assert_eq!(r["inputRequests"]["confirm"]["params"]["mode"], "form");
+        let r = input_required_url("st", "m", "http://127.0.0.1:7777/requests/abcd2345");
+        let p = &r["inputRequests"]["confirm"]["params"];
+        assert_eq!(r["requestState"], "st");
+        assert_eq!(p["mode"], "url");
+        assert_eq!(p["url"], "http://127.0.0.1:7777/requests/abcd2345");
+        assert!(p.get("elicitationId").is_none() && p.get("requestedSchema").is_none());
         let m = message(
             "move_file",
             "notes",

@@ -1,11 +1,12 @@
 //! The gate engine, transport-independent: a client line is admitted, a `tools/call` judged,
-//! confirmed by a human on one of four routes, forwarded, and its answer governed.
+//! confirmed by a human on one of its routes, forwarded, and its answer governed.
 
 // The data path, one module per stage (front-ends and downstream adapters such as
 // `stdio.rs` drive it only through `Shim::start` and the `pub` methods at the end):
 //   client    a client line: parse, admission (`admit`), dispatch by method
 //   call      a `tools/call`: its turn (`turn`), judge (policy, floor, ACL) -> targets
-//   routes    how a human approves: by request, modern round, legacy or URL elicitation
+//   routes    how a human approves: by request, modern round (form or page link), legacy
+//             or URL elicitation
 //   forward   to the downstream; a held call answered; the exit path
 //   server    a downstream line: the pass-through fast path, its requests, its answers
 //   governed  the response governor's hooks (cap, oversize lines, events); `paged`
@@ -101,7 +102,8 @@ struct Call<'a> {
 
 /// How a gated call was approved, for the audit log and the release rules.
 struct Approval {
-    /// `cli_token`, `legacy_elicitation` or `request_state` (RecordConsumed's route).
+    /// RecordConsumed's route: `cli_token`, `legacy_elicitation`, `request_state`,
+    /// `approved_request` (by request id, and route 3u) or `url_elicitation`.
     route: &'static str,
     /// The token's redemption (CLI route): released if nothing ran, else made final.
     redemption: Option<String>,

@@ -1,10 +1,11 @@
-//! Routes: how a gated call gets a human's approval: its requestState (modern round 2), an
-//! `elicit_token`, an approval held by request id, or a new ask on the client's route.
+//! Routes: how a gated call gets a human's approval: its requestState (modern round 2, form
+//! or page link), an `elicit_token`, an approval held by request id, or a new ask.
 
 mod approved;
 mod legacy;
 mod modern;
 pub(super) mod url_mode;
+mod url_modern;
 
 use serde_json::{json, Value};
 
@@ -96,6 +97,11 @@ impl Shim {
                 }
                 Route::Modern => {
                     self.offer_modern(c).await;
+                    None
+                }
+                Route::ModernUrl => {
+                    let base = self.page.clone().unwrap_or_default();
+                    self.offer_url_modern(c, &base).await;
                     None
                 }
                 Route::Legacy => self.legacy_round_trip(c).await,

@@ -135,11 +135,16 @@ impl Shim {
         }
     }
 
-    /// Guarded mode, the client declined: the request is declined in tcd too, so a later
-    /// `tcctl approve` of it is refused (best effort: the call is refused either way).
-    pub(super) async fn decline_in_tcd(&self, id: &str) {
-        if let Err(e) = self.daemon.decline(id, "declined in the MCP client").await {
-            tracing::info!("recording the client's decline in tcd failed: {e}");
+    /// The client declined request `id`: it is declined in tcd too, so a later approval of
+    /// it (`tcctl approve`, the page) is refused, and the call gets `approval_declined`.
+    /// tcd's Decline logs `tc.elicit.declined`; only if it fails does the shim log it.
+    pub(super) async fn declined_with_request(&self, c: &Call<'_>, id: &str) {
+        match self.daemon.decline(id, "declined in the MCP client").await {
+            Ok(_) => self.answer(c.id, crate::results::approval_declined(c.shown)),
+            Err(e) => {
+                tracing::info!("recording the client's decline in tcd failed: {e}");
+                self.declined(c).await;
+            }
         }
     }
 }

@@ -43,9 +43,10 @@ impl Shim {
             Answer::Declined => {
                 self.spend(c, &state).await;
                 if self.daemon.guarded() {
-                    self.decline_in_tcd(&request_id).await;
+                    self.declined_with_request(c, &request_id).await;
+                } else {
+                    self.declined(c).await;
                 }
-                self.declined(c).await;
                 None
             }
             Answer::Cancelled => {

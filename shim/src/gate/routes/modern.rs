@@ -7,6 +7,7 @@ use tc_core::ErrorCode;
 use crate::confirm::{self, Answer};
 use crate::daemon_client::DaemonError;
 use crate::gate::continued::Resumed;
+use crate::gate::routes::url_modern::{url_answer, UrlInner};
 use crate::gate::{Approval, Call, Shim};
 use crate::results;
 use crate::summary::summarize;
@@ -51,7 +52,17 @@ impl Shim {
             .daemon
             .open_state(state, c.binding.clone(), false, "")
             .await;
+        // Route 3u: the state names the request its link pointed at.
+        if let Some(request_id) = opened.as_ref().ok().and_then(|o| UrlInner::read(&o.inner)) {
+            let answer = url_answer(params);
+            return self.resume_url(c, state, &request_id, answer).await;
+        }
         let answer = match (&opened, answer) {
+            (Err(e), _) if self.url_route(params) => {
+                // Unopened, so which route sealed it is unknown: read as the link this
+                // client is offered (an accept is no approval on either route).
+                return self.url_unopened(c, e, url_answer(params)).await;
+            }
             (Ok(o), _) if !o.inner.is_empty() => {
                 return self
                     .continue_round(c, state, &o.inner, &o.state_fp, applies)
@@ -75,6 +86,15 @@ impl Shim {
             Ok(_) => self.answered(c, answer).await,
             Err(e) => self.unopened(c, &e, Some(answer)).await,
         }
+    }
+
+    /// Whether this call's own capabilities get the page's link (route 3u).
+    fn url_route(&self, params: &Value) -> bool {
+        let caps = params
+            .get("_meta")
+            .and_then(|m| m.get(crate::era::META_CAPS));
+        let route = confirm::route(crate::era::Era::Modern, caps, false, self.page.is_some());
+        route == confirm::Route::ModernUrl
     }
 
     /// The state came back without an answer: the same form is offered again.

@@ -19,6 +19,9 @@ const POLL: Duration = Duration::from_millis(250);
 /// somehow does not.
 const GRACE: Duration = Duration::from_secs(5);
 
+/// RecordConsumed's route for a call approved on the page after a legacy URL elicitation.
+const ROUTE: &str = "url_elicitation";
+
 /// The client's answer to a URL elicitation (no content: the page holds the decision).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum UrlAnswer {
@@ -30,8 +33,16 @@ pub(crate) enum UrlAnswer {
     Cancelled,
 }
 
+/// Reads the client's response to our `elicitation/create` (its `result`, or an error).
 pub(crate) fn read_url_answer(resp: &Value) -> UrlAnswer {
-    match resp.pointer("/result/action").and_then(Value::as_str) {
+    resp.get("result")
+        .map_or(UrlAnswer::Cancelled, read_url_result)
+}
+
+/// Reads an `ElicitResult` to a URL elicitation: only its action counts (content, if any,
+/// is ignored: a form's `approve: true` sent here approves nothing).
+pub(crate) fn read_url_result(result: &Value) -> UrlAnswer {
+    match result.get("action").and_then(Value::as_str) {
         Some("accept") => UrlAnswer::Opened,
         Some("decline") => UrlAnswer::Declined,
         _ => UrlAnswer::Cancelled,
@@ -69,7 +80,7 @@ pub fn url_message(s: &Shown<'_>, summary: &str, id: &str) -> String {
 }
 
 /// How the wait ended.
-enum Ended {
+pub(super) enum Ended {
     /// tcd no longer shows the request pending (approved, declined, expired, gone).
     Settled,
     Client(UrlAnswer),
@@ -96,8 +107,15 @@ impl Shim {
         let (wake_tx, wake_rx) = oneshot::channel();
         {
             let mut st = self.lock();
-            if st.held.get(&key(c.id)).is_none_or(|h| h.cancelled) {
-                return None;
+            match st.held.get(&key(c.id)).map(|h| h.cancelled) {
+                None => return None,
+                Some(true) => {
+                    drop(st);
+                    // Cancelled meanwhile: nothing goes out, and its place is freed.
+                    self.answer(c.id, json!({}));
+                    return None;
+                }
+                Some(false) => {}
             }
             st.client_requests.insert(rid.clone(), answer_tx);
             st.wakers.insert(key(c.id), wake_tx);
@@ -112,7 +130,9 @@ impl Shim {
                 "elicitationId": elicitation_id,
             },
         }));
-        let (ended, answered) = self.wait_for_page(c, &request_id, answer_rx, wake_rx).await;
+        let (ended, answered) = self
+            .wait_for_page(c, &request_id, Some(answer_rx), wake_rx)
+            .await;
         {
             let mut st = self.lock();
             st.client_requests.remove(&rid);
@@ -144,13 +164,12 @@ impl Shim {
                     "jsonrpc": "2.0", "method": "notifications/elicitation/complete",
                     "params": {"elicitationId": elicitation_id},
                 }));
-                self.redeem_now(c).await
+                self.redeem_now(c, ROUTE).await
             }
             // Expired on tcd's clock: the redemption says so (item 6: a timeout reads as one).
-            Ended::TimedOut => self.redeem_now(c).await,
+            Ended::TimedOut => self.redeem_now(c, ROUTE).await,
             Ended::Client(UrlAnswer::Declined) => {
-                self.decline_in_tcd(request_id).await;
-                self.declined(c).await;
+                self.declined_with_request(c, request_id).await;
                 None
             }
             Ended::Client(_) => {
@@ -169,17 +188,17 @@ impl Shim {
         }
     }
 
-    /// Waits until tcd settles the request, the client declines or cancels, the call is
-    /// cancelled, or the TTL passes. Also says whether the client answered the prompt.
-    async fn wait_for_page(
+    /// Waits until tcd settles the request, the client declines or cancels (legacy: its
+    /// answer to our prompt comes on `answer_rx`; modern: it came with the call, so none),
+    /// the call is cancelled, or the TTL passes. Also says whether the client answered.
+    pub(super) async fn wait_for_page(
         &self,
         c: &Call<'_>,
         request_id: &str,
-        answer_rx: oneshot::Receiver<Value>,
+        mut answer_rx: Option<oneshot::Receiver<Value>>,
         wake_rx: oneshot::Receiver<()>,
     ) -> (Ended, bool) {
         let deadline = tokio::time::Instant::now() + self.prompt_ttl + GRACE;
-        let mut answer_rx = Some(answer_rx);
         let mut answered = false;
         tokio::pin!(wake_rx);
         loop {
@@ -218,8 +237,9 @@ impl Shim {
     }
 
     /// Redeems the approval tcd holds for this exact call against its target as it is
-    /// after the wait; a decline, expiry, drift or absence is answered here.
-    async fn redeem_now(&self, c: &Call<'_>) -> Option<Approval> {
+    /// after the wait (RecordConsumed's `route`); a decline, expiry, drift or absence is
+    /// answered here.
+    pub(super) async fn redeem_now(&self, c: &Call<'_>, route: &'static str) -> Option<Approval> {
         self.rejoin(c.id).await;
         let now = match self.state_fp(c.gate, c.args).await {
             Ok(fp) => fp,
@@ -239,7 +259,7 @@ impl Shim {
         };
         match self.daemon.redeem_approved(c.binding.clone(), &now).await {
             Ok(r) => Some(Approval {
-                route: "url_elicitation",
+                route,
                 redemption: Some(r),
             }),
             Err(e) => {
