@@ -706,6 +706,8 @@ impl Config {
                 }
             }
             if let Some(h) = &v.http {
+                h.check()
+                    .map_err(|(k, why)| self.invalid(format!("{at}.http.{k}"), why))?;
                 h.auth
                     .check(h.listen.as_deref())
                     .map_err(|(k, why)| self.invalid(format!("{at}.http.auth.{k}"), why))?;

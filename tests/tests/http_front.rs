@@ -224,3 +224,29 @@ fn auth_none_on_a_public_bind_is_refused_at_startup() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("loopback"), "{err}");
 }
+
+#[test]
+fn a_full_session_table_answers_503_and_a_freed_place_is_reused() {
+    let (_env, front) = started("[vaults.http]\nmax_sessions = 2\n");
+    let mut a = Raw::new(&front.url());
+    a.initialize();
+    let mut b = Raw::new(&front.url());
+    b.initialize();
+    let c = Raw::new(&front.url());
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}});
+    let r = c.post(&init, &[]);
+    assert_eq!(r.status, 503, "{}", r.text);
+    assert!(r.headers.get("retry-after").is_some());
+    // A 2026-07-28 caller needs a place too.
+    let (body, headers) = modern_call(1, "list_allowed_directories", json!({"arguments": {}}));
+    let h: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    assert_eq!(c.post(&body, &h).status, 503);
+    assert_eq!(a.send(a.request(reqwest::Method::DELETE)).status, 200);
+    assert_eq!(
+        c.post(&init, &[]).status,
+        200,
+        "the ended session's place is free again"
+    );
+}

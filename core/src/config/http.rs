@@ -6,8 +6,11 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-/// Most sessions a front keeps at once unless configured (a full table answers 503).
+/// Most sessions a front keeps at once unless configured (a full table answers 503), in
+/// front of a remote server (a session costs a few KB)…
 pub const DEFAULT_MAX_SESSIONS: usize = 10_000;
+/// …and in front of a `command` (each session runs its own server process).
+pub const DEFAULT_MAX_SESSIONS_COMMAND: usize = 32;
 /// How long an idle legacy session lives.
 pub const DEFAULT_SESSION_IDLE_SECONDS: u64 = 1800;
 /// Largest request body a front reads.
@@ -28,8 +31,10 @@ pub struct HttpFront {
     /// `Host` values accepted besides the bind's own.
     #[serde(default)]
     pub allowed_hosts: Vec<String>,
-    #[serde(default = "default_max_sessions")]
-    pub max_sessions: usize,
+    /// Default: [`DEFAULT_MAX_SESSIONS`] for a `url` vault, [`DEFAULT_MAX_SESSIONS_COMMAND`]
+    /// for a `command` vault (see [`HttpFront::session_cap`]).
+    #[serde(default)]
+    pub max_sessions: Option<usize>,
     #[serde(default = "default_session_idle_seconds")]
     pub session_idle_seconds: u64,
     #[serde(default = "default_max_body_bytes")]
@@ -44,11 +49,37 @@ impl Default for HttpFront {
             listen: None,
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
-            max_sessions: DEFAULT_MAX_SESSIONS,
+            max_sessions: None,
             session_idle_seconds: DEFAULT_SESSION_IDLE_SECONDS,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             auth: HttpAuth::default(),
         }
+    }
+}
+
+impl HttpFront {
+    /// The limits' own rules: `(key, why)` of the first one broken.
+    pub fn check(&self) -> Result<(), (&'static str, String)> {
+        if self.max_sessions == Some(0) {
+            return Err(("max_sessions", "must be at least 1".into()));
+        }
+        if self.session_idle_seconds == 0 {
+            return Err(("session_idle_seconds", "must be at least 1".into()));
+        }
+        if self.max_body_bytes < 1024 {
+            return Err(("max_body_bytes", "must be at least 1024".into()));
+        }
+        Ok(())
+    }
+
+    /// How many conversations the front keeps at once: the configured cap, else one that
+    /// keeps a flood of sessions from starting thousands of server processes.
+    pub fn session_cap(&self, remote: bool) -> usize {
+        self.max_sessions.unwrap_or(if remote {
+            DEFAULT_MAX_SESSIONS
+        } else {
+            DEFAULT_MAX_SESSIONS_COMMAND
+        })
     }
 }
 
@@ -128,9 +159,6 @@ pub struct Bearer {
 /// Static headers sent to a remote server (`[vaults.headers]`).
 pub type Headers = BTreeMap<String, String>;
 
-fn default_max_sessions() -> usize {
-    DEFAULT_MAX_SESSIONS
-}
 fn default_session_idle_seconds() -> u64 {
     DEFAULT_SESSION_IDLE_SECONDS
 }
@@ -139,4 +167,35 @@ fn default_max_body_bytes() -> usize {
 }
 fn default_jwks_refresh_floor_seconds() -> u64 {
     DEFAULT_JWKS_REFRESH_FLOOR_SECONDS
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_command_vault_starts_fewer_sessions_unless_told_otherwise() {
+        let f = HttpFront::default();
+        assert_eq!(f.session_cap(false), DEFAULT_MAX_SESSIONS_COMMAND);
+        assert_eq!(f.session_cap(true), DEFAULT_MAX_SESSIONS);
+        let f = HttpFront {
+            max_sessions: Some(5),
+            ..HttpFront::default()
+        };
+        assert_eq!(f.session_cap(false), 5);
+        assert_eq!(f.session_cap(true), 5);
+        assert!(HttpFront {
+            max_sessions: Some(0),
+            ..HttpFront::default()
+        }
+        .check()
+        .is_err());
+        assert!(HttpFront {
+            max_body_bytes: 10,
+            ..HttpFront::default()
+        }
+        .check()
+        .is_err());
+        assert!(HttpFront::default().check().is_ok());
+    }
 }

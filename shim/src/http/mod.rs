@@ -142,7 +142,8 @@ pub async fn serve(s: Setup) -> anyhow::Result<i32> {
         .with_context(|| format!("cannot listen on {}", s.addr))?;
     let addr = listener.local_addr()?;
     let table = Arc::new(Table::new(
-        s.front.max_sessions,
+        s.front
+            .session_cap(matches!(s.downstream, Downstream::Remote(..))),
         s.front.session_idle_seconds,
     ));
     table.start_sweeper(Duration::from_secs(

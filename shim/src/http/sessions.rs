@@ -89,17 +89,16 @@ impl Table {
         caller: &str,
         open: impl FnOnce() -> anyhow::Result<Arc<Conv>>,
     ) -> anyhow::Result<Result<Arc<Conv>, Full>> {
-        if let Some(c) = Self::lock(&self.callers)
-            .get(caller)
-            .filter(|c| !c.is_gone())
-        {
+        // Held across the look-up and the open, so two first requests of one caller
+        // start one conversation, not two (the loser's exchange would be cut off).
+        let mut t = Self::lock(&self.callers);
+        if let Some(c) = t.get(caller).filter(|c| !c.is_gone()) {
             return Ok(Ok(Arc::clone(c)));
         }
-        if !self.has_room() {
+        if Self::lock(&self.sessions).len() + t.len() >= self.max {
             return Ok(Err(Full));
         }
         let c = open()?;
-        let mut t = Self::lock(&self.callers);
         if let Some(old) = t.insert(caller.to_string(), Arc::clone(&c)) {
             old.close();
         }
