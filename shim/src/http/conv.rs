@@ -22,8 +22,14 @@ pub enum Msg {
     Final(Vec<u8>),
 }
 
+/// Server messages an exchange may have waiting for its HTTP client to read (beyond
+/// them they are dropped, with a warning; the answer always has its place).
+const EXCHANGE_QUEUE: usize = 64;
+/// Messages a GET stream may have waiting; a client that does not read it loses it.
+const STREAM_QUEUE: usize = 256;
+
 struct Waiter {
-    tx: mpsc::UnboundedSender<Msg>,
+    tx: mpsc::Sender<Msg>,
     /// Order of arrival: a server message goes to the newest exchange still open.
     seq: u64,
 }
@@ -32,7 +38,7 @@ struct Waiter {
 struct Routes {
     waiters: HashMap<IdKey, Waiter>,
     /// The session's GET stream, when one is open.
-    stream: Option<mpsc::UnboundedSender<Vec<u8>>>,
+    stream: Option<mpsc::Sender<Vec<u8>>>,
     next_seq: u64,
 }
 
@@ -97,7 +103,7 @@ impl Conv {
     /// Sends a client request into the engine; its answer comes on the returned exchange.
     pub async fn submit(self: &Arc<Self>, id: Value, line: Vec<u8>) -> Result<Exchange, Busy> {
         let key = IdKey::of(&id);
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel(EXCHANGE_QUEUE + 1);
         {
             let mut r = self.routes();
             if r.waiters.contains_key(&key) {
@@ -129,12 +135,12 @@ impl Conv {
     }
 
     /// Opens the session's GET stream; `None` when one is already open.
-    pub fn open_stream(&self) -> Option<mpsc::UnboundedReceiver<Vec<u8>>> {
+    pub fn open_stream(&self) -> Option<mpsc::Receiver<Vec<u8>>> {
         let mut r = self.routes();
         if r.stream.as_ref().is_some_and(|s| !s.is_closed()) {
             return None;
         }
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel(STREAM_QUEUE);
         r.stream = Some(tx);
         Some(rx)
     }
@@ -174,8 +180,9 @@ impl Conv {
         let mut r = self.routes();
         if let Envelope::Answer(k) = &env {
             match r.waiters.remove(k) {
+                // Related messages never take the last place: the answer always fits.
                 Some(w) => {
-                    let _ = w.tx.send(Msg::Final(line));
+                    let _ = w.tx.try_send(Msg::Final(line));
                 }
                 None => tracing::debug!("dropping an answer no HTTP exchange waits for"),
             }
@@ -189,8 +196,22 @@ impl Conv {
             .max_by_key(|w| w.seq)
             .map(|w| w.tx.clone());
         let sent = match newest {
-            Some(tx) => tx.send(Msg::Related(line)).is_ok(),
-            None => r.stream.as_ref().is_some_and(|s| s.send(line).is_ok()),
+            Some(tx) if tx.capacity() > 1 => tx.try_send(Msg::Related(line)).is_ok(),
+            Some(_) => {
+                tracing::warn!(
+                    "an HTTP client is not reading its answer's stream: dropping a server message"
+                );
+                false
+            }
+            None => match r.stream.as_ref().map(|s| s.try_send(line)) {
+                Some(Ok(())) => true,
+                Some(Err(_)) => {
+                    tracing::warn!("an HTTP client is not reading its GET stream: closing it");
+                    r.stream = None;
+                    false
+                }
+                None => false,
+            },
         };
         drop(r);
         if let (false, Envelope::Request(id)) = (sent, env) {
@@ -255,7 +276,7 @@ fn envelope(line: &[u8]) -> Envelope {
 /// client went away), it cancels the request in the engine.
 pub struct Exchange {
     conv: Arc<Conv>,
-    rx: mpsc::UnboundedReceiver<Msg>,
+    rx: mpsc::Receiver<Msg>,
     key: IdKey,
     id: Value,
     done: bool,

@@ -206,9 +206,9 @@ async fn legacy(
 
 /// Opens a session: a conversation whose `initialize` succeeded gets an id.
 async fn initialize(f: &Arc<Front>, caller: &str, id: Value, line: Vec<u8>) -> Response {
-    if !f.table.has_room() {
+    let Some(slot) = f.table.reserve() else {
         return full();
-    }
+    };
     let conv = match f.open(caller) {
         Ok(c) => c,
         Err(e) => return unavailable(&e),
@@ -232,10 +232,7 @@ async fn initialize(f: &Arc<Front>, caller: &str, id: Value, line: Vec<u8>) -> R
         return json_body(StatusCode::OK, answer);
     };
     *conv.version.lock().unwrap_or_else(|p| p.into_inner()) = Some(version.to_string());
-    let Ok(sid) = f.table.add_session(Arc::clone(&conv)) else {
-        conv.close();
-        return full();
-    };
+    let sid = f.table.add_session(Arc::clone(&conv), slot);
     let mut r = json_body(StatusCode::OK, answer);
     if let Ok(v) = HeaderValue::from_str(&sid) {
         r.headers_mut().insert(SESSION_HEADER, v);

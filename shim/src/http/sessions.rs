@@ -2,6 +2,7 @@
 //! callers by name; each bound to its caller, capped in number, expired when idle.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -16,8 +17,20 @@ pub struct Full;
 pub struct Table {
     sessions: Mutex<HashMap<String, Arc<Conv>>>,
     callers: Mutex<HashMap<String, Arc<Conv>>>,
+    /// Sessions being opened (their downstream started, `initialize` not yet answered):
+    /// counted against the cap, so a burst of `initialize`s cannot start more servers.
+    opening: AtomicUsize,
     max: usize,
     idle: u64,
+}
+
+/// A place in the table held while a session opens; given back when dropped.
+pub struct Slot<'a>(&'a Table);
+
+impl Drop for Slot<'_> {
+    fn drop(&mut self) {
+        self.0.opening.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl Table {
@@ -25,6 +38,7 @@ impl Table {
         Table {
             sessions: Mutex::new(HashMap::new()),
             callers: Mutex::new(HashMap::new()),
+            opening: AtomicUsize::new(0),
             max,
             idle: idle_secs,
         }
@@ -36,25 +50,29 @@ impl Table {
         m.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Open conversations. One lock at a time: `caller_conv` nests callers → sessions, so
+    /// nothing may hold sessions while it takes callers.
     fn len(&self) -> usize {
-        Self::lock(&self.sessions).len() + Self::lock(&self.callers).len()
+        let sessions = Self::lock(&self.sessions).len();
+        let callers = Self::lock(&self.callers).len();
+        sessions + callers
     }
 
-    /// Whether one more conversation fits (checked before a downstream is started).
-    pub fn has_room(&self) -> bool {
-        self.len() < self.max
+    /// A place for one more session, held while it opens (before its downstream starts).
+    pub fn reserve(&self) -> Option<Slot<'_>> {
+        let before = self.opening.fetch_add(1, Ordering::AcqRel);
+        let slot = Slot(self);
+        (self.len() + before < self.max).then_some(slot)
     }
 
-    /// Adds a legacy session; its id is 128 random bits, hex.
-    pub fn add_session(&self, conv: Arc<Conv>) -> Result<String, Full> {
-        if !self.has_room() {
-            return Err(Full);
-        }
+    /// Adds a legacy session in the place `slot` held; its id is 128 random bits, hex.
+    pub fn add_session(&self, conv: Arc<Conv>, slot: Slot<'_>) -> String {
         let mut b = [0u8; 16];
         rand::thread_rng().fill_bytes(&mut b);
         let id = hex::encode(b);
         Self::lock(&self.sessions).insert(id.clone(), conv);
-        Ok(id)
+        drop(slot);
+        id
     }
 
     /// The session `id` if it exists, is live and belongs to `caller`. Another caller's
@@ -95,7 +113,8 @@ impl Table {
         if let Some(c) = t.get(caller).filter(|c| !c.is_gone()) {
             return Ok(Ok(Arc::clone(c)));
         }
-        if Self::lock(&self.sessions).len() + t.len() >= self.max {
+        let opening = self.opening.load(Ordering::Acquire);
+        if Self::lock(&self.sessions).len() + t.len() + opening >= self.max {
             return Ok(Err(Full));
         }
         let c = open()?;
@@ -145,5 +164,26 @@ impl Table {
                 }
             }
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sessions_being_opened_hold_their_place_against_the_cap() {
+        let t = Table::new(2, 60);
+        let a = t.reserve().expect("first place");
+        let b = t.reserve().expect("second place");
+        assert!(
+            t.reserve().is_none(),
+            "a third opening must not start a server"
+        );
+        drop(a);
+        let c = t.reserve().expect("a place given back is free again");
+        assert!(t.reserve().is_none());
+        drop((b, c));
+        assert_eq!(t.opening.load(Ordering::Acquire), 0);
     }
 }
