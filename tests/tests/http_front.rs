@@ -250,3 +250,22 @@ fn a_full_session_table_answers_503_and_a_freed_place_is_reused() {
         "the ended session's place is free again"
     );
 }
+
+#[test]
+fn a_call_whose_name_is_not_a_string_is_refused_not_forwarded() {
+    let (env, front) = started("");
+    let mut c = Raw::new(&front.url());
+    c.initialize();
+    let args = json!({"path": "note.txt", "content": "x"});
+    for name in [json!(["write_file"]), json!(7), json!(null)] {
+        let a = c.post(
+            &json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+                "params": {"name": name, "arguments": args}}),
+            &[("mcp-protocol-version", "2025-11-25")],
+        );
+        let r = &a.last()["result"];
+        // tc's own refusal, not the server's answer to a call it was sent.
+        assert_eq!(code(r).as_deref(), Some("invalid_input"), "{}", a.text);
+    }
+    assert_eq!(disk(&env, "note.txt"), None);
+}

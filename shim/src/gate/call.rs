@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 use tc_core::config::{Gate, Targets};
+use tc_core::ErrorCode;
 use tc_proto::v1::Binding;
 
 use super::continued::Wrap;
@@ -61,8 +62,11 @@ impl Shim {
             .and_then(Value::as_str)
             .map(String::from)
         else {
-            self.forward_held(&id, line, None, None);
-            return;
+            // Without a string name there is nothing to judge, and a server that read a
+            // number or a list as a name would run a call the gate never saw: refused.
+            let text = "tools/call needs params.name, a string; the call was not run";
+            let r = crate::results::tool_error(ErrorCode::InvalidInput, text, json!({}), None);
+            return self.answer(&id, r);
         };
         let Some(j) = self.judge(&id, &msg, name).await else {
             return;
