@@ -57,38 +57,6 @@ fn mint(env: &Env, sub: &str) -> String {
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
-fn disk(env: &Env, rel: &str) -> Option<String> {
-    std::fs::read_to_string(env.root.join(rel)).ok()
-}
-
-/// A legacy session of the bearer of `token`.
-fn session(front: &Front, token: &str) -> (Raw, String) {
-    let mut c = Raw::new(&front.url());
-    let bearer = format!("Bearer {token}");
-    let a = c.post(
-        &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"}}}),
-        &[("authorization", &bearer)],
-    );
-    assert_eq!(a.status, 200, "{}", a.text);
-    c.session = Some(a.headers["mcp-session-id"].to_str().unwrap().to_string());
-    (c, bearer)
-}
-
-fn call(c: &Raw, bearer: &str, id: u64, name: &str, args: Value) -> Value {
-    let a = c.post(
-        &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": name, "arguments": args}}),
-        &[
-            ("mcp-protocol-version", "2025-11-25"),
-            ("authorization", bearer),
-        ],
-    );
-    assert_eq!(a.status, 200, "{}", a.text);
-    a.last()["result"].clone()
-}
-
 #[test]
 fn no_token_is_401_with_the_metadata_challenge_and_the_metadata_is_served() {
     let env = env();
@@ -123,7 +91,7 @@ fn no_token_is_401_with_the_metadata_challenge_and_the_metadata_is_served() {
 fn one_callers_session_and_approval_are_not_the_others() {
     let env = env();
     let front = Front::start(&env, "fs");
-    let (alice, alice_bearer) = session(&front, &mint(&env, "alice"));
+    let (alice, alice_bearer) = bearer_session(&front, &mint(&env, "alice"));
     let bob_bearer = format!("Bearer {}", mint(&env, "bob"));
 
     // bob presenting alice's session id: unknown to him.
@@ -134,7 +102,7 @@ fn one_callers_session_and_approval_are_not_the_others() {
     assert_eq!(a.status, 404, "{}", a.text);
 
     let args = json!({"path": "note.txt", "content": "alice's"});
-    let r = call(&alice, &alice_bearer, 2, "write_file", args.clone());
+    let r = bearer_call(&alice, &alice_bearer, 2, "write_file", args.clone());
     assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
     assert_eq!(sc(&r)["details"]["caller"], "alice", "{r}");
     assert!(sc(&r)["recovery"]["command"]
@@ -144,8 +112,8 @@ fn one_callers_session_and_approval_are_not_the_others() {
     let token = tcctl_elicit(&env, &r);
 
     // bob, with alice's approval token, in his own session: refused, nothing written.
-    let (bob, _) = session(&front, bob_bearer.trim_start_matches("Bearer "));
-    let r = call(
+    let (bob, _) = bearer_session(&front, bob_bearer.trim_start_matches("Bearer "));
+    let r = bearer_call(
         &bob,
         &bob_bearer,
         3,
@@ -157,7 +125,7 @@ fn one_callers_session_and_approval_are_not_the_others() {
     assert_eq!(disk(&env, "note.txt"), None, "bob ran alice's approval");
 
     // alice's own retry runs it.
-    let r = call(
+    let r = bearer_call(
         &alice,
         &alice_bearer,
         4,
@@ -218,8 +186,8 @@ fn bob_cannot_page_with_alices_cursor() {
         std::fs::write(env.root.join(&rel), "x".repeat(CAP / 6)).unwrap();
         paths.push(rel);
     }
-    let (alice, alice_bearer) = session(&front, &mint(&env, "alice"));
-    let r = call(
+    let (alice, alice_bearer) = bearer_session(&front, &mint(&env, "alice"));
+    let r = bearer_call(
         &alice,
         &alice_bearer,
         1,
@@ -231,8 +199,8 @@ fn bob_cannot_page_with_alices_cursor() {
         .unwrap_or_else(|| panic!("first page has a cursor: {r}"))
         .to_string();
     let bob_token = mint(&env, "bob");
-    let (bob, bob_bearer) = session(&front, &bob_token);
-    let r = call(
+    let (bob, bob_bearer) = bearer_session(&front, &bob_token);
+    let r = bearer_call(
         &bob,
         &bob_bearer,
         2,
@@ -241,7 +209,7 @@ fn bob_cannot_page_with_alices_cursor() {
     );
     assert_eq!(r["isError"], true, "{r}");
     assert_eq!(sc(&r)["details"]["reason"], "foreign", "{r}");
-    let r = call(
+    let r = bearer_call(
         &alice,
         &alice_bearer,
         3,

@@ -17,10 +17,6 @@ use http::*;
 use serde_json::{json, Value};
 use support::*;
 
-fn disk(env: &Env, rel: &str) -> Option<String> {
-    std::fs::read_to_string(env.root.join(rel)).ok()
-}
-
 fn started(extra: &str) -> (Env, Front) {
     let mut env = fs_vault(extra, None);
     env.start_tcd();

@@ -17,7 +17,7 @@ mod issuer;
 
 use http::*;
 use issuer::{Issuer, AUD};
-use serde_json::{json, Value};
+use serde_json::json;
 use support::*;
 
 /// The scope the vault requires of every token.
@@ -55,47 +55,15 @@ fn token(iss: &Issuer, sub: &str, extra: &[(&str, &str)]) -> String {
     iss.token_blocking(&iss.url, sub, &form)
 }
 
-fn disk(env: &Env, rel: &str) -> Option<String> {
-    std::fs::read_to_string(env.root.join(rel)).ok()
-}
-
-/// A legacy session of the bearer of `token`; the client and its `Authorization` value.
-fn session(front: &Front, token: &str) -> (Raw, String) {
-    let mut c = Raw::new(&front.url());
-    let bearer = format!("Bearer {token}");
-    let a = c.post(
-        &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
-            "protocolVersion": "2025-11-25", "capabilities": {},
-            "clientInfo": {"name": "raw", "version": "0"}}}),
-        &[("authorization", &bearer)],
-    );
-    assert_eq!(a.status, 200, "{}", a.text);
-    c.session = Some(a.headers["mcp-session-id"].to_str().unwrap().to_string());
-    (c, bearer)
-}
-
-fn call(c: &Raw, bearer: &str, id: u64, name: &str, args: Value) -> Value {
-    let a = c.post(
-        &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-            "params": {"name": name, "arguments": args}}),
-        &[
-            ("mcp-protocol-version", "2025-11-25"),
-            ("authorization", bearer),
-        ],
-    );
-    assert_eq!(a.status, 200, "{}", a.text);
-    a.last()["result"].clone()
-}
-
 #[test]
 fn alices_oidc_approval_is_hers_and_bob_cannot_spend_it() {
     let Some(iss) = Issuer::start() else { return };
     let env = env(&iss);
     let front = Front::start(&env, "fs");
-    let (alice, alice_bearer) = session(&front, &token(&iss, "alice", &[]));
+    let (alice, alice_bearer) = bearer_session(&front, &token(&iss, "alice", &[]));
 
     let args = json!({"path": "note.txt", "content": "alice's"});
-    let r = call(&alice, &alice_bearer, 1, "write_file", args.clone());
+    let r = bearer_call(&alice, &alice_bearer, 1, "write_file", args.clone());
     assert_elicit_required(&r, "write_file", "fs", &args);
     assert_eq!(sc(&r)["details"]["caller"], "alice", "{r}");
     let command = sc(&r)["recovery"]["command"].as_str().unwrap();
@@ -108,8 +76,8 @@ fn alices_oidc_approval_is_hers_and_bob_cannot_spend_it() {
     let approval = tcctl_elicit(&env, &r);
 
     // bob, a valid caller of the same issuer, with alice's approval in his own session.
-    let (bob, bob_bearer) = session(&front, &token(&iss, "bob", &[]));
-    let r = call(
+    let (bob, bob_bearer) = bearer_session(&front, &token(&iss, "bob", &[]));
+    let r = bearer_call(
         &bob,
         &bob_bearer,
         2,
@@ -120,7 +88,7 @@ fn alices_oidc_approval_is_hers_and_bob_cannot_spend_it() {
     assert_eq!(sc(&r)["details"]["reason"], "binding_mismatch", "{r}");
     assert_eq!(disk(&env, "note.txt"), None, "bob ran alice's approval");
 
-    let r = call(
+    let r = bearer_call(
         &alice,
         &alice_bearer,
         3,

@@ -213,3 +213,37 @@ pub fn modern_call(id: u64, name: &str, params: Value) -> (Value, Vec<(&'static 
     ];
     (body, headers)
 }
+
+/// A file under the vault root, if it is there.
+pub fn disk(env: &Env, rel: &str) -> Option<String> {
+    std::fs::read_to_string(env.root.join(rel)).ok()
+}
+
+/// A legacy session of the bearer of `token`; the client and its `Authorization` value.
+pub fn bearer_session(front: &Front, token: &str) -> (Raw, String) {
+    let mut c = Raw::new(&front.url());
+    let bearer = format!("Bearer {token}");
+    let a = c.post(
+        &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {},
+            "clientInfo": {"name": "raw", "version": "0"}}}),
+        &[("authorization", &bearer)],
+    );
+    assert_eq!(a.status, 200, "{}", a.text);
+    c.session = Some(a.headers["mcp-session-id"].to_str().unwrap().to_string());
+    (c, bearer)
+}
+
+/// A `tools/call` on `c`'s session with `bearer`; the result.
+pub fn bearer_call(c: &Raw, bearer: &str, id: u64, name: &str, args: Value) -> Value {
+    let a = c.post(
+        &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": name, "arguments": args}}),
+        &[
+            ("mcp-protocol-version", "2025-11-25"),
+            ("authorization", bearer),
+        ],
+    );
+    assert_eq!(a.status, 200, "{}", a.text);
+    a.last()["result"].clone()
+}
