@@ -16,6 +16,8 @@ pub mod regular;
 pub mod results;
 #[path = "../../shim/src/scan.rs"]
 pub mod scan;
+#[path = "../../shim/src/unique.rs"]
+pub mod unique;
 
 use std::future::Future;
 use std::pin::pin;

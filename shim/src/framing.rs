@@ -96,7 +96,10 @@ pub async fn read_frame<R: AsyncBufRead + Unpin>(r: &mut R, max: usize) -> std::
 pub enum Rejected {
     /// Not JSON: bad syntax, invalid UTF-8, or nested deeper than serde_json's limit.
     #[error("parse error: {0}")]
-    Parse(#[from] serde_json::Error),
+    Parse(serde_json::Error),
+    /// JSON, but an object in it names a member twice (see `unique.rs`).
+    #[error("invalid message: {0}")]
+    Duplicate(crate::unique::Error),
     /// JSON, but not an object (a batch array, a scalar).
     #[error("expected a JSON-RPC message object")]
     NotAnObject,
@@ -116,7 +119,10 @@ impl Rejected {
     pub fn code(&self) -> i64 {
         match self {
             Rejected::Parse(_) => PARSE_ERROR,
-            Rejected::NotAnObject | Rejected::TooLong(_) | Rejected::InnerCr => INVALID_REQUEST,
+            Rejected::NotAnObject
+            | Rejected::Duplicate(_)
+            | Rejected::TooLong(_)
+            | Rejected::InnerCr => INVALID_REQUEST,
         }
     }
 }
@@ -136,9 +142,13 @@ pub fn refusal_id(line: &[u8]) -> Value {
     }
 }
 
-/// Parses one client line (a [`Frame::Line`]) into a message object.
+/// Parses one client line (a [`Frame::Line`]) into a message object; an object naming a
+/// member twice is refused, never judged on one value and forwarded with both.
 pub fn parse_message(line: &[u8]) -> Result<Value, Rejected> {
-    let v: Value = serde_json::from_slice(line)?;
+    let v = crate::unique::from_slice(line).map_err(|e| match e {
+        crate::unique::Error::Syntax(e) => Rejected::Parse(e),
+        dup => Rejected::Duplicate(dup),
+    })?;
     if v.is_object() {
         Ok(v)
     } else {

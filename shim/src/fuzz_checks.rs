@@ -138,7 +138,14 @@ proptest! {
     #[test]
     fn client_lines_parse_or_are_rejected_by_name(data in line_bytes()) {
         match parse_message(&data) {
-            Ok(v) => prop_assert!(v.is_object()),
+            Ok(v) => {
+                prop_assert!(v.is_object());
+                prop_assert_eq!(Some(v), serde_json::from_slice::<Value>(&data).ok());
+            }
+            Err(e @ Rejected::Duplicate(_)) => {
+                prop_assert!(serde_json::from_slice::<Value>(&data).is_ok());
+                prop_assert_eq!(e.code(), INVALID_REQUEST);
+            }
             Err(e @ Rejected::Parse(_)) => {
                 prop_assert!(serde_json::from_slice::<Value>(&data).is_err());
                 prop_assert_eq!(e.code(), PARSE_ERROR);

@@ -27,6 +27,7 @@ mod scan;
 mod stdio;
 mod summary;
 mod targets;
+mod unique;
 mod value;
 
 use std::path::PathBuf;

@@ -1,8 +1,9 @@
 //! Framing (issue 15, item 1): what a downstream reads is exactly what tc-shim judged.
 //! A client line with a raw `\r` inside (Python's universal newlines split there) is
 //! refused, never forwarded; a server line with one never reaches the client as its
-//! bytes; U+0085, U+2028 and U+2029 are written as `\uXXXX` escapes both ways.
-//! Against the real mcp-server-git, a Python `mcp` 2.3 SDK server and a stdlib fixture.
+//! bytes; U+0085, U+2028 and U+2029 are written as `\uXXXX` escapes both ways. A client
+//! message naming a member twice is refused (a server may keep either duplicate).
+//! Against the real mcp-server-git, a Python `mcp` 2.3 SDK server and stdlib fixtures.
 
 #[path = "security_support.rs"]
 mod security_support;
@@ -267,4 +268,66 @@ fn framing_line_separators_are_escaped_both_ways_and_the_value_round_trips() {
     }
     let r: Value = serde_json::from_slice(last).unwrap();
     assert_eq!(r["result"]["s"], text, "{r}");
+}
+
+/// `{"jsonrpc":"2.0","id":ID,"method":"tools/call","params":{PARAMS}}` with `params` written
+/// as raw text, so it can name a member twice.
+fn raw_call(id: u64, params: &str) -> Vec<u8> {
+    format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"tools/call\",\"params\":{{{params}}}}}")
+        .into_bytes()
+}
+
+fn duplicate_refused(s: &mut Shim, id: u64, name: &str) {
+    let (r, _) = s.until_id(&json!(id), "a duplicate-member answer");
+    assert_eq!(r["error"]["code"], -32600, "{r}");
+    let m = r["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        m.contains(&format!("{name:?}")) && m.contains("twice"),
+        "{r}"
+    );
+}
+
+/// A server whose parser keeps the first duplicate: `{"name":"touch","name":"hello"}` was
+/// judged as `hello` (ungated) and forwarded as it came, and the server ran `touch`.
+#[test]
+fn framing_a_message_naming_a_member_twice_is_refused_never_forwarded() {
+    let mut env = Env::with(
+        &Vault::fixture("fw", "first_wins_server.py").gate("touch", r#"{ paths = ["path"] }"#),
+    );
+    env.start_tcd();
+    let mut s = Shim::start(&env.shim_argv("fw"), "warn", None);
+    initialize(&mut s);
+    s.send(&raw_call(
+        1,
+        r#""name":"touch","name":"hello","arguments":{"path":"name.txt","who":"x"}"#,
+    ));
+    duplicate_refused(&mut s, 1, "name");
+    s.send(&raw_call(
+        2,
+        r#""name":"touch","arguments":{"path":"first.txt","path":"second.txt"}"#,
+    ));
+    duplicate_refused(&mut s, 2, "path");
+    // At the top: a ping to the shim that is a call to a first-wins server.
+    s.send(
+        br#"{"jsonrpc":"2.0","id":3,"method":"tools/call","method":"ping","params":{"name":"touch","arguments":{"path":"method.txt"}}}"#,
+    );
+    duplicate_refused(&mut s, 3, "method");
+    // A name in another letter case: the shim would bind `path`, the server touch `Path`.
+    s.send(&raw_call(
+        4,
+        r#""name":"touch","arguments":{"path":"lower.txt","Path":"upper.txt"}"#,
+    ));
+    duplicate_refused(&mut s, 4, "Path");
+    // Nothing was lost: the conversation goes on.
+    let r = s.call("after", "hello", json!({"who": "y"}));
+    assert!(r.to_string().contains("hello y"), "{r}");
+    for f in [
+        "name.txt",
+        "first.txt",
+        "second.txt",
+        "method.txt",
+        "upper.txt",
+    ] {
+        assert!(!env.root.join(f).exists(), "{f}: a touch ran unconfirmed");
+    }
 }

@@ -9,7 +9,7 @@ use tc_core::ErrorCode;
 use super::{key, Held, Pending, Shim, OWN_ID_PREFIX};
 use crate::barrier::Place;
 use crate::era::{self, Era};
-use crate::framing::parse_message;
+use crate::framing::{parse_message, refusal_id, Rejected};
 use crate::lean;
 use crate::results;
 use crate::roots;
@@ -41,7 +41,13 @@ impl Shim {
             Ok(v) => v,
             Err(e) => {
                 tracing::warn!("client sent a line that is not a JSON-RPC message: {e}");
-                self.send_client(&results::error(&Value::Null, e.code(), e.to_string()));
+                // A request that only named a member twice is answered under its id (its
+                // client would wait for ever), unless that member is the id itself.
+                let id = match &e {
+                    Rejected::Duplicate(d) if !d.is_top_level_id() => refusal_id(&line),
+                    _ => Value::Null,
+                };
+                self.send_client(&results::error(&id, e.code(), e.to_string()));
                 return None;
             }
         };
