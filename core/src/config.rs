@@ -17,6 +17,7 @@ mod http_auth;
 mod remote;
 pub use http::*;
 pub use http_auth::*;
+pub use remote::shown_url;
 
 /// Default confirmation lifetime.
 pub const DEFAULT_TTL_SECONDS: u32 = 300;

@@ -157,6 +157,7 @@ fn real_main() -> anyhow::Result<i32> {
     }
     let remote = match &v.url {
         Some(url) => {
+            let url = tc_core::config::shown_url(url);
             if !command.is_empty() {
                 anyhow::bail!(
                     "vault {vault:?} has a url ({url}): its server is remote, so `-- <command…>` \

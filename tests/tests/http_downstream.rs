@@ -162,9 +162,10 @@ fn text(r: &Value) -> String {
 #[test]
 fn http_downstream_everything_passes_calls_and_gates_them() {
     let mut server = Server::everything();
+    // A key in the url's query (as some hosted servers take one) is never shown.
     let mut env = Env::new(&remote_vault(
         "ev",
-        &server.url(),
+        &format!("{}?key=QUERYSECRET", server.url()),
         "\n[[vaults.gates]]\ntool = \"get-sum\"\ntargets = \"none\"\n",
     ));
     env.start_tcd();
@@ -202,6 +203,12 @@ fn http_downstream_everything_passes_calls_and_gates_them() {
         "{r}"
     );
     assert_eq!(r["error"]["data"]["reason"], "unreachable", "{r}");
+    assert!(
+        msg.contains("/mcp?…") && !msg.contains("QUERYSECRET"),
+        "{r}"
+    );
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(logged.contains("/mcp?…") && !logged.contains("QUERYSECRET"));
 }
 
 #[test]

@@ -19,6 +19,15 @@ const RESERVED_HEADERS: &[&str] = &[
     "transfer-encoding",
 ];
 
+/// A remote server's url as tc shows it in logs and errors: without its query string,
+/// which some hosted servers take an API key in (`?key=…`).
+pub fn shown_url(url: &str) -> std::borrow::Cow<'_, str> {
+    match url.split_once('?') {
+        Some((base, _)) => format!("{base}?…").into(),
+        None => url.into(),
+    }
+}
+
 impl Config {
     /// `url` / `headers` / `bearer` rules, and the root-less vault's limits.
     pub(super) fn validate_remote(&self, at: &str, v: &VaultConfig) -> Result<(), ConfigError> {
@@ -130,7 +139,10 @@ fn check_url(url: &str) -> Result<(), String> {
     } else if lower.starts_with("http://") {
         &url[7..]
     } else {
-        return Err(format!("{url:?} is not an http:// or https:// URL"));
+        return Err(format!(
+            "{:?} is not an http:// or https:// URL",
+            shown_url(url)
+        ));
     };
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
     if authority.contains('@') {
@@ -143,7 +155,7 @@ fn check_url(url: &str) -> Result<(), String> {
         .filter(|(h, p)| !p.contains(']') && !h.is_empty())
         .map_or(authority, |(h, _)| h);
     if host.is_empty() {
-        return Err(format!("{url:?} names no host"));
+        return Err(format!("{:?} names no host", shown_url(url)));
     }
     if url.contains('#') {
         return Err("must not have a fragment (#…)".into());
@@ -190,6 +202,15 @@ mod tests {
     }
 
     const REMOTE: &str = "[[vaults]]\nid = \"r\"\nurl = \"https://mcp.example.com/mcp\"\n";
+
+    #[test]
+    fn a_url_is_shown_without_its_query() {
+        use super::shown_url;
+        assert_eq!(shown_url("https://h/mcp?key=s3cret&x=1"), "https://h/mcp?…");
+        assert_eq!(shown_url("https://h/mcp"), "https://h/mcp");
+        let e = parse("[[vaults]]\nid = \"r\"\nurl = \"ftp://h/mcp?key=s3cret\"\n").unwrap_err();
+        assert!(e.contains("ftp://h/mcp?…") && !e.contains("s3cret"), "{e}");
+    }
 
     #[test]
     fn a_url_vault_needs_no_root_and_gates_with_git_probe_or_none() {

@@ -363,7 +363,7 @@ impl Conn {
         }
         let why = format!(
             "the remote MCP server {} answered HTTP {status}{detail}",
-            self.remote.url
+            self.remote.shown()
         );
         if id.is_none() {
             tracing::warn!("{why}");
@@ -379,7 +379,10 @@ impl Conn {
         let mut why = String::new();
         let mut src: Option<&dyn std::error::Error> = Some(e);
         while let Some(s) = src {
-            let text = s.to_string();
+            // reqwest names the url it tried: shown without its query, as everywhere.
+            let text = s
+                .to_string()
+                .replace(self.remote.url.as_str(), &self.remote.shown());
             if !why.contains(&text) {
                 why.push_str(if why.is_empty() { "" } else { ": " });
                 why.push_str(&text);
@@ -388,7 +391,7 @@ impl Conn {
         }
         format!(
             "the remote MCP server {} cannot be reached ({why})",
-            self.remote.url
+            self.remote.shown()
         )
     }
 

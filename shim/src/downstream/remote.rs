@@ -24,13 +24,18 @@ impl std::fmt::Debug for Remote {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let names: Vec<&str> = self.headers.keys().map(HeaderName::as_str).collect();
         f.debug_struct("Remote")
-            .field("url", &self.url.as_str())
+            .field("url", &self.shown())
             .field("headers", &format_args!("{names:?} (values redacted)"))
             .finish()
     }
 }
 
 impl Remote {
+    /// The url for logs and errors (no query string: it may hold a key).
+    pub fn shown(&self) -> std::borrow::Cow<'_, str> {
+        tc_core::config::shown_url(self.url.as_str())
+    }
+
     /// The vault's `url`, headers and bearer token (read now, from its file or variable).
     pub fn from_config(v: &VaultConfig) -> anyhow::Result<Remote> {
         let Some(url) = &v.url else {
