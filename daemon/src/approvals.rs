@@ -33,6 +33,10 @@ pub const COVERS_MAX: usize = 2000;
 pub const REASON_MAX: usize = 500;
 /// How long a raised request is kept past its expiry, so a retry is told it expired.
 pub const EXPIRED_KEPT_MS: i64 = 3_600_000;
+/// The most raised requests kept at once, over every vault and caller. Rate limits are
+/// keyed by names the raiser chooses, so only a total bounds what a flood of raises under
+/// many caller names writes to disk (each row holds up to [`ARGS_JSON_MAX`] arguments).
+pub const MAX_RAISED: i64 = 1000;
 
 /// What a raise carries besides its binding, all shown to the human.
 #[derive(Debug, Default, Clone, Copy)]
@@ -296,6 +300,9 @@ impl Ledger {
                 }
                 _ => None,
             };
+            if old.is_none() && !room_for_one_more(tx, evs, now)? {
+                return Ok(Err(full()));
+            }
             let id = match keep {
                 Some(id) => id,
                 None => new_id(tx)?,
@@ -532,7 +539,42 @@ impl Ledger {
 /// Garbage collection of raised requests an hour past their expiry; an unanswered one
 /// nobody retried is logged as expired as it goes.
 pub(crate) fn sweep(tx: &Connection, evs: &mut Vec<NewEvent>, now: i64) -> Result<(), DaemonError> {
-    let cutoff = now - EXPIRED_KEPT_MS;
+    sweep_expired_before(tx, evs, now - EXPIRED_KEPT_MS)
+}
+
+/// Whether a new row fits under [`MAX_RAISED`]; at the cap, expired rows go at once
+/// (not an hour later) to make room, so only live requests can keep new ones out.
+fn room_for_one_more(
+    tx: &Connection,
+    evs: &mut Vec<NewEvent>,
+    now: i64,
+) -> Result<bool, DaemonError> {
+    let count = |tx: &Connection| -> rusqlite::Result<i64> {
+        tx.prepare_cached("SELECT count(*) FROM raised")?
+            .query_row([], |r| r.get(0))
+    };
+    if count(tx)? < MAX_RAISED {
+        return Ok(true);
+    }
+    sweep_expired_before(tx, evs, now)?;
+    Ok(count(tx)? < MAX_RAISED)
+}
+
+fn full() -> DaemonError {
+    DaemonError::refused(
+        Reason::RateLimited,
+        format!(
+            "tcd already holds {MAX_RAISED} raised requests (every vault and caller): approve \
+             or decline them (tcctl pending), or wait for them to expire, then retry"
+        ),
+    )
+}
+
+fn sweep_expired_before(
+    tx: &Connection,
+    evs: &mut Vec<NewEvent>,
+    cutoff: i64,
+) -> Result<(), DaemonError> {
     let old: Vec<Row> = tx
         .prepare_cached(&format!(
             "SELECT {ROW_COLS} FROM raised WHERE expires_at <= ?1 AND status = 'pending' AND expired_logged = 0"

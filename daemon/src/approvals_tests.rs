@@ -322,3 +322,50 @@ fn the_arguments_shown_must_be_the_ones_the_approval_binds() {
         .unwrap();
     assert_eq!(l.pending("").unwrap().len(), 2);
 }
+
+/// A raise under caller `i` of the same call: a new row per caller.
+fn raise_as(l: &Ledger, i: i64) -> Result<Raised, DaemonError> {
+    let b = Binding {
+        caller: format!("c{i}"),
+        ..call(1)
+    };
+    let text = RaiseText {
+        summary: "t {..}",
+        args_json: &args_of(1),
+        covers: "",
+        preview: "",
+    };
+    l.raise_request(&b, &fp("s"), &text, Some(1000))
+}
+
+/// Raises under many caller names each pass their own rate limit: only the total keeps
+/// a flood from filling the disk. At the cap a new request is refused, a known one is
+/// still re-raised, and expired rows make room at once.
+#[test]
+fn raised_requests_are_capped_in_total_whatever_the_caller_names() {
+    let (_d, l) = ledger();
+    for i in 0..MAX_RAISED {
+        raise_as(&l, i).unwrap();
+    }
+    assert_eq!(reason(raise_as(&l, MAX_RAISED)), Reason::RateLimited);
+    let again = raise_as(&l, 7).unwrap();
+    assert_eq!(again.request_id, raise_as(&l, 7).unwrap().request_id);
+    let n: i64 = l
+        .store
+        .read(|c| Ok(c.query_row("SELECT count(*) FROM raised", [], |r| r.get(0))?))
+        .unwrap();
+    assert_eq!(n, MAX_RAISED);
+
+    // Requests that expire at once: the cap sweeps them instead of refusing.
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&dir.path().join("db")).unwrap();
+    let l = Ledger::new(store, Secret::ephemeral(), 0);
+    for i in 0..=MAX_RAISED + 5 {
+        raise_as(&l, i).unwrap();
+    }
+    let n: i64 = l
+        .store
+        .read(|c| Ok(c.query_row("SELECT count(*) FROM raised", [], |r| r.get(0))?))
+        .unwrap();
+    assert!(n <= MAX_RAISED, "{n}");
+}
