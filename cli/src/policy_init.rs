@@ -225,6 +225,7 @@ fn path_declarations(tools: &[Value]) -> String {
             ArgKind::Revision => "revision",
             ArgKind::Pathspec => "pathspec",
             ArgKind::RevisionOrPathspec => "revision_or_pathspec",
+            ArgKind::Tracked => "tracked",
             ArgKind::None => "none",
         };
         if out.is_empty() {

@@ -442,6 +442,10 @@ pub enum ArgKind {
     /// Read as a revision by git if it is one, else as a pathspec (`git diff <target>`):
     /// judged as both.
     RevisionOrPathspec,
+    /// A repository the tool reads whole: what every tracked file holds now (`git diff`,
+    /// `git diff --cached` with no path). Judged as the folder and, under an ACL, every
+    /// entry of its index.
+    Tracked,
     /// Not a path, whatever its name or schema says (overrides discovery).
     None,
 }
@@ -473,6 +477,9 @@ pub const KNOWN_PATH_ARGS: &[(&str, &str, ArgKind, Option<&str>)] = &[
         ArgKind::RevisionOrPathspec,
         Some("repo_path"),
     ),
+    // `git diff --cached` / `git diff` with no path: every tracked file's changes.
+    ("git_diff_staged", "repo_path", ArgKind::Tracked, None),
+    ("git_diff_unstaged", "repo_path", ArgKind::Tracked, None),
     // `git add -- <files>`.
     ("git_add", "files", ArgKind::Pathspec, Some("repo_path")),
     // `rev_parse(branch_name)` then `git checkout <branch_name>`.

@@ -57,17 +57,28 @@ fn review2_git_branch_contains_is_a_revision_the_acl_judges() {
     assert_eq!(code(&r), None, "{r}");
 }
 
-/// Finding (not fixed here): the argument-less diffs show what denied files hold now in
-/// the worktree and the index, which is neither "committed to history" nor a listing.
+/// The argument-less diffs show what denied files hold now in the worktree and the index
+/// (neither history nor a listing): judged by every tracked file, so refused while a
+/// denied file is tracked, and a public change is still shown once it is not.
 #[test]
-#[ignore = "review2 finding: git_diff_staged/git_diff_unstaged print denied files (no argument names them)"]
 fn review2_whole_tree_diffs_show_denied_files_not_in_history() {
     let (env, mut c, repo) = setup();
     let r = c.call("git_diff_staged", json!({"repo_path": repo}));
     assert!(!r.to_string().contains(SECRET), "staged secret shown: {r}");
+    assert_eq!(code(&r).as_deref(), Some("acl_denied"), "{r}");
     std::fs::write(env.root.join("private/key.txt"), format!("{SECRET}-v2")).unwrap();
     let r = c.call("git_diff_unstaged", json!({"repo_path": repo}));
     assert!(!r.to_string().contains("-v2"), "worktree secret shown: {r}");
+    assert_eq!(code(&r).as_deref(), Some("acl_denied"), "{r}");
+    // Untracked again: the diffs run, and show the public change.
+    git(
+        &env.root,
+        &["rm", "-q", "-f", "--cached", "private/key.txt"],
+    );
+    std::fs::write(env.root.join("public.txt"), "public change").unwrap();
+    let r = c.call("git_diff_unstaged", json!({"repo_path": repo}));
+    assert!(r.to_string().contains("public change"), "{r}");
+    assert!(!r.to_string().contains(SECRET), "{r}");
 }
 
 /// The Python SDK (`MCPServer`) pre-parses a string argument holding JSON into a list

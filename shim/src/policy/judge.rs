@@ -52,9 +52,15 @@ impl Policy {
     ) -> Result<(), PolicyError> {
         let name = spec.name.as_str();
         let values = self.arg_values(args, name)?;
-        if spec.kind == ArgKind::Path {
+        if matches!(spec.kind, ArgKind::Path | ArgKind::Tracked) {
             for raw in &values {
-                out.push(self.resolve(name, raw)?);
+                let path = self.resolve(name, raw)?;
+                // A whole-repository diff shows every tracked file that changed, and any
+                // may have: every index entry is judged (an untracked file never shows).
+                if spec.kind == ArgKind::Tracked && self.has_acl {
+                    self.covered_index(name, &path, &path, out)?;
+                }
+                out.push(path);
             }
             return Ok(());
         }
@@ -302,5 +308,54 @@ mod tests {
                 None
             )
             .is_ok());
+    }
+
+    fn git(dir: &Path, args: &[&str]) {
+        let ok = std::process::Command::new("git")
+            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-C"])
+            .arg(dir)
+            .args(args)
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "git {args:?}");
+    }
+
+    /// `git_diff_staged` / `git_diff_unstaged` name no file but show every tracked file's
+    /// changes: under an ACL they are judged by the index, refused while a denied file is
+    /// tracked (staged or committed), allowed while denied files are only untracked.
+    #[test]
+    fn whole_repository_diffs_are_judged_by_every_tracked_file() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        std::fs::create_dir_all(root.join("private")).unwrap();
+        std::fs::write(root.join("private/key.txt"), "k").unwrap();
+        std::fs::write(root.join("a.txt"), "a").unwrap();
+        git(&root, &["init", "-q"]);
+        git(&root, &["add", "a.txt"]);
+        let p = policy(&root, "[vaults.acl]\ndeny = [\"private/**\"]\n");
+        let def = git_def(json!({"repo_path": {"type": "string"}, "context_lines": {}}));
+        let args = json!({"repo_path": root.display().to_string()});
+        for tool in ["git_diff_staged", "git_diff_unstaged"] {
+            assert_eq!(
+                verdict(&p, tool, &def, args.clone()),
+                "ok",
+                "{tool}: untracked"
+            );
+        }
+        git(&root, &["add", "private/key.txt"]);
+        for tool in ["git_diff_staged", "git_diff_unstaged"] {
+            assert_eq!(
+                verdict(&p, tool, &def, args.clone()),
+                "deny",
+                "{tool}: tracked"
+            );
+        }
+        // Without an ACL the repository is only a path under the root.
+        let open = policy(&root, "");
+        let paths = open
+            .resolve_all("git_diff_staged", Some(&def), &args, None)
+            .unwrap();
+        assert_eq!(paths, vec![root.clone()]);
     }
 }
