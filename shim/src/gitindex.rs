@@ -372,7 +372,7 @@ pub fn parse_index(b: &[u8]) -> Result<Vec<Entry>, IndexError> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn entry_v2(name: &str, mode: u32, oid: u8, ctime: u32) -> Vec<u8> {
@@ -469,7 +469,8 @@ mod tests {
         assert_eq!(super::head(&gd).unwrap(), "0123abcd");
     }
 
-    fn git(dir: &Path, args: &[&str]) -> String {
+    /// Runs git in `dir` (a test's repository); its stdout.
+    pub(crate) fn git(dir: &Path, args: &[&str]) -> String {
         let o = std::process::Command::new("git")
             .args([
                 "-c",

@@ -204,6 +204,7 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    use crate::gitindex::tests::git;
     use crate::policy::tests::policy;
 
     fn git_def(props: Value) -> Value {
@@ -308,17 +309,6 @@ mod tests {
                 None
             )
             .is_ok());
-    }
-
-    fn git(dir: &Path, args: &[&str]) {
-        let ok = std::process::Command::new("git")
-            .args(["-c", "user.name=t", "-c", "user.email=t@t", "-C"])
-            .arg(dir)
-            .args(args)
-            .status()
-            .unwrap()
-            .success();
-        assert!(ok, "git {args:?}");
     }
 
     /// `git_diff_staged` / `git_diff_unstaged` name no file but show every tracked file's
