@@ -116,40 +116,10 @@ impl Scene {
         secret
     }
 
-    /// The argv of a tc-shim for `fs` run as the human, with `extra` flags and env.
-    fn shim_argv(&self, extra_env: &[String], flags: &[&str]) -> Vec<String> {
-        let (h, home) = (&self.d.human, &self.d.home);
-        let mut v: Vec<String> = vec![
-            "setpriv".into(),
-            format!("--reuid={}", h.uid),
-            format!("--regid={}", h.gid),
-            "--clear-groups".into(),
-            "--".into(),
-            "env".into(),
-        ];
-        for var in [
-            "TC_CONFIG",
-            "XDG_CONFIG_HOME",
-            "XDG_STATE_HOME",
-            "XDG_RUNTIME_DIR",
-        ] {
-            v.extend(["-u".into(), var.into()]);
-        }
-        v.push(format!("HOME={}", home.display()));
-        v.extend(extra_env.iter().cloned());
-        v.extend([
-            bin("tc-shim").display().to_string(),
-            "serve".into(),
-            "fs".into(),
-        ]);
-        v.extend(flags.iter().map(|f| f.to_string()));
-        v
-    }
-
     /// The agent's raw MCP client on a shim run as the human (no elicitation capability:
     /// the refusal route).
     fn agent(&self) -> RawClient {
-        let mut c = RawClient::start(&self.shim_argv(&[], &[]));
+        let mut c = RawClient::start(&self.d.shim_argv("fs", &[], &[]));
         let init = c.initialize();
         assert!(init["result"]["serverInfo"].is_object(), "{init}");
         c
@@ -365,7 +335,7 @@ fn an_agent_cannot_approve_and_the_human_approves_once() {
     assert_eq!(s.events("tc.minted"), 0);
 
     // Its own in-protocol prompt, answered accept + approve=true: not approved.
-    let mut h = elicit::Human::python("legacy", &s.shim_argv(&[], &[]));
+    let mut h = elicit::Human::python("legacy", &s.d.shim_argv("fs", &[], &[]));
     let (prompt, r) = h.call_answering("write_file", write("v1"), elicit::approve());
     assert!(
         prompt["message"].as_str().unwrap().contains("guarded mode"),
@@ -466,7 +436,7 @@ fn an_agent_cannot_read_loosen_reroute_or_trace() {
     );
     let after = std::fs::read_to_string(home.join(".config/tc/config.toml")).unwrap();
     let mut c = Command::new("setpriv");
-    let argv = s.shim_argv(&[], &[]);
+    let argv = s.d.shim_argv("fs", &[], &[]);
     c.args(&argv[1..]).stdin(Stdio::null());
     let o = run(c);
     assert!(!o.status.success(), "{}", text(&o));
@@ -523,7 +493,7 @@ fn an_agent_cannot_read_loosen_reroute_or_trace() {
             format!("TC_CONFIG={cfg}"),
         ),
     ] {
-        let argv = s.shim_argv(&env, &flags);
+        let argv = s.d.shim_argv("fs", &env, &flags);
         let o = run({
             let mut c = Command::new("setpriv");
             c.args(&argv[1..]).stdin(Stdio::null());

@@ -98,30 +98,7 @@ impl Scene {
 
     /// The agent: a raw MCP client on a tc-shim run as the human (refusal route).
     fn agent(&self) -> RawClient {
-        let (h, home) = (&self.d.human, &self.d.home);
-        let mut v: Vec<String> = vec![
-            "setpriv".into(),
-            format!("--reuid={}", h.uid),
-            format!("--regid={}", h.gid),
-            "--clear-groups".into(),
-            "--".into(),
-            "env".into(),
-        ];
-        for var in [
-            "TC_CONFIG",
-            "XDG_CONFIG_HOME",
-            "XDG_STATE_HOME",
-            "XDG_RUNTIME_DIR",
-        ] {
-            v.extend(["-u".into(), var.into()]);
-        }
-        v.push(format!("HOME={}", home.display()));
-        v.extend([
-            bin("tc-shim").display().to_string(),
-            "serve".into(),
-            "fs".into(),
-        ]);
-        let mut c = RawClient::start(&v);
+        let mut c = RawClient::start(&self.d.shim_argv("fs", &[], &[]));
         let init = c.initialize();
         assert!(init["result"]["serverInfo"].is_object(), "{init}");
         c

@@ -382,6 +382,37 @@ impl Deployment {
         let _ = std::fs::remove_file(tc_core::guarded::SYSTEM_SOCKET);
     }
 
+    /// The argv of a `tc-shim serve VAULT FLAGS…` run as the human (as the agent's editor
+    /// would start it), clean of tc's variables, with `extra_env` (`NAME=value`).
+    pub fn shim_argv(&self, vault: &str, extra_env: &[String], flags: &[&str]) -> Vec<String> {
+        let h = &self.human;
+        let mut v: Vec<String> = vec![
+            "setpriv".into(),
+            format!("--reuid={}", h.uid),
+            format!("--regid={}", h.gid),
+            "--clear-groups".into(),
+            "--".into(),
+            "env".into(),
+        ];
+        for var in [
+            "TC_CONFIG",
+            "XDG_CONFIG_HOME",
+            "XDG_STATE_HOME",
+            "XDG_RUNTIME_DIR",
+        ] {
+            v.extend(["-u".into(), var.into()]);
+        }
+        v.push(format!("HOME={}", self.home.display()));
+        v.extend(extra_env.iter().cloned());
+        v.extend([
+            bin("tc-shim").display().to_string(),
+            "serve".into(),
+            vault.into(),
+        ]);
+        v.extend(flags.iter().map(|f| f.to_string()));
+        v
+    }
+
     /// `tcctl args` as the human.
     pub fn tcctl_as_human(&self, args: &[&str]) -> Output {
         let mut c = as_user(&self.human, &self.home, bin("tcctl"));

@@ -60,37 +60,9 @@ impl Scene {
         std::fs::read_to_string(self.root.join("note.txt")).unwrap()
     }
 
-    /// The argv of a tc-shim for `fs` run as the human, clean of tc variables.
-    fn shim_argv(&self) -> Vec<String> {
-        let (h, home) = (&self.d.human, &self.d.home);
-        let mut v: Vec<String> = vec![
-            "setpriv".into(),
-            format!("--reuid={}", h.uid),
-            format!("--regid={}", h.gid),
-            "--clear-groups".into(),
-            "--".into(),
-            "env".into(),
-        ];
-        for var in [
-            "TC_CONFIG",
-            "XDG_CONFIG_HOME",
-            "XDG_STATE_HOME",
-            "XDG_RUNTIME_DIR",
-        ] {
-            v.extend(["-u".into(), var.into()]);
-        }
-        v.push(format!("HOME={}", home.display()));
-        v.extend([
-            bin("tc-shim").display().to_string(),
-            "serve".into(),
-            "fs".into(),
-        ]);
-        v
-    }
-
     /// The agent's raw MCP client on a shim run as the human.
     fn agent(&self) -> RawClient {
-        let mut c = RawClient::start(&self.shim_argv());
+        let mut c = RawClient::start(&self.d.shim_argv("fs", &[], &[]));
         let init = c.initialize();
         assert!(init["result"]["serverInfo"].is_object(), "{init}");
         c
@@ -98,7 +70,7 @@ impl Scene {
 
     /// The shim with nothing on stdin: Err(stderr) if it refused to start.
     fn shim_starts(&self) -> Result<(), String> {
-        let argv = self.shim_argv();
+        let argv = self.d.shim_argv("fs", &[], &[]);
         let mut c = Command::new(&argv[0]);
         c.args(&argv[1..]).stdin(Stdio::null());
         let o = run(c);
