@@ -265,3 +265,22 @@ fn a_call_whose_name_is_not_a_string_is_refused_not_forwarded() {
     }
     assert_eq!(disk(&env, "note.txt"), None);
 }
+
+/// A body naming a member twice (the id included) is refused at the door as invalid,
+/// never judged on one value and forwarded with both.
+#[test]
+fn a_body_naming_a_member_twice_is_refused() {
+    let (env, front) = started("");
+    let mut c = Raw::new(&front.url());
+    c.initialize();
+    let v = ("mcp-protocol-version", "2025-11-25");
+    let dup_name = br#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"write_file","arguments":{"path":"a.txt","content":"x"},"name":"read_text_file"}}"#;
+    let dup_id = br#"{"jsonrpc":"2.0","id":6,"method":"ping","id":7}"#;
+    for body in [&dup_name[..], &dup_id[..]] {
+        let a = c.post_bytes(body.to_vec(), &[v]);
+        assert_eq!(a.status, 400, "{}", a.text);
+        assert_eq!(a.last()["error"]["code"], -32600, "{}", a.text);
+        assert!(a.text.contains("twice"), "{}", a.text);
+    }
+    assert_eq!(disk(&env, "a.txt"), None);
+}
