@@ -22,8 +22,12 @@ use crate::results;
 
 const SESSION: &str = "mcp-session-id";
 const VERSION: &str = "mcp-protocol-version";
-/// Bytes per read of an answer body (as on stdio, fewer wake-ups per long answer).
+/// Bytes per read of an answer body, at most (as on stdio, fewer passes per long answer).
 const BODY_READ: usize = 256 * 1024;
+/// Bytes per read of a body of unknown length (an SSE stream, a chunked JSON answer), and
+/// the least for one of known length: the buffer is allocated (zeroed) per answer, so
+/// a small answer is not given a large one.
+const STREAM_READ: usize = 16 * 1024;
 /// An error body is read this far for its message.
 const ERROR_BODY: usize = 64 * 1024;
 
@@ -227,8 +231,13 @@ impl Conn {
         id: Option<&Value>,
         initialize: bool,
     ) -> Result<(), String> {
+        let read = resp.content_length().map_or(STREAM_READ, |n| {
+            usize::try_from(n)
+                .unwrap_or(BODY_READ)
+                .clamp(STREAM_READ, BODY_READ)
+        });
         let lines = Lines::new(resp.bytes_stream(), kind);
-        let mut r = BufReader::with_capacity(BODY_READ, lines);
+        let mut r = BufReader::with_capacity(read, lines);
         let shim = Arc::clone(&self.shim);
         let mut limit = || shim.down_line_limit();
         loop {
