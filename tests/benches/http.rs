@@ -424,7 +424,11 @@ async fn bench() -> anyhow::Result<()> {
 fn callers_env() -> anyhow::Result<Vec<usize>> {
     let v = std::env::var("TC_BENCH_CALLERS").unwrap_or_else(|_| "1,32".into());
     v.split(',')
-        .map(|c| c.trim().parse().with_context(|| format!("TC_BENCH_CALLERS={v:?}")))
+        .map(|c| {
+            c.trim()
+                .parse()
+                .with_context(|| format!("TC_BENCH_CALLERS={v:?}"))
+        })
         .collect()
 }
 

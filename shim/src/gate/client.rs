@@ -291,3 +291,48 @@ impl Shim {
         self.send_child(line, None);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_parsed_message_forwards_the_bytes_it_was_parsed_from() {
+        let line = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}"#;
+        let p = Parsed::parse(line.to_vec()).unwrap();
+        assert_eq!(p.line, line);
+        assert_eq!(p.msg, parse_message(line).unwrap());
+    }
+
+    #[test]
+    fn a_message_over_lines_is_forwarded_as_the_value_judged() {
+        for body in [
+            "{\"id\":1,\n\"method\":\"ping\"}",
+            "{\"id\":1,\r\"method\":\"ping\"}",
+            "{\"id\":1,\"method\":\"ping\"}\r\n",
+        ] {
+            let p = Parsed::parse(body.as_bytes().to_vec()).unwrap();
+            assert!(
+                !p.line.contains(&b'\n') && !p.line.contains(&b'\r'),
+                "{body:?}"
+            );
+            assert_eq!(parse_message(&p.line).unwrap(), p.msg, "{body:?}");
+            assert_eq!(p.msg, parse_message(body.as_bytes()).unwrap());
+        }
+    }
+
+    #[test]
+    fn what_parse_message_refuses_is_refused() {
+        for body in ["[1]", "7", "{", ""] {
+            assert!(Parsed::parse(body.as_bytes().to_vec()).is_err(), "{body:?}");
+        }
+    }
+
+    #[test]
+    fn a_new_id_is_in_the_bytes_forwarded() {
+        let p = Parsed::parse(br#"{"id":"a","method":"m"}"#.to_vec()).unwrap();
+        let p = p.with_id(serde_json::json!("tc-http-1"));
+        assert_eq!(p.msg["id"], "tc-http-1");
+        assert_eq!(parse_message(&p.line).unwrap(), p.msg);
+    }
+}
