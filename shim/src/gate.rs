@@ -27,6 +27,7 @@ mod routes;
 mod server;
 mod tools;
 mod turn;
+pub use client::Parsed;
 pub use routes::url_mode::page_base;
 
 use std::collections::{HashMap, HashSet};

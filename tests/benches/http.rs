@@ -18,8 +18,13 @@
 //!    (default 10 000) legacy sessions that then sit idle: bytes per session, total
 //!    (target: 10 000 under 64 MB); then one more session past `max_sessions` → 503.
 //!
+//! Each path's CPU per call is printed too (callers, server, proxy; from
+//! `/proc/PID/task/*/schedstat` over the timed calls): on a shared machine it is the
+//! load-independent measure of what a proxy costs.
+//!
 //! Timings are printed, never asserted. Knobs: `TC_BENCH_N` (timed calls per path and
-//! concurrency, default 4000), `TC_BENCH_SESSIONS`, `TC_SHIM_BIN`.
+//! concurrency, default 4000), `TC_BENCH_CALLERS` (default `1,32`), `TC_BENCH_SESSIONS`,
+//! `TC_SHIM_BIN`.
 
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -262,13 +267,36 @@ async fn post(
     Ok(req.send().await?)
 }
 
-/// `callers` sessions each making their share of `n` calls; latencies and wall time.
-async fn run(url: &str, callers: usize, n: usize) -> anyhow::Result<(Vec<Duration>, Duration)> {
+/// CPU time a process (all its threads) has run, from `/proc/PID/task/*/schedstat`
+/// (nanoseconds, unlike `/proc/PID/stat`'s clock ticks).
+fn cpu_ns(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .flatten()
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// The timed calls of one [`run`]: latencies, wall time, and the CPU nanoseconds each
+/// watched process spent meanwhile.
+struct Timed {
+    lat: Vec<Duration>,
+    wall: Duration,
+    cpu: Vec<u64>,
+}
+
+/// `callers` sessions each making their share of `n` calls, with `watch`'s CPU measured
+/// over the calls only (not the sessions' opening).
+async fn run(url: &str, callers: usize, n: usize, watch: &[u32]) -> anyhow::Result<Timed> {
     let http = reqwest::Client::new();
     let mut sids = Vec::new();
     for _ in 0..callers {
         sids.push(open(&http, url).await?.context("session refused")?);
     }
+    let cpu0: Vec<u64> = watch.iter().map(|p| cpu_ns(*p)).collect();
     let start = Instant::now();
     let mut tasks = Vec::new();
     for (c, sid) in sids.into_iter().enumerate() {
@@ -289,11 +317,15 @@ async fn run(url: &str, callers: usize, n: usize) -> anyhow::Result<(Vec<Duratio
             anyhow::Ok(lat)
         }));
     }
-    let mut all = Vec::with_capacity(n);
+    let mut lat = Vec::with_capacity(n);
     for t in tasks {
-        all.extend(t.await??);
+        lat.extend(t.await??);
     }
-    Ok((all, start.elapsed()))
+    let wall = start.elapsed();
+    let cpu = (watch.iter().zip(cpu0))
+        .map(|(p, c0)| cpu_ns(*p).saturating_sub(c0))
+        .collect();
+    Ok(Timed { lat, wall, cpu })
 }
 
 fn rss_kb(pid: u32) -> u64 {
@@ -315,39 +347,61 @@ async fn bench() -> anyhow::Result<()> {
         .env("TC_BENCH_UPSTREAM", server.url());
     let relay = Served::spawn(cmd)?;
     let (mut tc, tc_url) = start_tc(&shim, dir.path(), &server.url(), sessions + 1000)?;
+    // Whose CPU each path's calls are measured by: the callers' (this process), the
+    // server's, and the proxy's.
+    let me_pid = std::process::id();
+    let (server_pid, relay_pid, tc_pid) = (server.child.id(), relay.child.id(), tc.id());
+    let watch = [
+        vec![me_pid, server_pid],
+        vec![me_pid, server_pid, relay_pid],
+        vec![me_pid, server_pid, tc_pid],
+    ];
     let paths = [
         ("direct", server.url()),
         ("relay", relay.url()),
         ("tc-shim", tc_url.clone()),
     ];
     println!("HTTP front: {n} tools/call per path and concurrency, {ROUNDS} interleaved rounds");
-    for callers in [1usize, 32] {
+    for callers in callers_env()? {
         let mut lat: Vec<Vec<Duration>> = vec![Vec::new(); 3];
         let mut wall = [Duration::ZERO; 3];
+        let mut cpu = [[0u64; 3]; 3];
         for (_, url) in &paths {
-            run(url, callers, 200.max(callers * 4)).await?; // warm-up
+            run(url, callers, 200.max(callers * 4), &[]).await?; // warm-up
         }
         for _ in 0..ROUNDS {
             for (i, (_, url)) in paths.iter().enumerate() {
-                let (l, w) = run(url, callers, n / ROUNDS).await?;
-                lat[i].extend(l);
-                wall[i] += w;
+                let t = run(url, callers, n / ROUNDS, &watch[i]).await?;
+                lat[i].extend(t.lat);
+                wall[i] += t.wall;
+                for (k, c) in t.cpu.into_iter().enumerate() {
+                    cpu[i][k] += c;
+                }
             }
         }
         let stats: Vec<Stats> = lat.iter().map(|l| Stats::of(l)).collect();
         let rate = |i: usize| lat[i].len() as f64 / wall[i].as_secs_f64();
         println!("\n{callers} concurrent caller(s):");
         println!(
-            "  {:<8} {:>10} {:>10} {:>10}",
-            "path", "p50 µs", "p99 µs", "calls/s"
+            "  {:<8} {:>10} {:>10} {:>10} {:>12} {:>12} {:>12}",
+            "path", "p50 µs", "p99 µs", "calls/s", "callers µs/c", "server µs/c", "proxy µs/c"
         );
         for (i, (name, _)) in paths.iter().enumerate() {
+            let per = |k: usize| cpu[i][k] as f64 / 1000.0 / lat[i].len().max(1) as f64;
+            let proxy = if i == 0 {
+                "-".to_string()
+            } else {
+                format!("{:.1}", per(2))
+            };
             println!(
-                "  {:<8} {:>10.1} {:>10.1} {:>10.0}",
+                "  {:<8} {:>10.1} {:>10.1} {:>10.0} {:>12.1} {:>12.1} {:>12}",
                 name,
                 us(stats[i].p50),
                 us(stats[i].p99),
-                rate(i)
+                rate(i),
+                per(0),
+                per(1),
+                proxy
             );
         }
         let added = |i: usize| us(stats[i].p50) - us(stats[0].p50);
@@ -364,6 +418,18 @@ async fn bench() -> anyhow::Result<()> {
         );
     }
     idle_sessions(&shim, dir.path(), &server.url(), &mut tc, &tc_url, sessions).await
+}
+
+/// `TC_BENCH_CALLERS`: the concurrencies measured (comma-separated), default `1,32`.
+fn callers_env() -> anyhow::Result<Vec<usize>> {
+    let v = std::env::var("TC_BENCH_CALLERS").unwrap_or_else(|_| "1,32".into());
+    v.split(',')
+        .map(|c| {
+            c.trim()
+                .parse()
+                .with_context(|| format!("TC_BENCH_CALLERS={v:?}"))
+        })
+        .collect()
 }
 
 /// Opens `n` sessions from 16 concurrent openers; their ids.

@@ -22,8 +22,13 @@ use crate::results;
 
 const SESSION: &str = "mcp-session-id";
 const VERSION: &str = "mcp-protocol-version";
-/// Bytes per read of an answer body (as on stdio, fewer wake-ups per long answer).
+/// Bytes per read of an answer body, at most (as on stdio, fewer passes per long answer).
 const BODY_READ: usize = 256 * 1024;
+/// Bytes per read of a body of unknown length (an SSE stream, a chunked JSON answer): the
+/// buffer is allocated (zeroed) per answer, so a small answer is not given a large one.
+const STREAM_READ: usize = 16 * 1024;
+/// The least buffer for a body of known length.
+const MIN_READ: usize = 512;
 /// An error body is read this far for its message.
 const ERROR_BODY: usize = 64 * 1024;
 
@@ -142,12 +147,11 @@ impl Conn {
         let mut headers = self.base_headers(&peek);
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         let sent_session = headers.contains_key(SESSION);
-        let req = self
-            .http
-            .post(self.remote.url.clone())
-            .headers(headers)
-            .body(line);
-        let resp = match req.send().await {
+        // Built whole (the builder would merge the headers into its own map, per call).
+        let mut req = reqwest::Request::new(Method::POST, self.remote.url.clone());
+        *req.headers_mut() = headers;
+        *req.body_mut() = Some(line.into());
+        let resp = match self.http.execute(req).await {
             Ok(r) => r,
             Err(e) => {
                 return self.fail(
@@ -227,8 +231,14 @@ impl Conn {
         id: Option<&Value>,
         initialize: bool,
     ) -> Result<(), String> {
+        // One more than the body: the adapter ends a JSON body with a newline.
+        let read = resp.content_length().map_or(STREAM_READ, |n| {
+            usize::try_from(n)
+                .map_or(BODY_READ, |n| n.saturating_add(1))
+                .clamp(MIN_READ, BODY_READ)
+        });
         let lines = Lines::new(resp.bytes_stream(), kind);
-        let mut r = BufReader::with_capacity(BODY_READ, lines);
+        let mut r = BufReader::with_capacity(read, lines);
         let shim = Arc::clone(&self.shim);
         let mut limit = || shim.down_line_limit();
         loop {

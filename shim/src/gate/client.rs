@@ -1,5 +1,6 @@
-//! The client side: a client line is parsed, its roots taken out, admitted (`admit.rs`),
-//! noted by the governor, then dispatched by method (a `tools/call` goes to `call.rs`).
+//! The client side: a client line is parsed (or comes parsed from a front, [`Parsed`]), its
+//! roots taken out, admitted (`admit.rs`), noted by the governor, then dispatched by method
+//! (a `tools/call` goes to `call.rs`).
 
 use std::sync::Arc;
 
@@ -15,12 +16,69 @@ use crate::results;
 use crate::roots;
 use crate::value::at;
 
+/// A client message a front has read already: the value [`parse_message`] made of `line`,
+/// and `line`, one line without a raw `\r` or `\n` (what a stdio client line is once
+/// framed). Built only here, so the engine judges exactly the bytes it forwards without
+/// parsing them a second time.
+pub struct Parsed {
+    msg: Value,
+    line: Vec<u8>,
+}
+
+impl Parsed {
+    /// Parses a message as a client sent it. A message spread over lines is forwarded
+    /// re-serialized from the value judged (nothing else could be framed as one line).
+    pub fn parse(bytes: Vec<u8>) -> Result<Parsed, Rejected> {
+        let msg = parse_message(&bytes)?;
+        let line = match memchr::memchr2(b'\n', b'\r', &bytes) {
+            Some(_) => msg.to_string().into_bytes(),
+            None => bytes,
+        };
+        Ok(Parsed { msg, line })
+    }
+
+    /// The message with another id (a stateless request's engine-unique one): forwarded
+    /// as the value now serializes.
+    pub fn with_id(mut self, id: Value) -> Parsed {
+        self.msg["id"] = id;
+        self.line = self.msg.to_string().into_bytes();
+        self
+    }
+
+    pub fn msg(&self) -> &Value {
+        &self.msg
+    }
+}
+
 impl Shim {
     /// Handles one line from the client.
     pub(super) fn on_client_line(self: &Arc<Self>, line: Vec<u8>) {
-        let Some((msg, line)) = self.read_client_line(line) else {
-            return;
+        let msg: Value = match parse_message(&line) {
+            Ok(v) => v,
+            Err(e) => {
+                tracing::warn!("client sent a line that is not a JSON-RPC message: {e}");
+                // A request that only named a member twice is answered under its id (its
+                // client would wait for ever), unless that member is the id itself.
+                let id = match &e {
+                    Rejected::Duplicate(d) if !d.is_top_level_id() => refusal_id(&line),
+                    _ => Value::Null,
+                };
+                self.send_client(&results::error(&id, e.code(), e.to_string()));
+                return;
+            }
         };
+        self.on_client_message(msg, line);
+    }
+
+    /// Handles one client message a front parsed already: every check a line gets after
+    /// its parse applies.
+    pub fn client_parsed(self: &Arc<Self>, p: Parsed) {
+        self.on_client_message(p.msg, p.line);
+    }
+
+    /// A parsed client line: its roots taken out, admitted, governed, dispatched.
+    fn on_client_message(self: &Arc<Self>, mut msg: Value, line: Vec<u8>) {
+        let line = self.take_roots(&mut msg, line);
         let method = msg.get("method").and_then(Value::as_str);
         let id = msg.get("id").filter(|i| !i.is_null()).cloned();
         let meta = era::request_meta(&msg).cloned();
@@ -34,30 +92,13 @@ impl Shim {
         self.dispatch(msg, line, id, meta);
     }
 
-    /// The line parsed (a malformed one is answered `-32700`) and the bytes to forward:
-    /// re-serialized when the client's roots were taken out.
-    fn read_client_line(&self, line: Vec<u8>) -> Option<(Value, Vec<u8>)> {
-        let mut msg: Value = match parse_message(&line) {
-            Ok(v) => v,
-            Err(e) => {
-                tracing::warn!("client sent a line that is not a JSON-RPC message: {e}");
-                // A request that only named a member twice is answered under its id (its
-                // client would wait for ever), unless that member is the id itself.
-                let id = match &e {
-                    Rejected::Duplicate(d) if !d.is_top_level_id() => refusal_id(&line),
-                    _ => Value::Null,
-                };
-                self.send_client(&results::error(&id, e.code(), e.to_string()));
-                return None;
-            }
-        };
+    /// The bytes to forward: re-serialized when the client's roots were taken out.
+    fn take_roots(&self, msg: &mut Value, line: Vec<u8>) -> Vec<u8> {
         // The downstream works inside the vault root, whatever the client says (roots.rs).
-        let line = match roots::strip_client_roots(&mut msg, &self.policy.root, &self.policy.vault)
-        {
+        match roots::strip_client_roots(msg, &self.policy.root, &self.policy.vault) {
             true => msg.to_string().into_bytes(),
             false => line,
-        };
-        Some((msg, line))
+        }
     }
 
     /// Admission, in order: the id and the in-flight table (`admit.rs`), the era of a
@@ -254,5 +295,50 @@ impl Shim {
             }
         }
         self.send_child(line, None);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_parsed_message_forwards_the_bytes_it_was_parsed_from() {
+        let line = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"x"}}"#;
+        let p = Parsed::parse(line.to_vec()).unwrap();
+        assert_eq!(p.line, line);
+        assert_eq!(p.msg, parse_message(line).unwrap());
+    }
+
+    #[test]
+    fn a_message_over_lines_is_forwarded_as_the_value_judged() {
+        for body in [
+            "{\"id\":1,\n\"method\":\"ping\"}",
+            "{\"id\":1,\r\"method\":\"ping\"}",
+            "{\"id\":1,\"method\":\"ping\"}\r\n",
+        ] {
+            let p = Parsed::parse(body.as_bytes().to_vec()).unwrap();
+            assert!(
+                !p.line.contains(&b'\n') && !p.line.contains(&b'\r'),
+                "{body:?}"
+            );
+            assert_eq!(parse_message(&p.line).unwrap(), p.msg, "{body:?}");
+            assert_eq!(p.msg, parse_message(body.as_bytes()).unwrap());
+        }
+    }
+
+    #[test]
+    fn what_parse_message_refuses_is_refused() {
+        for body in ["[1]", "7", "{", ""] {
+            assert!(Parsed::parse(body.as_bytes().to_vec()).is_err(), "{body:?}");
+        }
+    }
+
+    #[test]
+    fn a_new_id_is_in_the_bytes_forwarded() {
+        let p = Parsed::parse(br#"{"id":"a","method":"m"}"#.to_vec()).unwrap();
+        let p = p.with_id(serde_json::json!("tc-http-1"));
+        assert_eq!(p.msg["id"], "tc-http-1");
+        assert_eq!(parse_message(&p.line).unwrap(), p.msg);
     }
 }

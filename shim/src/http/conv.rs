@@ -11,7 +11,7 @@ use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
 use crate::framing::Frame;
-use crate::gate::Shim;
+use crate::gate::{Parsed, Shim};
 use crate::ids::IdKey;
 use crate::outbox::Out;
 use crate::results;
@@ -101,7 +101,7 @@ impl Conv {
     }
 
     /// Sends a client request into the engine; its answer comes on the returned exchange.
-    pub async fn submit(self: &Arc<Self>, id: Value, line: Vec<u8>) -> Result<Exchange, Busy> {
+    pub async fn submit(self: &Arc<Self>, id: Value, msg: Parsed) -> Result<Exchange, Busy> {
         let key = IdKey::of(&id);
         let (tx, rx) = mpsc::channel(EXCHANGE_QUEUE + 1);
         {
@@ -121,17 +121,17 @@ impl Conv {
             id,
             done: false,
         };
-        self.feed(line).await;
+        self.feed(msg).await;
         Ok(ex)
     }
 
     /// Sends a client notification or response into the engine.
-    pub async fn feed(&self, line: Vec<u8>) {
+    pub async fn feed(&self, msg: Parsed) {
         // A client that does not read its answers (or a downstream that does not read its
         // input) is not fed more: memory stays bounded as on stdio.
         self.shim.client_box().room().await;
         self.shim.child_box().room().await;
-        self.shim.client_frame(Frame::Line(line));
+        self.shim.client_parsed(msg);
     }
 
     /// Opens the session's GET stream; `None` when one is already open.

@@ -16,7 +16,7 @@ use super::answer::{
 };
 use super::conv::{Busy, Conv, Msg};
 use super::{guard, modern, plain, Front};
-use crate::framing::parse_message;
+use crate::gate::Parsed;
 use crate::results;
 use axum::extract::RawQuery;
 
@@ -47,17 +47,10 @@ pub async fn post(
             m,
         );
     };
-    let msg = match parse_message(&bytes) {
-        Ok(v) if v.is_object() => v,
-        Ok(_) => {
-            let m = "a POST carries one JSON-RPC message (an object); batches are not supported";
-            return rpc_error(
-                StatusCode::BAD_REQUEST,
-                &Value::Null,
-                results::INVALID_REQUEST,
-                m,
-            );
-        }
+    // The one parse of the message: the front reads its era and headers from it, and
+    // the engine judges it and forwards its bytes without parsing them again.
+    let msg = match Parsed::parse(bytes.into()) {
+        Ok(p) => p,
         Err(e) => {
             return rpc_error(
                 StatusCode::BAD_REQUEST,
@@ -67,24 +60,18 @@ pub async fn post(
             )
         }
     };
-    // The engine reads one line per message: a body spread over lines is re-serialized
-    // from the value just judged (nothing else could reach the engine).
-    let line = if bytes.iter().any(|b| *b == b'\n' || *b == b'\r') {
-        msg.to_string().into_bytes()
-    } else {
-        bytes.to_vec()
-    };
-    if modern::is_modern(&headers, &msg) {
+    if modern::is_modern(&headers, msg.msg()) {
         stateless(&f, &caller, &headers, msg).await
     } else {
-        legacy(&f, &caller, &headers, msg, line).await
+        legacy(&f, &caller, &headers, msg).await
     }
 }
 
 /// A 2026-07-28 request: checked headers, the caller's conversation, an engine-unique id.
-async fn stateless(f: &Arc<Front>, caller: &str, h: &HeaderMap, mut msg: Value) -> Response {
+async fn stateless(f: &Arc<Front>, caller: &str, h: &HeaderMap, parsed: Parsed) -> Response {
+    let msg = parsed.msg();
     let id = msg.get("id").filter(|i| !i.is_null()).cloned();
-    if let Err((code, why)) = modern::check_request(&msg) {
+    if let Err((code, why)) = modern::check_request(msg) {
         let id = id.unwrap_or(Value::Null);
         let status = match code {
             modern::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
@@ -92,7 +79,7 @@ async fn stateless(f: &Arc<Front>, caller: &str, h: &HeaderMap, mut msg: Value) 
         };
         return rpc_error(status, &id, code, why);
     }
-    if let Err(why) = modern::check_headers(h, &msg) {
+    if let Err(why) = modern::check_headers(h, msg) {
         let id = id.unwrap_or(Value::Null);
         return rpc_error(StatusCode::BAD_REQUEST, &id, modern::HEADER_MISMATCH, why);
     }
@@ -118,25 +105,20 @@ async fn stateless(f: &Arc<Front>, caller: &str, h: &HeaderMap, mut msg: Value) 
         "tc-http-{}",
         NEXT_ID.fetch_add(1, Ordering::Relaxed)
     ));
-    msg["id"] = inner.clone();
-    match conv.submit(inner, msg.to_string().into_bytes()).await {
+    match conv.submit(inner.clone(), parsed.with_id(inner)).await {
         Ok(ex) => answer(ex, Some(id)).await,
         Err(Busy) => unreachable_busy(&id),
     }
 }
 
 /// A 2025-era message: `initialize` opens a session; anything else needs one.
-async fn legacy(
-    f: &Arc<Front>,
-    caller: &str,
-    h: &HeaderMap,
-    msg: Value,
-    line: Vec<u8>,
-) -> Response {
-    let method = msg.get("method").and_then(Value::as_str);
-    let id = msg.get("id").filter(|i| !i.is_null()).cloned();
+async fn legacy(f: &Arc<Front>, caller: &str, h: &HeaderMap, msg: Parsed) -> Response {
+    let method = msg.msg().get("method").and_then(Value::as_str);
+    let initialize = method == Some("initialize");
+    let has_method = method.is_some();
+    let id = msg.msg().get("id").filter(|i| !i.is_null()).cloned();
     let sid = h.get(SESSION_HEADER).map(|v| v.to_str().unwrap_or(""));
-    if method == Some("initialize") {
+    if initialize {
         if sid.is_some() {
             let m = "initialize opens a session: send it without MCP-Session-Id";
             return rpc_error(
@@ -155,7 +137,7 @@ async fn legacy(
                 m,
             );
         };
-        return initialize(f, caller, id, line).await;
+        return open_session(f, caller, id, msg).await;
     }
     let Some(sid) = sid else {
         let m = "no MCP-Session-Id: send initialize first (or use the 2026-07-28 protocol)";
@@ -189,8 +171,8 @@ async fn legacy(
             );
         }
     }
-    match (method, id) {
-        (Some(_), Some(id)) => match conv.submit(id.clone(), line).await {
+    match (has_method, id) {
+        (true, Some(id)) => match conv.submit(id.clone(), msg).await {
             Ok(ex) => answer(ex, None).await,
             Err(Busy) => {
                 let m = "request id already in use by a request in flight";
@@ -198,14 +180,14 @@ async fn legacy(
             }
         },
         _ => {
-            conv.feed(line).await;
+            conv.feed(msg).await;
             StatusCode::ACCEPTED.into_response()
         }
     }
 }
 
 /// Opens a session: a conversation whose `initialize` succeeded gets an id.
-async fn initialize(f: &Arc<Front>, caller: &str, id: Value, line: Vec<u8>) -> Response {
+async fn open_session(f: &Arc<Front>, caller: &str, id: Value, msg: Parsed) -> Response {
     let Some(slot) = f.table.reserve() else {
         return full();
     };
@@ -213,7 +195,7 @@ async fn initialize(f: &Arc<Front>, caller: &str, id: Value, line: Vec<u8>) -> R
         Ok(c) => c,
         Err(e) => return unavailable(&e),
     };
-    let Ok(mut ex) = conv.submit(id.clone(), line).await else {
+    let Ok(mut ex) = conv.submit(id.clone(), msg).await else {
         return unreachable_busy(&id);
     };
     let answer = loop {

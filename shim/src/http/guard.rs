@@ -74,7 +74,7 @@ pub fn accepts(h: &HeaderMap, mime: &str) -> bool {
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
         .map(|m| m.split(';').next().unwrap_or("").trim())
-        .any(|m| m.eq_ignore_ascii_case(mime) || m == "*/*" || m == format!("{kind}/*"))
+        .any(|m| m.eq_ignore_ascii_case(mime) || m == "*/*" || m.strip_suffix("/*") == Some(kind))
 }
 
 #[cfg(test)]
