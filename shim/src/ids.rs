@@ -128,7 +128,17 @@ impl<V> IdTable<V> {
     }
 
     pub fn remove(&mut self, k: &IdKey) -> Option<V> {
-        self.map.remove(k).map(|(_, v)| v)
+        let v = self.map.remove(k).map(|(_, v)| v);
+        self.release_if_empty();
+        v
+    }
+
+    /// An empty table gives its buckets back: an idle conversation of the HTTP front
+    /// would otherwise keep room for the requests it once had in flight.
+    fn release_if_empty(&mut self) {
+        if self.map.is_empty() && self.map.capacity() > 0 {
+            self.map = HashMap::new();
+        }
     }
 
     pub fn contains_key(&self, k: &IdKey) -> bool {
@@ -151,9 +161,12 @@ impl<V> IdTable<V> {
             .filter(|(_, (t, _))| now.saturating_duration_since(*t) >= age)
             .map(|(k, _)| k.clone())
             .collect();
-        old.into_iter()
+        let taken = old
+            .into_iter()
             .filter_map(|k| self.map.remove(&k).map(|(_, v)| (k, v)))
-            .collect()
+            .collect();
+        self.release_if_empty();
+        taken
     }
 }
 
@@ -254,5 +267,16 @@ mod tests {
         assert_eq!(t.get(&IdKey::of(&json!("b"))), Some(&"b"));
         let rest: Vec<_> = t.into_iter().collect();
         assert_eq!(rest, vec![(IdKey::Str("b".into()), "b")]);
+    }
+
+    #[test]
+    fn an_emptied_table_keeps_no_buckets() {
+        let mut t = IdTable::default();
+        t.insert(IdKey::of(&json!(1)), "a");
+        t.insert(IdKey::of(&json!(2)), "b");
+        assert_eq!(t.remove(&IdKey::of(&json!(1))), Some("a"));
+        assert!(t.map.capacity() > 0, "a table in use keeps its buckets");
+        assert_eq!(t.remove(&IdKey::of(&json!(2))), Some("b"));
+        assert_eq!(t.map.capacity(), 0);
     }
 }

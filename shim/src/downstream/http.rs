@@ -10,14 +10,14 @@ use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, CONTENT_TYPE};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use tokio::io::BufReader;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio::task::{AbortHandle, JoinSet};
 
 use super::remote::{server_token, Peek, Remote};
 use super::sse::{Kind, Lines};
 use crate::framing::{read_down, Down};
 use crate::gate::Shim;
-use crate::outbox::Out;
+use crate::outbox::Receiver;
 use crate::results;
 
 const SESSION: &str = "mcp-session-id";
@@ -77,7 +77,7 @@ impl Conn {
     }
 
     /// Drains the engine's downstream queue; returns the POSTs still in flight.
-    pub async fn write(self: &Arc<Self>, mut rx: mpsc::UnboundedReceiver<Out>) -> JoinSet<()> {
+    pub async fn write(self: &Arc<Self>, mut rx: Receiver) -> JoinSet<()> {
         let mut tasks = JoinSet::new();
         while let Some((line, ack)) = rx.recv().await {
             let n = line.len();

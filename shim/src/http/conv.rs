@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use crate::framing::Frame;
 use crate::gate::Shim;
 use crate::ids::IdKey;
-use crate::outbox::Out;
+use crate::outbox::Receiver;
 use crate::results;
 
 /// A message for an HTTP exchange: related to its request, or the request's answer.
@@ -42,6 +42,18 @@ struct Routes {
     next_seq: u64,
 }
 
+impl Routes {
+    /// The exchange waiting for `k`, taken out; an emptied table gives its buckets back
+    /// (an idle session would otherwise keep room for its past exchanges).
+    fn take(&mut self, k: &IdKey) -> Option<Waiter> {
+        let w = self.waiters.remove(k);
+        if self.waiters.is_empty() && self.waiters.capacity() > 0 {
+            self.waiters = HashMap::new();
+        }
+        w
+    }
+}
+
 pub struct Conv {
     pub shim: Arc<Shim>,
     /// Who this conversation belongs to; every request on it must come from them.
@@ -66,7 +78,7 @@ impl Conv {
     pub fn new(
         shim: Arc<Shim>,
         caller: String,
-        to_client: mpsc::UnboundedReceiver<Out>,
+        to_client: Receiver,
         downstream: Box<dyn Send>,
     ) -> Arc<Conv> {
         let conv = Arc::new(Conv {
@@ -179,7 +191,7 @@ impl Conv {
         let env = envelope(&line);
         let mut r = self.routes();
         if let Envelope::Answer(k) = &env {
-            match r.waiters.remove(k) {
+            match r.take(k) {
                 // Related messages never take the last place: the answer always fits.
                 Some(w) => {
                     let _ = w.tx.try_send(Msg::Final(line));
@@ -230,7 +242,7 @@ impl Conv {
 
 /// Drains the engine's client queue into the exchanges; ends when the engine or the
 /// conversation goes away.
-async fn route(conv: Weak<Conv>, mut rx: mpsc::UnboundedReceiver<Out>) {
+async fn route(conv: Weak<Conv>, mut rx: Receiver) {
     while let Some((line, ack)) = rx.recv().await {
         let Some(c) = conv.upgrade() else { break };
         c.shim.client_box().wrote(line.len());
@@ -298,7 +310,7 @@ impl Drop for Exchange {
         if self.done {
             return;
         }
-        let removed = self.conv.routes().waiters.remove(&self.key).is_some();
+        let removed = self.conv.routes().take(&self.key).is_some();
         if removed {
             let n = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                 "params": {"requestId": self.id, "reason": "the HTTP client went away"}});
