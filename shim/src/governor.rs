@@ -105,7 +105,7 @@ impl Governor {
     }
 
     pub fn untrack(&self, key: &IdKey) -> Option<Track> {
-        self.tracked().remove(key)
+        crate::ids::take(&mut self.tracked(), key)
     }
 
     /// Whether an answer of `bytes` to `key` may pass as it is: not a page answer and not
@@ -118,7 +118,7 @@ impl Governor {
             Some(Track::Page(_)) => false,
             Some(_) if bytes > self.cap => false,
             Some(_) => {
-                t.remove(key);
+                crate::ids::take(&mut t, key);
                 true
             }
         }

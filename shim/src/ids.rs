@@ -96,6 +96,17 @@ pub fn answer_id(id: &Value) -> Value {
     }
 }
 
+/// Removes `k` from a table of requests; an emptied table gives its buckets back, since
+/// an idle conversation of the HTTP front would otherwise keep room for every request it
+/// once had in flight.
+pub fn take<V>(map: &mut HashMap<IdKey, V>, k: &IdKey) -> Option<V> {
+    let v = map.remove(k);
+    if map.is_empty() && map.capacity() > 0 {
+        *map = HashMap::new();
+    }
+    v
+}
+
 /// A table of requests in flight by [`IdKey`], each stamped with when it was added.
 #[derive(Debug)]
 pub struct IdTable<V> {
@@ -128,17 +139,7 @@ impl<V> IdTable<V> {
     }
 
     pub fn remove(&mut self, k: &IdKey) -> Option<V> {
-        let v = self.map.remove(k).map(|(_, v)| v);
-        self.release_if_empty();
-        v
-    }
-
-    /// An empty table gives its buckets back: an idle conversation of the HTTP front
-    /// would otherwise keep room for the requests it once had in flight.
-    fn release_if_empty(&mut self) {
-        if self.map.is_empty() && self.map.capacity() > 0 {
-            self.map = HashMap::new();
-        }
+        take(&mut self.map, k).map(|(_, v)| v)
     }
 
     pub fn contains_key(&self, k: &IdKey) -> bool {
@@ -161,12 +162,9 @@ impl<V> IdTable<V> {
             .filter(|(_, (t, _))| now.saturating_duration_since(*t) >= age)
             .map(|(k, _)| k.clone())
             .collect();
-        let taken = old
-            .into_iter()
-            .filter_map(|k| self.map.remove(&k).map(|(_, v)| (k, v)))
-            .collect();
-        self.release_if_empty();
-        taken
+        old.into_iter()
+            .filter_map(|k| take(&mut self.map, &k).map(|(_, v)| (k, v)))
+            .collect()
     }
 }
 
@@ -278,5 +276,6 @@ mod tests {
         assert!(t.map.capacity() > 0, "a table in use keeps its buckets");
         assert_eq!(t.remove(&IdKey::of(&json!(2))), Some("b"));
         assert_eq!(t.map.capacity(), 0);
+        assert_eq!(t.remove(&IdKey::of(&json!(2))), None);
     }
 }

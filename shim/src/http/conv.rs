@@ -12,7 +12,7 @@ use tokio::sync::mpsc;
 
 use crate::framing::Frame;
 use crate::gate::Shim;
-use crate::ids::IdKey;
+use crate::ids::{self, IdKey};
 use crate::outbox::Receiver;
 use crate::results;
 
@@ -40,18 +40,6 @@ struct Routes {
     /// The session's GET stream, when one is open.
     stream: Option<mpsc::Sender<Vec<u8>>>,
     next_seq: u64,
-}
-
-impl Routes {
-    /// The exchange waiting for `k`, taken out; an emptied table gives its buckets back
-    /// (an idle session would otherwise keep room for its past exchanges).
-    fn take(&mut self, k: &IdKey) -> Option<Waiter> {
-        let w = self.waiters.remove(k);
-        if self.waiters.is_empty() && self.waiters.capacity() > 0 {
-            self.waiters = HashMap::new();
-        }
-        w
-    }
 }
 
 pub struct Conv {
@@ -191,7 +179,7 @@ impl Conv {
         let env = envelope(&line);
         let mut r = self.routes();
         if let Envelope::Answer(k) = &env {
-            match r.take(k) {
+            match ids::take(&mut r.waiters, k) {
                 // Related messages never take the last place: the answer always fits.
                 Some(w) => {
                     let _ = w.tx.try_send(Msg::Final(line));
@@ -310,7 +298,7 @@ impl Drop for Exchange {
         if self.done {
             return;
         }
-        let removed = self.conv.routes().take(&self.key).is_some();
+        let removed = ids::take(&mut self.conv.routes().waiters, &self.key).is_some();
         if removed {
             let n = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                 "params": {"requestId": self.id, "reason": "the HTTP client went away"}});
