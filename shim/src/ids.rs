@@ -99,7 +99,11 @@ pub fn answer_id(id: &Value) -> Value {
 /// Removes `k` from a table of requests; an emptied table gives its buckets back, since
 /// an idle conversation of the HTTP front would otherwise keep room for every request it
 /// once had in flight.
-pub fn take<V>(map: &mut HashMap<IdKey, V>, k: &IdKey) -> Option<V> {
+pub fn take<K, Q, V>(map: &mut HashMap<K, V>, k: &Q) -> Option<V>
+where
+    K: std::borrow::Borrow<Q> + std::hash::Hash + Eq,
+    Q: std::hash::Hash + Eq + ?Sized,
+{
     let v = map.remove(k);
     if map.is_empty() && map.capacity() > 0 {
         *map = HashMap::new();
