@@ -32,18 +32,18 @@ pub use routes::url_mode::page_base;
 
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use serde_json::Value;
 use tc_proto::v1::Binding;
-use tokio::sync::{oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::barrier::{Barrier, Place};
 use crate::daemon_client::Daemon;
 use crate::era::Era;
 use crate::framing::{Down, Frame, Rejected};
-use crate::governor::Governor;
+use crate::governor::{GovEvent, Governor};
 use crate::ids::{IdKey, IdTable};
 use crate::outbox::Outbox;
 use crate::policy::Policy;
@@ -167,6 +167,8 @@ pub struct Shim {
     page: Option<String>,
     /// The response governor (byte cap, paging, resources/read): `gate/governed.rs`.
     gov: Governor,
+    /// The governor's events for the daemon's log, once there was one (`gov_event`).
+    events: OnceLock<mpsc::UnboundedSender<Box<GovEvent>>>,
     /// Orders changes around state-dependent judgments (`barrier.rs`).
     barrier: Arc<Barrier>,
 }
@@ -229,8 +231,8 @@ pub struct Options {
 /// The queues a front-end and a downstream adapter drain: lines for the downstream and
 /// lines for the client.
 pub struct Queues {
-    pub to_child: tokio::sync::mpsc::UnboundedReceiver<crate::outbox::Out>,
-    pub to_client: tokio::sync::mpsc::UnboundedReceiver<crate::outbox::Out>,
+    pub to_child: crate::outbox::Receiver,
+    pub to_client: crate::outbox::Receiver,
 }
 
 impl Shim {
@@ -253,16 +255,9 @@ impl Shim {
             prompt_ttl: o.prompt_ttl,
             page,
             gov: o.gov,
+            events: OnceLock::new(),
             barrier: Arc::new(Barrier::default()),
         });
-        if let Some(rx) = shim.gov.take_events() {
-            tokio::spawn(governed::event_pump(
-                Arc::clone(&shim.daemon),
-                shim.policy.vault.clone(),
-                shim.caller.clone(),
-                rx,
-            ));
-        }
         (
             shim,
             Queues {

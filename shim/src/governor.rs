@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
 use tc_core::config::{GovernorConfig, Paged};
 use tc_core::ErrorCode;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
 use crate::ids::IdKey;
 use crate::results;
@@ -75,15 +75,10 @@ pub struct Governor {
     next_page: AtomicU64,
     /// Learned bytes of answer per estimated byte of items, per tool.
     ratios: Mutex<HashMap<String, f64>>,
-    /// Boxed events: the channel's first block (32 slots) is allocated with it, for every
-    /// conversation of the HTTP front, whether or not an event is ever sent.
-    events: mpsc::UnboundedSender<Box<GovEvent>>,
-    events_rx: Mutex<Option<mpsc::UnboundedReceiver<Box<GovEvent>>>>,
 }
 
 impl Governor {
     pub fn new(cfg: &GovernorConfig, paged: &[Paged]) -> Governor {
-        let (tx, rx) = mpsc::unbounded_channel();
         Governor {
             cap: usize::try_from(cfg.max_response_bytes).unwrap_or(usize::MAX),
             paged: paged
@@ -93,8 +88,6 @@ impl Governor {
             tracked: Mutex::new(HashMap::new()),
             next_page: AtomicU64::new(1),
             ratios: Mutex::new(HashMap::new()),
-            events: tx,
-            events_rx: Mutex::new(Some(rx)),
         }
     }
 
@@ -112,7 +105,7 @@ impl Governor {
     }
 
     pub fn untrack(&self, key: &IdKey) -> Option<Track> {
-        self.tracked().remove(key)
+        crate::ids::take(&mut self.tracked(), key)
     }
 
     /// Whether an answer of `bytes` to `key` may pass as it is: not a page answer and not
@@ -125,7 +118,7 @@ impl Governor {
             Some(Track::Page(_)) => false,
             Some(_) if bytes > self.cap => false,
             Some(_) => {
-                t.remove(key);
+                crate::ids::take(&mut t, key);
                 true
             }
         }
@@ -192,30 +185,6 @@ impl Governor {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .insert(tool.to_string(), r);
-    }
-
-    pub fn event(&self, kind: &'static str, tool: &str, args_hash: &str, detail: Value) {
-        let _ = self.events.send(Box::new(GovEvent::Append {
-            kind,
-            tool: tool.to_string(),
-            args_hash: args_hash.to_string(),
-            detail,
-        }));
-    }
-
-    /// A receiver that is answered once every event queued so far went out.
-    pub fn flush(&self) -> oneshot::Receiver<()> {
-        let (tx, rx) = oneshot::channel();
-        let _ = self.events.send(Box::new(GovEvent::Flush(tx)));
-        rx
-    }
-
-    /// The event queue's receiving end (taken once, by the proxy's event pump).
-    pub fn take_events(&self) -> Option<mpsc::UnboundedReceiver<Box<GovEvent>>> {
-        self.events_rx
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .take()
     }
 
     /// Adds the optional `cursor` argument to a paged tool's `inputSchema`.

@@ -96,6 +96,21 @@ pub fn answer_id(id: &Value) -> Value {
     }
 }
 
+/// Removes `k` from a table of requests; an emptied table gives its buckets back, since
+/// an idle conversation of the HTTP front would otherwise keep room for every request it
+/// once had in flight.
+pub fn take<K, Q, V>(map: &mut HashMap<K, V>, k: &Q) -> Option<V>
+where
+    K: std::borrow::Borrow<Q> + std::hash::Hash + Eq,
+    Q: std::hash::Hash + Eq + ?Sized,
+{
+    let v = map.remove(k);
+    if map.is_empty() && map.capacity() > 0 {
+        *map = HashMap::new();
+    }
+    v
+}
+
 /// A table of requests in flight by [`IdKey`], each stamped with when it was added.
 #[derive(Debug)]
 pub struct IdTable<V> {
@@ -128,7 +143,7 @@ impl<V> IdTable<V> {
     }
 
     pub fn remove(&mut self, k: &IdKey) -> Option<V> {
-        self.map.remove(k).map(|(_, v)| v)
+        take(&mut self.map, k).map(|(_, v)| v)
     }
 
     pub fn contains_key(&self, k: &IdKey) -> bool {
@@ -152,7 +167,7 @@ impl<V> IdTable<V> {
             .map(|(k, _)| k.clone())
             .collect();
         old.into_iter()
-            .filter_map(|k| self.map.remove(&k).map(|(_, v)| (k, v)))
+            .filter_map(|k| take(&mut self.map, &k).map(|(_, v)| (k, v)))
             .collect()
     }
 }
@@ -254,5 +269,17 @@ mod tests {
         assert_eq!(t.get(&IdKey::of(&json!("b"))), Some(&"b"));
         let rest: Vec<_> = t.into_iter().collect();
         assert_eq!(rest, vec![(IdKey::Str("b".into()), "b")]);
+    }
+
+    #[test]
+    fn an_emptied_table_keeps_no_buckets() {
+        let mut t = IdTable::default();
+        t.insert(IdKey::of(&json!(1)), "a");
+        t.insert(IdKey::of(&json!(2)), "b");
+        assert_eq!(t.remove(&IdKey::of(&json!(1))), Some("a"));
+        assert!(t.map.capacity() > 0, "a table in use keeps its buckets");
+        assert_eq!(t.remove(&IdKey::of(&json!(2))), Some("b"));
+        assert_eq!(t.map.capacity(), 0);
+        assert_eq!(t.remove(&IdKey::of(&json!(2))), None);
     }
 }

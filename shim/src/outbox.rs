@@ -5,11 +5,15 @@
 //! shim queue its answers without bound; with it, the shim stops reading that client's
 //! input once [`HIGH_WATER`] bytes wait, and the pipe pushes back as it would on a server
 //! run directly.
+//!
+//! The queue holds no buffer while it is empty: every idle conversation of the HTTP front
+//! keeps two of them (a tokio channel allocates its first 32-slot block up front).
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex, MutexGuard};
 
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::{oneshot, Notify};
 
 /// A line to write, with an optional acknowledgement once it was written.
 pub type Out = (Vec<u8>, Option<oneshot::Sender<()>>);
@@ -17,45 +21,110 @@ pub type Out = (Vec<u8>, Option<oneshot::Sender<()>>);
 /// Readers feeding an outbox wait while more than this many bytes are queued in it.
 pub const HIGH_WATER: usize = 8 * 1024 * 1024;
 
+/// What the outbox and its receiver share.
+#[derive(Default)]
+struct Shared {
+    queue: Mutex<Queue>,
+    /// Wakes the receiver: a line was queued or the outbox closed.
+    ready: Notify,
+}
+
+#[derive(Default)]
+struct Queue {
+    lines: VecDeque<Out>,
+    /// The outbox was closed (or dropped): the receiver ends once the queue is empty.
+    closed: bool,
+    /// The receiver was dropped: nothing will ever read a line queued now.
+    unread: bool,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, Queue> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
 pub struct Outbox {
-    tx: Mutex<Option<mpsc::UnboundedSender<Out>>>,
+    shared: Arc<Shared>,
     queued: AtomicUsize,
     /// The writer is gone: nothing will drain the queue, so nobody may wait on it.
     dead: AtomicBool,
     drained: Notify,
 }
 
+/// The writer's end of an outbox: lines in the order they were queued.
+pub struct Receiver {
+    shared: Arc<Shared>,
+}
+
+impl Receiver {
+    /// The next line; `None` once the outbox is closed and every line was taken.
+    /// Cancel-safe: a line is only taken by the call that returns it.
+    pub async fn recv(&mut self) -> Option<Out> {
+        loop {
+            {
+                let mut q = self.shared.lock();
+                if let Some(out) = q.lines.pop_front() {
+                    if q.lines.is_empty() {
+                        // Gives the buffer back: an idle queue holds nothing.
+                        q.lines = VecDeque::new();
+                    }
+                    return Some(out);
+                }
+                if q.closed {
+                    return None;
+                }
+            }
+            // A line queued since the check left a permit: this returns at once.
+            self.shared.ready.notified().await;
+        }
+    }
+}
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let lines = {
+            let mut q = self.shared.lock();
+            q.unread = true;
+            std::mem::take(&mut q.lines)
+        };
+        // Dropped outside the lock: an acknowledgement's waiter is told no line was written.
+        drop(lines);
+    }
+}
+
 impl Outbox {
     /// An outbox and the receiver its writer task drains.
-    pub fn new() -> (Outbox, mpsc::UnboundedReceiver<Out>) {
-        let (tx, rx) = mpsc::unbounded_channel();
+    pub fn new() -> (Outbox, Receiver) {
+        let shared = Arc::new(Shared::default());
         let b = Outbox {
-            tx: Mutex::new(Some(tx)),
+            shared: Arc::clone(&shared),
             queued: AtomicUsize::new(0),
             dead: AtomicBool::new(false),
             drained: Notify::new(),
         };
-        (b, rx)
+        (b, Receiver { shared })
     }
 
     /// Queues a line; false once the outbox is closed or its writer is gone.
     pub fn send(&self, line: Vec<u8>, ack: Option<oneshot::Sender<()>>) -> bool {
         let n = line.len();
-        let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner());
-        let Some(tx) = tx.as_ref() else {
-            return false;
-        };
-        self.queued.fetch_add(n, Ordering::AcqRel);
-        if tx.send((line, ack)).is_err() {
-            self.wrote(n);
-            return false;
+        {
+            let mut q = self.shared.lock();
+            if q.closed || q.unread {
+                return false;
+            }
+            self.queued.fetch_add(n, Ordering::AcqRel);
+            q.lines.push_back((line, ack));
         }
+        self.shared.ready.notify_one();
         true
     }
 
     /// Closes the queue: lines already in it are still written, then the writer ends.
     pub fn close(&self) {
-        self.tx.lock().unwrap_or_else(|p| p.into_inner()).take();
+        self.shared.lock().closed = true;
+        self.shared.ready.notify_one();
     }
 
     /// The writer wrote (or dropped) a line of `n` bytes.
@@ -88,6 +157,13 @@ impl Outbox {
             }
             drained.await;
         }
+    }
+}
+
+impl Drop for Outbox {
+    /// As a channel's last sender: the writer drains what is queued, then ends.
+    fn drop(&mut self) {
+        self.close();
     }
 }
 
@@ -141,5 +217,39 @@ mod tests {
         assert!(!b.send(b"b".to_vec(), None));
         assert_eq!(rx.recv().await.unwrap().0, b"a");
         assert!(rx.recv().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_dropped_outbox_ends_its_receiver_after_the_queued_lines() {
+        let (b, mut rx) = Outbox::new();
+        assert!(b.send(b"a".to_vec(), None));
+        drop(b);
+        assert_eq!(rx.recv().await.unwrap().0, b"a");
+        assert!(rx.recv().await.is_none());
+    }
+
+    #[tokio::test]
+    async fn a_dropped_receiver_refuses_lines_and_drops_their_acks() {
+        let (b, rx) = Outbox::new();
+        let (tx, ack) = oneshot::channel();
+        assert!(b.send(b"a".to_vec(), Some(tx)));
+        drop(rx);
+        assert!(ack.await.is_err(), "the line was never written");
+        assert!(!b.send(b"b".to_vec(), None));
+    }
+
+    #[tokio::test]
+    async fn a_waiting_receiver_is_woken_and_an_empty_queue_keeps_no_buffer() {
+        let (b, mut rx) = Outbox::new();
+        let reader = tokio::spawn(async move {
+            let first = rx.recv().await.unwrap().0;
+            let capacity = rx.shared.lock().lines.capacity();
+            (first, capacity, rx)
+        });
+        tokio::task::yield_now().await;
+        assert!(b.send(b"x".to_vec(), None));
+        let (first, capacity, _rx) = reader.await.unwrap();
+        assert_eq!(first, b"x");
+        assert_eq!(capacity, 0, "a drained queue gave its buffer back");
     }
 }

@@ -11,7 +11,7 @@ use tokio::sync::oneshot;
 
 use crate::framing::{read_down, read_frame, write_line, Frame, MAX_LINE};
 use crate::gate::{Options, Shim};
-use crate::outbox::Out;
+use crate::outbox::Receiver;
 
 /// Runs the proxy until the downstream exits; returns the exit code to use.
 pub async fn run(opts: Options, command: Vec<String>) -> anyhow::Result<i32> {
@@ -93,7 +93,7 @@ pub fn spawn_child(
 /// Writes the engine's lines to the downstream's stdin.
 pub async fn write_child(
     shim: Arc<Shim>,
-    mut rx: tokio::sync::mpsc::UnboundedReceiver<Out>,
+    mut rx: Receiver,
     mut child_in: tokio::process::ChildStdin,
 ) {
     while let Some((line, ack)) = rx.recv().await {
@@ -126,10 +126,7 @@ pub async fn read_child(shim: Arc<Shim>, child_out: tokio::process::ChildStdout)
 }
 
 /// Writes the engine's lines to our stdout; an empty line is a flush marker.
-pub(crate) async fn write_client(
-    shim: Arc<Shim>,
-    mut rx: tokio::sync::mpsc::UnboundedReceiver<Out>,
-) {
+pub(crate) async fn write_client(shim: Arc<Shim>, mut rx: Receiver) {
     let mut out = client_output();
     while let Some((line, ack)) = rx.recv().await {
         if line.is_empty() {

@@ -3,6 +3,8 @@
 //! governor's line limit as on stdio. Session, GET stream and failures live here.
 
 use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -10,14 +12,14 @@ use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, CONTENT_TYPE};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use tokio::io::BufReader;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use tokio::task::{AbortHandle, JoinSet};
 
 use super::remote::{server_token, Peek, Remote};
 use super::sse::{Kind, Lines};
 use crate::framing::{read_down, Down};
 use crate::gate::Shim;
-use crate::outbox::Out;
+use crate::outbox::Receiver;
 use crate::results;
 
 const SESSION: &str = "mcp-session-id";
@@ -82,43 +84,60 @@ impl Conn {
     }
 
     /// Drains the engine's downstream queue; returns the POSTs still in flight.
-    pub async fn write(self: &Arc<Self>, mut rx: mpsc::UnboundedReceiver<Out>) -> JoinSet<()> {
+    pub async fn write(self: &Arc<Self>, mut rx: Receiver) -> JoinSet<()> {
         let mut tasks = JoinSet::new();
-        while let Some((line, ack)) = rx.recv().await {
+        loop {
+            // A POST's task is reaped when it ends, not at the next message: an idle
+            // session of the HTTP front would otherwise keep its last one.
+            let next = tokio::select! {
+                Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
+                next = rx.recv() => next,
+            };
+            let Some((line, ack)) = next else { break };
             let n = line.len();
-            let peek = Peek::of(&line);
-            if let Some(target) = &peek.cancels {
-                if self.abort_modern(target) {
-                    // The 2026-07-28 wire cancels by closing the request's stream.
-                    self.shim.child_box().wrote(n);
-                    continue;
-                }
-            }
-            let first = peek.method.as_deref() == Some("initialize");
-            if peek.is_request() && !first {
-                let key = id_key(peek.id.as_ref());
-                let modern = peek.modern.is_some();
-                let me = Arc::clone(self);
-                let k = key.clone();
-                let h = tasks.spawn(async move {
-                    me.post(line, peek, ack).await;
-                    me.inflight_lock().remove(&k);
-                });
-                // Inserted before the task first runs (one thread; a stale entry of a task
-                // already done would only abort nothing).
-                self.inflight_lock().insert(key, (h, modern));
-            } else {
-                // Initialize (its session id is needed by what follows), notifications and
-                // responses are sent in order: each is accepted before the next goes. Boxed:
-                // inline, the POST's state would size this loop's future, which every idle
-                // session of the HTTP front keeps parked.
-                Box::pin(self.post(line, peek, ack)).await;
+            if let Some(in_order) = self.dispatch(line, ack, &mut tasks) {
+                in_order.await;
             }
             self.shim.child_box().wrote(n);
-            while tasks.try_join_next().is_some() {}
         }
         self.shim.child_box().writer_gone();
         tasks
+    }
+
+    /// Starts sending one engine line: a request on a task of its own; anything else is
+    /// returned, to be sent in order. Boxed: inline, a POST's state would size the
+    /// writer's loop, which every idle session of the HTTP front keeps parked.
+    fn dispatch(
+        self: &Arc<Self>,
+        line: Vec<u8>,
+        ack: Option<oneshot::Sender<()>>,
+        tasks: &mut JoinSet<()>,
+    ) -> Option<Pin<Box<dyn Future<Output = ()> + Send + '_>>> {
+        let peek = Peek::of(&line);
+        if let Some(target) = &peek.cancels {
+            if self.abort_modern(target) {
+                // The 2026-07-28 wire cancels by closing the request's stream.
+                return None;
+            }
+        }
+        let first = peek.method.as_deref() == Some("initialize");
+        if !peek.is_request() || first {
+            // Initialize (its session id is needed by what follows), notifications and
+            // responses are sent in order: each is accepted before the next goes.
+            return Some(Box::pin(self.post(line, peek, ack)));
+        }
+        let key = id_key(peek.id.as_ref());
+        let modern = peek.modern.is_some();
+        let me = Arc::clone(self);
+        let k = key.clone();
+        let h = tasks.spawn(async move {
+            me.post(line, peek, ack).await;
+            crate::ids::take(&mut me.inflight_lock(), &k);
+        });
+        // Inserted before the task first runs (one thread; a stale entry of a task
+        // already done would only abort nothing).
+        self.inflight_lock().insert(key, (h, modern));
+        None
     }
 
     fn inflight_lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (AbortHandle, bool)>> {

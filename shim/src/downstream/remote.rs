@@ -2,6 +2,8 @@
 //! (`[vaults.headers]`, the bearer token read once at start), and the MCP headers that
 //! mirror one message's body (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`).
 
+use std::sync::Arc;
+
 use anyhow::{bail, Context};
 use base64::Engine;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION};
@@ -13,11 +15,23 @@ use tc_core::config::VaultConfig;
 pub const VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
 
 /// Where the remote server is and what every request to it carries. The header values
-/// (the bearer token among them) are secrets: Debug shows names only.
+/// (the bearer token among them) are secrets: Debug shows names only. Shared, not copied:
+/// the HTTP front holds one per conversation.
 #[derive(Clone)]
-pub struct Remote {
+pub struct Remote(Arc<Target>);
+
+/// What a [`Remote`] shares (reached through it: `remote.url`, `remote.headers`).
+pub struct Target {
     pub url: reqwest::Url,
     pub headers: HeaderMap,
+}
+
+impl std::ops::Deref for Remote {
+    type Target = Target;
+
+    fn deref(&self) -> &Target {
+        &self.0
+    }
 }
 
 impl std::fmt::Debug for Remote {
@@ -54,7 +68,7 @@ impl Remote {
         if let Some(b) = &v.bearer {
             headers.insert(AUTHORIZATION, bearer(b)?);
         }
-        Ok(Remote { url, headers })
+        Ok(Remote(Arc::new(Target { url, headers })))
     }
 }
 

@@ -9,6 +9,7 @@ use super::continued::Wrap;
 use super::refusals::policy_result;
 use super::{key, Approval, Call, Forwarded, Held, Pending, Shim};
 use crate::era;
+use crate::ids;
 use crate::results;
 
 impl Shim {
@@ -51,7 +52,7 @@ impl Shim {
     ) -> bool {
         {
             let mut st = self.lock();
-            let held = st.held.remove(&key(id));
+            let held = ids::take(&mut st.held, &key(id));
             if held.as_ref().is_some_and(|h| h.cancelled) {
                 return false;
             }
@@ -127,7 +128,7 @@ impl Shim {
 
     /// Takes a held call out of the table (it is being answered or forwarded).
     pub(super) fn unhold(&self, id: &Value) -> Option<Held> {
-        self.lock().held.remove(&key(id))
+        ids::take(&mut self.lock().held, &key(id))
     }
 
     /// Answers a held call with a tool result.

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use tc_core::codes::events;
 use tc_proto::v1;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 
 use super::{key, Forwarded, Shim};
 use crate::era;
@@ -160,12 +160,12 @@ impl Shim {
             limit = cap,
             "refusing a tools/call result over governor.max_response_bytes"
         );
-        self.gov.event(
-            events::OVERFLOW,
-            tool,
-            args_hash,
-            json!({"bytes": bytes, "limit": cap}),
-        );
+        self.gov_event(GovEvent::Append {
+            kind: events::OVERFLOW,
+            tool: tool.to_string(),
+            args_hash: args_hash.to_string(),
+            detail: json!({"bytes": bytes, "limit": cap}),
+        });
         governor::overflow_result(tool, bytes, cap)
     }
 
@@ -225,16 +225,37 @@ impl Shim {
         }
     }
 
+    /// Queues an event for the daemon's log. The pump that appends them starts with the
+    /// first: most conversations never have one, and an idle one then keeps no task for it.
+    fn gov_event(&self, ev: GovEvent) {
+        let tx = self.events.get_or_init(|| {
+            let (tx, rx) = mpsc::unbounded_channel();
+            tokio::spawn(event_pump(
+                Arc::clone(&self.daemon),
+                self.policy.vault.clone(),
+                self.caller.clone(),
+                rx,
+            ));
+            tx
+        });
+        let _ = tx.send(Box::new(ev));
+    }
+
     /// Waits until every governor event queued so far reached the daemon (or failed).
     pub(super) async fn flush_events(&self) {
-        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), self.gov.flush()).await;
+        let Some(tx) = self.events.get() else {
+            return;
+        };
+        let (done, flushed) = oneshot::channel();
+        let _ = tx.send(Box::new(GovEvent::Flush(done)));
+        let _ = tokio::time::timeout(std::time::Duration::from_secs(2), flushed).await;
     }
 }
 
 /// Appends the governor's events to the daemon's log, in order, off the I/O path.
-/// Holds what an event needs, not the engine: a closed conversation's engine is freed
-/// even while this task still waits on its (never closed) governor channel.
-pub(super) async fn event_pump(
+/// Holds what an event needs, not the engine: the engine holds the channel's sender, so
+/// the pump ends when the engine is freed.
+async fn event_pump(
     daemon: Arc<crate::daemon_client::Daemon>,
     vault: String,
     caller: String,

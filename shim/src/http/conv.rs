@@ -12,8 +12,8 @@ use tokio::sync::mpsc;
 
 use crate::framing::Frame;
 use crate::gate::{Parsed, Shim};
-use crate::ids::IdKey;
-use crate::outbox::Out;
+use crate::ids::{self, IdKey};
+use crate::outbox::Receiver;
 use crate::results;
 
 /// A message for an HTTP exchange: related to its request, or the request's answer.
@@ -66,7 +66,7 @@ impl Conv {
     pub fn new(
         shim: Arc<Shim>,
         caller: String,
-        to_client: mpsc::UnboundedReceiver<Out>,
+        to_client: Receiver,
         downstream: Box<dyn Send>,
     ) -> Arc<Conv> {
         let conv = Arc::new(Conv {
@@ -179,7 +179,7 @@ impl Conv {
         let env = envelope(&line);
         let mut r = self.routes();
         if let Envelope::Answer(k) = &env {
-            match r.waiters.remove(k) {
+            match ids::take(&mut r.waiters, k) {
                 // Related messages never take the last place: the answer always fits.
                 Some(w) => {
                     let _ = w.tx.try_send(Msg::Final(line));
@@ -230,7 +230,7 @@ impl Conv {
 
 /// Drains the engine's client queue into the exchanges; ends when the engine or the
 /// conversation goes away.
-async fn route(conv: Weak<Conv>, mut rx: mpsc::UnboundedReceiver<Out>) {
+async fn route(conv: Weak<Conv>, mut rx: Receiver) {
     while let Some((line, ack)) = rx.recv().await {
         let Some(c) = conv.upgrade() else { break };
         c.shim.client_box().wrote(line.len());
@@ -298,7 +298,7 @@ impl Drop for Exchange {
         if self.done {
             return;
         }
-        let removed = self.conv.routes().waiters.remove(&self.key).is_some();
+        let removed = ids::take(&mut self.conv.routes().waiters, &self.key).is_some();
         if removed {
             let n = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                 "params": {"requestId": self.id, "reason": "the HTTP client went away"}});
