@@ -16,6 +16,11 @@ use support::*;
 const CAP: usize = 4096;
 
 fn env() -> Env {
+    env_with("")
+}
+
+/// [`env`] with `http` as the `[vaults.http]` table's keys.
+fn env_with(http: &str) -> Env {
     let server =
         peers().join("npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
     let mut env = Env::new(&format!(
@@ -34,6 +39,9 @@ targets = {{ paths = ["path"] }}
 [[vaults.paged]]
 tool = "read_multiple_files"
 items = "paths"
+
+[vaults.http]
+{http}
 
 [vaults.http.auth]
 mode = "jwt"
@@ -217,4 +225,35 @@ fn bob_cannot_page_with_alices_cursor() {
         json!({"paths": paths, "cursor": cursor}),
     );
     assert_ne!(r["isError"], true, "alice's own cursor: {r}");
+}
+
+/// One caller cannot take every session: past its share (`max_sessions_per_caller`) its
+/// `initialize` is 429, while another caller still opens one; ending one frees a place.
+#[test]
+fn one_caller_cannot_fill_the_session_table() {
+    let env = env_with("max_sessions_per_caller = 2");
+    let front = Front::start(&env, "fs");
+    let (alice, bob) = (mint(&env, "alice"), mint(&env, "bob"));
+    let (first, _) = bearer_session(&front, &alice);
+    let _second = bearer_session(&front, &alice);
+    let c = Raw::new(&front.url());
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-11-25", "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}}});
+    let alice_h = format!("Bearer {alice}");
+    let a = c.post(&init, &[("authorization", &alice_h)]);
+    assert_eq!(a.status, 429, "{}", a.text);
+    assert!(
+        a.text.contains("too many sessions for this caller"),
+        "{}",
+        a.text
+    );
+    let _bob = bearer_session(&front, &bob);
+    let del = first.send(
+        first
+            .request(reqwest::Method::DELETE)
+            .header("authorization", &alice_h),
+    );
+    assert!(del.status < 300, "{} {}", del.status, del.text);
+    let _third = bearer_session(&front, &alice);
 }

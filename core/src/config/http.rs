@@ -35,6 +35,11 @@ pub struct HttpFront {
     /// for a `command` vault (see [`HttpFront::session_cap`]).
     #[serde(default)]
     pub max_sessions: Option<usize>,
+    /// Most legacy sessions one caller keeps at once. Default: a quarter of the table
+    /// with `jwt`/`oidc` callers (one caller cannot fill it), all of it with `none`
+    /// (there is one caller). See [`HttpFront::caller_cap`].
+    #[serde(default)]
+    pub max_sessions_per_caller: Option<usize>,
     #[serde(default = "default_session_idle_seconds")]
     pub session_idle_seconds: u64,
     #[serde(default = "default_max_body_bytes")]
@@ -50,6 +55,7 @@ impl Default for HttpFront {
             allowed_origins: Vec::new(),
             allowed_hosts: Vec::new(),
             max_sessions: None,
+            max_sessions_per_caller: None,
             session_idle_seconds: DEFAULT_SESSION_IDLE_SECONDS,
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             auth: HttpAuth::default(),
@@ -62,6 +68,9 @@ impl HttpFront {
     pub fn check(&self) -> Result<(), (&'static str, String)> {
         if self.max_sessions == Some(0) {
             return Err(("max_sessions", "must be at least 1".into()));
+        }
+        if self.max_sessions_per_caller == Some(0) {
+            return Err(("max_sessions_per_caller", "must be at least 1".into()));
         }
         if self.session_idle_seconds == 0 {
             return Err(("session_idle_seconds", "must be at least 1".into()));
@@ -80,6 +89,16 @@ impl HttpFront {
         } else {
             DEFAULT_MAX_SESSIONS_COMMAND
         })
+    }
+
+    /// How many legacy sessions one caller keeps at once (see `max_sessions_per_caller`).
+    pub fn caller_cap(&self, remote: bool) -> usize {
+        let all = self.session_cap(remote);
+        let default = match self.auth.mode {
+            AuthMode::None => all,
+            _ => (all / 4).max(1),
+        };
+        self.max_sessions_per_caller.unwrap_or(default).min(all)
     }
 }
 
@@ -172,6 +191,33 @@ fn default_jwks_refresh_floor_seconds() -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_caller_keeps_a_quarter_of_the_table_unless_there_is_only_one() {
+        let jwt = |per: Option<usize>| HttpFront {
+            max_sessions_per_caller: per,
+            auth: HttpAuth {
+                mode: AuthMode::Jwt,
+                ..HttpAuth::default()
+            },
+            ..HttpFront::default()
+        };
+        assert_eq!(jwt(None).caller_cap(true), DEFAULT_MAX_SESSIONS / 4);
+        assert_eq!(
+            jwt(None).caller_cap(false),
+            DEFAULT_MAX_SESSIONS_COMMAND / 4
+        );
+        assert_eq!(jwt(Some(3)).caller_cap(false), 3);
+        assert_eq!(
+            jwt(Some(100)).caller_cap(false),
+            DEFAULT_MAX_SESSIONS_COMMAND
+        );
+        assert_eq!(
+            HttpFront::default().caller_cap(false),
+            DEFAULT_MAX_SESSIONS_COMMAND
+        );
+        assert!(jwt(Some(0)).check().is_err());
+    }
 
     #[test]
     fn a_command_vault_starts_fewer_sessions_unless_told_otherwise() {

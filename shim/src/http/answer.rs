@@ -110,6 +110,17 @@ pub fn full() -> Response {
     r
 }
 
+/// The caller holds its share of the sessions (`max_sessions_per_caller`).
+pub fn caller_full() -> Response {
+    let mut r = plain(
+        StatusCode::TOO_MANY_REQUESTS,
+        "too many sessions for this caller: end one (DELETE) or let one expire, then retry",
+    );
+    r.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("30"));
+    r
+}
+
 pub fn unavailable(e: &anyhow::Error) -> Response {
     tracing::warn!("HTTP front: {e:#}");
     plain(

@@ -12,9 +12,11 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 
 use super::answer::{
-    answer, event, full, json_body, rpc_error, session_not_found, unavailable, unreachable_busy,
+    answer, caller_full, event, full, json_body, rpc_error, session_not_found, unavailable,
+    unreachable_busy,
 };
 use super::conv::{Busy, Conv, Msg};
+use super::sessions::NoRoom;
 use super::{guard, modern, plain, Front};
 use crate::gate::Parsed;
 use crate::results;
@@ -188,8 +190,10 @@ async fn legacy(f: &Arc<Front>, caller: &str, h: &HeaderMap, msg: Parsed) -> Res
 
 /// Opens a session: a conversation whose `initialize` succeeded gets an id.
 async fn open_session(f: &Arc<Front>, caller: &str, id: Value, msg: Parsed) -> Response {
-    let Some(slot) = f.table.reserve() else {
-        return full();
+    let slot = match f.table.reserve(caller) {
+        Ok(slot) => slot,
+        Err(NoRoom::Table) => return full(),
+        Err(NoRoom::Caller) => return caller_full(),
     };
     let conv = match f.open(caller) {
         Ok(c) => c,

@@ -141,9 +141,10 @@ pub async fn serve(s: Setup) -> anyhow::Result<i32> {
         .await
         .with_context(|| format!("cannot listen on {}", s.addr))?;
     let addr = listener.local_addr()?;
+    let remote = matches!(s.downstream, Downstream::Remote(..));
     let table = Arc::new(Table::new(
-        s.front
-            .session_cap(matches!(s.downstream, Downstream::Remote(..))),
+        s.front.session_cap(remote),
+        s.front.caller_cap(remote),
         s.front.session_idle_seconds,
     ));
     table.start_sweeper(Duration::from_secs(

@@ -14,32 +14,62 @@ use super::conv::Conv;
 #[derive(Debug)]
 pub struct Full;
 
+/// Why a session cannot be opened.
+#[derive(Debug, PartialEq)]
+pub enum NoRoom {
+    /// Every place is taken (503).
+    Table,
+    /// This caller holds its share already (429): one caller cannot fill the table.
+    Caller,
+}
+
 pub struct Table {
     sessions: Mutex<HashMap<String, Arc<Conv>>>,
     callers: Mutex<HashMap<String, Arc<Conv>>>,
     /// Sessions being opened (their downstream started, `initialize` not yet answered):
     /// counted against the cap, so a burst of `initialize`s cannot start more servers.
     opening: AtomicUsize,
+    /// The same, by caller (for the per-caller quota).
+    opening_by: Mutex<HashMap<String, usize>>,
     max: usize,
+    per_caller: usize,
     idle: u64,
 }
 
-/// A place in the table held while a session opens; given back when dropped.
-pub struct Slot<'a>(&'a Table);
+/// A place in the table held while a session of `caller` opens; given back when dropped.
+pub struct Slot<'a> {
+    table: &'a Table,
+    caller: String,
+}
 
 impl Drop for Slot<'_> {
     fn drop(&mut self) {
-        self.0.opening.fetch_sub(1, Ordering::AcqRel);
+        self.table.opening.fetch_sub(1, Ordering::AcqRel);
+        let mut by = lock_counts(&self.table.opening_by);
+        if let Some(n) = by.get_mut(&self.caller) {
+            *n -= 1;
+            if *n == 0 {
+                by.remove(&self.caller);
+            }
+        }
     }
 }
 
+fn lock_counts(
+    m: &Mutex<HashMap<String, usize>>,
+) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 impl Table {
-    pub fn new(max: usize, idle_secs: u64) -> Table {
+    pub fn new(max: usize, per_caller: usize, idle_secs: u64) -> Table {
         Table {
             sessions: Mutex::new(HashMap::new()),
             callers: Mutex::new(HashMap::new()),
             opening: AtomicUsize::new(0),
+            opening_by: Mutex::new(HashMap::new()),
             max,
+            per_caller,
             idle: idle_secs,
         }
     }
@@ -58,11 +88,31 @@ impl Table {
         sessions + callers
     }
 
-    /// A place for one more session, held while it opens (before its downstream starts).
-    pub fn reserve(&self) -> Option<Slot<'_>> {
+    /// A place for one more session of `caller`, held while it opens (before its
+    /// downstream starts): within the table's cap and the caller's share.
+    pub fn reserve(&self, caller: &str) -> Result<Slot<'_>, NoRoom> {
         let before = self.opening.fetch_add(1, Ordering::AcqRel);
-        let slot = Slot(self);
-        (self.len() + before < self.max).then_some(slot)
+        let mine_opening = {
+            let mut by = lock_counts(&self.opening_by);
+            let n = by.entry(caller.to_string()).or_insert(0);
+            *n += 1;
+            *n - 1
+        };
+        let slot = Slot {
+            table: self,
+            caller: caller.to_string(),
+        };
+        if self.len() + before >= self.max {
+            return Err(NoRoom::Table);
+        }
+        let mine = Self::lock(&self.sessions)
+            .values()
+            .filter(|c| c.caller == caller)
+            .count();
+        if mine + mine_opening >= self.per_caller {
+            return Err(NoRoom::Caller);
+        }
+        Ok(slot)
     }
 
     /// Adds a legacy session in the place `slot` held; its id is 128 random bits, hex.
@@ -173,17 +223,30 @@ mod tests {
 
     #[test]
     fn sessions_being_opened_hold_their_place_against_the_cap() {
-        let t = Table::new(2, 60);
-        let a = t.reserve().expect("first place");
-        let b = t.reserve().expect("second place");
-        assert!(
-            t.reserve().is_none(),
+        let t = Table::new(2, 2, 60);
+        let a = t.reserve("a").expect("first place");
+        let b = t.reserve("b").expect("second place");
+        assert_eq!(
+            t.reserve("c").err(),
+            Some(NoRoom::Table),
             "a third opening must not start a server"
         );
         drop(a);
-        let c = t.reserve().expect("a place given back is free again");
-        assert!(t.reserve().is_none());
+        let c = t.reserve("c").expect("a place given back is free again");
+        assert_eq!(t.reserve("a").err(), Some(NoRoom::Table));
         drop((b, c));
         assert_eq!(t.opening.load(Ordering::Acquire), 0);
+        assert!(lock_counts(&t.opening_by).is_empty());
+    }
+
+    #[test]
+    fn one_caller_opening_sessions_stops_at_its_share() {
+        let t = Table::new(10, 2, 60);
+        let a1 = t.reserve("alice").unwrap();
+        let _a2 = t.reserve("alice").unwrap();
+        assert_eq!(t.reserve("alice").err(), Some(NoRoom::Caller));
+        let _b = t.reserve("bob").expect("another caller still has room");
+        drop(a1);
+        assert!(t.reserve("alice").is_ok());
     }
 }
