@@ -10,8 +10,16 @@ use tc_core::ErrorCode;
 use super::Shim;
 use crate::era;
 use crate::lean;
-use crate::policy;
+use crate::policy::{self, ArgSpec};
 use crate::results;
+
+/// A tool as the downstream defined it, with the arguments of it that name files
+/// (`Policy::discover_args`): found once when the definition is learned, not per call.
+#[derive(Clone)]
+pub(super) struct Tool {
+    pub(super) def: Arc<Value>,
+    pub(super) paths: Arc<[ArgSpec]>,
+}
 
 impl Shim {
     /// Learns tool definitions from a `tools/list` result and rewrites it for the client.
@@ -22,7 +30,7 @@ impl Shim {
         let mut learned = Vec::new();
         tools.retain_mut(|t| {
             let Some(name) = t.get("name").and_then(Value::as_str).map(String::from) else { return true };
-            learned.push((name.clone(), t.clone()));
+            learned.push((name.clone(), self.tool(&name, t.clone())));
             let gated = self.policy.gate_entry(&name).is_some();
             if policy::is_floor(Some(t)) && !gated {
                 tracing::warn!(tool = %name, "hiding destructive tool with no gate entry; add: {}", policy::missing_gate_hint(&name, Some(t)));
@@ -37,7 +45,7 @@ impl Shim {
         let mut st = self.lock();
         let map = st.tools.get_or_insert_with(HashMap::new);
         for (k, v) in learned {
-            learn_tool(map, k, Arc::new(v));
+            learn_tool(map, k, v);
         }
     }
 
@@ -54,13 +62,14 @@ impl Shim {
         {
             return Ok(());
         }
-        self.list_all_tools().await.map(|_| ())
+        // Boxed: the listing's state would otherwise sit in every call's task.
+        Box::pin(self.list_all_tools()).await.map(|_| ())
     }
 
     /// Lists every downstream tool (all pages), caching the definitions.
     pub(super) async fn list_all_tools(&self) -> Result<Vec<Value>, String> {
         let mut cursor: Option<Value> = None;
-        let mut all: HashMap<String, Arc<Value>> = HashMap::new();
+        let mut all: HashMap<String, Tool> = HashMap::new();
         for _ in 0..100 {
             let params = match &cursor {
                 Some(c) => json!({"cursor": c}),
@@ -74,7 +83,7 @@ impl Shim {
                 .flatten()
             {
                 if let Some(n) = t.get("name").and_then(Value::as_str) {
-                    learn_tool(&mut all, n.to_string(), Arc::new(t.clone()));
+                    learn_tool(&mut all, n.to_string(), self.tool(n, t.clone()));
                 }
             }
             match r.get("nextCursor") {
@@ -82,7 +91,7 @@ impl Shim {
                 _ => break,
             }
         }
-        let mut list: Vec<Value> = all.values().map(|v| (**v).clone()).collect();
+        let mut list: Vec<Value> = all.values().map(|v| (*v.def).clone()).collect();
         list.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
         let mut st = self.lock();
         let map = st.tools.get_or_insert_with(HashMap::new);
@@ -136,24 +145,37 @@ impl Shim {
 
     /// The cached definition of a tool.
     pub(super) fn tool_def(&self, name: &str) -> Option<Arc<Value>> {
+        self.known_tool(name).map(|t| t.def)
+    }
+
+    /// The cached tool: its definition and the arguments of it that name files.
+    pub(super) fn known_tool(&self, name: &str) -> Option<Tool> {
         self.lock()
             .tools
             .as_ref()
             .and_then(|m| m.get(name).cloned())
+    }
+
+    /// A definition as the cache keeps it.
+    fn tool(&self, name: &str, def: Value) -> Tool {
+        Tool {
+            paths: self.policy.discover_args(name, Some(&def)).into(),
+            def: Arc::new(def),
+        }
     }
 }
 
 /// Caches a tool definition. A destructive one is never replaced by a non-destructive
 /// one (a list naming a tool twice, or pages that disagree): the floor holds until the
 /// server says `list_changed`, which empties the cache.
-fn learn_tool(map: &mut HashMap<String, Arc<Value>>, name: String, def: Arc<Value>) {
+fn learn_tool(map: &mut HashMap<String, Tool>, name: String, tool: Tool) {
     if map
         .get(&name)
-        .is_some_and(|old| policy::is_floor(Some(old)) && !policy::is_floor(Some(&def)))
+        .is_some_and(|old| policy::is_floor(Some(&old.def)) && !policy::is_floor(Some(&tool.def)))
     {
         return;
     }
-    map.insert(name, def);
+    map.insert(name, tool);
 }
 
 /// Adds the optional `elicit_token` argument to a gated tool's input schema.
@@ -176,15 +198,19 @@ mod tests {
 
     #[test]
     fn a_destructive_definition_is_not_replaced_by_a_plain_one() {
+        let tool = |def: Value| Tool {
+            def: Arc::new(def),
+            paths: Vec::new().into(),
+        };
+        let hard = tool(json!({"name": "t", "annotations": {"destructiveHint": true}}));
+        let plain = tool(json!({"name": "t"}));
         let mut m = HashMap::new();
-        let hard = Arc::new(json!({"name": "t", "annotations": {"destructiveHint": true}}));
-        let plain = Arc::new(json!({"name": "t"}));
         learn_tool(&mut m, "t".into(), hard.clone());
         learn_tool(&mut m, "t".into(), plain.clone());
-        assert!(policy::is_floor(m.get("t").map(|v| &**v)));
+        assert!(policy::is_floor(m.get("t").map(|v| &*v.def)));
         let mut m = HashMap::new();
         learn_tool(&mut m, "t".into(), plain);
         learn_tool(&mut m, "t".into(), hard);
-        assert!(policy::is_floor(m.get("t").map(|v| &**v)));
+        assert!(policy::is_floor(m.get("t").map(|v| &*v.def)));
     }
 }
