@@ -158,7 +158,7 @@ impl Shim {
     ) -> Result<Vec<PathBuf>, PolicyError> {
         let uncached;
         let discovered = match tool {
-            Some(t) => &t.paths[..],
+            Some(t) => t.paths(&self.policy),
             None => {
                 uncached = self.policy.discover_args(name, None);
                 &uncached[..]

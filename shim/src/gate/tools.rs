@@ -2,7 +2,7 @@
 //! client's `tools/list` rewritten (floors hidden, `elicit_token` added), the lean facade's lists.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::{json, Value};
 use tc_core::ErrorCode;
@@ -10,15 +10,33 @@ use tc_core::ErrorCode;
 use super::Shim;
 use crate::era;
 use crate::lean;
-use crate::policy::{self, ArgSpec};
+use crate::policy::{self, ArgSpec, Policy};
 use crate::results;
 
-/// A tool as the downstream defined it, with the arguments of it that name files
-/// (`Policy::discover_args`): found once when the definition is learned, not per call.
+/// A tool as the downstream defined it, with the arguments of it that name files.
 #[derive(Clone)]
 pub(super) struct Tool {
     pub(super) def: Arc<Value>,
-    pub(super) paths: Arc<[ArgSpec]>,
+    /// Found on the tool's first call, then kept with this definition (not per call).
+    paths: Arc<OnceLock<Vec<ArgSpec>>>,
+}
+
+impl Tool {
+    fn new(def: Value) -> Tool {
+        Tool {
+            def: Arc::new(def),
+            paths: Arc::default(),
+        }
+    }
+
+    /// The tool's arguments that name files, by [`Policy::discover_args`]: it depends only
+    /// on the policy and the definition (whose `name` the cache learned it by).
+    pub(super) fn paths(&self, policy: &Policy) -> &[ArgSpec] {
+        self.paths.get_or_init(|| {
+            let name = self.def.get("name").and_then(Value::as_str);
+            policy.discover_args(name.unwrap_or_default(), Some(&self.def))
+        })
+    }
 }
 
 impl Shim {
@@ -30,7 +48,7 @@ impl Shim {
         let mut learned = Vec::new();
         tools.retain_mut(|t| {
             let Some(name) = t.get("name").and_then(Value::as_str).map(String::from) else { return true };
-            learned.push((name.clone(), self.tool(&name, t.clone())));
+            learned.push((name.clone(), Tool::new(t.clone())));
             let gated = self.policy.gate_entry(&name).is_some();
             if policy::is_floor(Some(t)) && !gated {
                 tracing::warn!(tool = %name, "hiding destructive tool with no gate entry; add: {}", policy::missing_gate_hint(&name, Some(t)));
@@ -83,7 +101,7 @@ impl Shim {
                 .flatten()
             {
                 if let Some(n) = t.get("name").and_then(Value::as_str) {
-                    learn_tool(&mut all, n.to_string(), self.tool(n, t.clone()));
+                    learn_tool(&mut all, n.to_string(), Tool::new(t.clone()));
                 }
             }
             match r.get("nextCursor") {
@@ -155,14 +173,6 @@ impl Shim {
             .as_ref()
             .and_then(|m| m.get(name).cloned())
     }
-
-    /// A definition as the cache keeps it.
-    fn tool(&self, name: &str, def: Value) -> Tool {
-        Tool {
-            paths: self.policy.discover_args(name, Some(&def)).into(),
-            def: Arc::new(def),
-        }
-    }
 }
 
 /// Caches a tool definition. A destructive one is never replaced by a non-destructive
@@ -197,13 +207,42 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_tool_keeps_the_discovery_of_its_own_definition() {
+        let d = tempfile::tempdir().unwrap();
+        let p = crate::policy::tests::policy(
+            d.path(),
+            "[[vaults.paths]]\ntool = \"t\"\nargs = [\"spot\"]\nkind = \"path\"\n",
+        );
+        let names = |a: &[ArgSpec]| a.iter().map(|a| a.name.clone()).collect::<Vec<_>>();
+        let v1 = json!({"name": "t", "inputSchema": {"properties": {"target_file": {"type": "string"}}}});
+        let v2 =
+            json!({"name": "t", "inputSchema": {"properties": {"dest_dir": {"type": "string"}}}});
+        for def in [v1.clone(), v2.clone(), json!({"name": "u"})] {
+            let t = Tool::new(def.clone());
+            let name = def["name"].as_str().unwrap();
+            let fresh = p.discover_args(name, Some(&def));
+            assert_eq!(names(t.paths(&p)), names(&fresh), "{def}");
+            assert_eq!(names(t.clone().paths(&p)), names(&fresh), "kept: {def}");
+        }
+        let t = Tool::new(json!({"name": "t"}));
+        assert!(
+            t.paths(&p).iter().any(|a| a.name == "spot"),
+            "declared by tool name"
+        );
+        // A new definition of the tool (a re-list) is judged by its own arguments.
+        let mut m = HashMap::new();
+        let has =
+            |m: &HashMap<String, Tool>, arg: &str| m["t"].paths(&p).iter().any(|a| a.name == arg);
+        learn_tool(&mut m, "t".into(), Tool::new(v1));
+        assert!(has(&m, "target_file") && !has(&m, "dest_dir"));
+        learn_tool(&mut m, "t".into(), Tool::new(v2));
+        assert!(has(&m, "dest_dir") && !has(&m, "target_file"));
+    }
+
+    #[test]
     fn a_destructive_definition_is_not_replaced_by_a_plain_one() {
-        let tool = |def: Value| Tool {
-            def: Arc::new(def),
-            paths: Vec::new().into(),
-        };
-        let hard = tool(json!({"name": "t", "annotations": {"destructiveHint": true}}));
-        let plain = tool(json!({"name": "t"}));
+        let hard = Tool::new(json!({"name": "t", "annotations": {"destructiveHint": true}}));
+        let plain = Tool::new(json!({"name": "t"}));
         let mut m = HashMap::new();
         learn_tool(&mut m, "t".into(), hard.clone());
         learn_tool(&mut m, "t".into(), plain.clone());
