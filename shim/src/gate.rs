@@ -118,7 +118,7 @@ struct State {
     internal: HashMap<String, oneshot::Sender<Value>>,
     /// Tool definitions learned from `tools/list` (None until the first one).
     /// Shared, so looking a definition up per call does not copy its schema.
-    tools: Option<HashMap<String, Arc<Value>>>,
+    tools: Option<HashMap<String, tools::Tool>>,
     /// `tools/call`s the shim holds (not yet forwarded): id → cancelled.
     held: HashMap<IdKey, Held>,
     /// Wakes a held call that waits on the human when the client cancels it.

@@ -155,33 +155,52 @@ impl Policy {
     /// (config, known servers, the tool's schema, the usual names), plus every name the
     /// gate refers to (read as a path).
     pub fn path_args(&self, tool: &str, def: Option<&Value>, gate: Option<&Gate>) -> Vec<ArgSpec> {
+        self.with_gate_args(&self.discover_args(tool, def), gate)
+            .into_owned()
+    }
+
+    /// The arguments of `tool` that name files by [`discover::discover`]: what
+    /// [`Policy::path_args`] finds before the gate's names. Depends only on the policy and
+    /// the definition, so the gate computes it once per definition (`gate/tools.rs`).
+    pub fn discover_args(&self, tool: &str, def: Option<&Value>) -> Vec<ArgSpec> {
         // A remote vault without a local root: the server's paths are not ours to judge.
-        let mut specs = if self.root.as_os_str().is_empty() {
+        if self.root.as_os_str().is_empty() {
             Vec::new()
         } else {
             discover::discover(&self.decls, tool, def)
+        }
+    }
+
+    /// [`Policy::path_args`] from the discovered arguments: plus every name the gate refers
+    /// to (read as a path); borrowed when there is no gate entry.
+    pub fn with_gate_args<'a>(
+        &self,
+        discovered: &'a [ArgSpec],
+        gate: Option<&Gate>,
+    ) -> std::borrow::Cow<'a, [ArgSpec]> {
+        let Some(g) = gate else {
+            return std::borrow::Cow::Borrowed(discovered);
         };
+        let mut specs = discovered.to_vec();
         let mut names = Vec::new();
-        if let Some(g) = gate {
-            if let Some(w) = &g.when {
-                if let Some(cf) = &w.cross_folder {
-                    names.extend(cf.iter().cloned());
-                }
-                if let Some(e) = &w.exists {
-                    names.push(e.clone());
-                }
+        if let Some(w) = &g.when {
+            if let Some(cf) = &w.cross_folder {
+                names.extend(cf.iter().cloned());
             }
-            match &g.targets {
-                Some(Targets::Paths(p)) => names.extend(p.iter().cloned()),
-                Some(Targets::Tree { root, .. }) | Some(Targets::Matching { root, .. }) => {
-                    names.push(root.clone())
-                }
-                Some(Targets::Git(Some(a))) => names.push(a.clone()),
-                _ => {}
+            if let Some(e) = &w.exists {
+                names.push(e.clone());
             }
-            if let Some(tc_core::config::Preview::Diff(d)) = &g.preview {
-                names.push(d.path.clone());
+        }
+        match &g.targets {
+            Some(Targets::Paths(p)) => names.extend(p.iter().cloned()),
+            Some(Targets::Tree { root, .. }) | Some(Targets::Matching { root, .. }) => {
+                names.push(root.clone())
             }
+            Some(Targets::Git(Some(a))) => names.push(a.clone()),
+            _ => {}
+        }
+        if let Some(tc_core::config::Preview::Diff(d)) = &g.preview {
+            names.push(d.path.clone());
         }
         for name in names {
             let spec = ArgSpec {
@@ -193,7 +212,7 @@ impl Policy {
                 specs.push(spec);
             }
         }
-        specs
+        std::borrow::Cow::Owned(specs)
     }
 
     /// Resolves one path argument under the root: relative → root-joined; `..`, absolute
@@ -329,6 +348,7 @@ impl Policy {
 
     /// Resolves every argument of a call that names files, refusing escapes (and, under
     /// an ACL, what cannot be judged): the paths [`Policy::check_acl`] is to judge.
+    #[cfg(test)]
     pub fn resolve_all(
         &self,
         tool: &str,
@@ -336,7 +356,18 @@ impl Policy {
         args: &Value,
         gate: Option<&Gate>,
     ) -> Result<Vec<PathBuf>, PolicyError> {
-        self.resolve_specs(&self.path_args(tool, def, gate), args)
+        self.resolve_discovered(&self.discover_args(tool, def), args, gate)
+    }
+
+    /// [`Policy::resolve_all`] from the tool's [`Policy::discover_args`] (which the gate
+    /// keeps per tool definition).
+    pub fn resolve_discovered(
+        &self,
+        discovered: &[ArgSpec],
+        args: &Value,
+        gate: Option<&Gate>,
+    ) -> Result<Vec<PathBuf>, PolicyError> {
+        self.resolve_specs(&self.with_gate_args(discovered, gate), args)
     }
 
     /// [`Policy::resolve_all`] over the given argument specs.

@@ -15,6 +15,7 @@ use super::refusals::{
     floor_result, policy_result, reserved_argument_result, target_result, unlisted_result,
 };
 use super::routes::Obtained;
+use super::tools::Tool;
 use super::{key, Call, Shim};
 use crate::confirm;
 use crate::era;
@@ -82,7 +83,9 @@ impl Shim {
         let Some(gate) = j.gate.clone().filter(|_| j.applies || resuming) else {
             return self.forward_ungated(&id, &msg, line, &j).await;
         };
-        if self.gated(&id, &msg, &j, &gate, resuming).await {
+        // Boxed (as is every rare path below): a call's task is spawned, moved and dropped
+        // whole, so its size is copied on every call, gated or not.
+        if Box::pin(self.gated(&id, &msg, &j, &gate, resuming)).await {
             // Judged as if it had come without them: gated or not, token or not.
             let m = strip(&msg);
             let line = m.to_string().into_bytes();
@@ -111,8 +114,8 @@ impl Shim {
                 return None;
             }
         }
-        let def = self.tool_def(&name);
-        let def = def.as_deref();
+        let tool = self.known_tool(&name);
+        let def = tool.as_ref().map(|t| &*t.def);
         if def.is_some_and(|d| d.get("outputSchema").is_some()) {
             if let Some(h) = self.lock().held.get_mut(&key(id)) {
                 h.schema = true;
@@ -122,7 +125,7 @@ impl Shim {
             self.answer(id, floor_result(&name, def));
             return None;
         }
-        let paths = match self.policy.resolve_all(&name, def, &args, gate.as_ref()) {
+        let paths = match self.resolve_paths(&name, tool.as_ref(), &args, gate.as_ref()) {
             Ok(p) => p,
             Err(e) => return self.refused(id, &e),
         };
@@ -144,11 +147,32 @@ impl Shim {
         })
     }
 
+    /// The paths the call's file-naming arguments resolve to, with the tool's discovered
+    /// arguments taken from the tool cache (found afresh for a tool not in it).
+    fn resolve_paths(
+        &self,
+        name: &str,
+        tool: Option<&Tool>,
+        args: &Value,
+        gate: Option<&Gate>,
+    ) -> Result<Vec<PathBuf>, PolicyError> {
+        let uncached;
+        let discovered = match tool {
+            Some(t) => t.paths(&self.policy),
+            None => {
+                uncached = self.policy.discover_args(name, None);
+                &uncached[..]
+            }
+        };
+        self.policy.resolve_discovered(discovered, args, gate)
+    }
+
     /// A call no confirmation is asked for: the governor may page it; else the ACL, and out
     /// it goes (as the shim read it, when it has a gate entry or carries a token).
     async fn forward_ungated(&self, id: &Value, msg: &Value, line: Vec<u8>, j: &Judged) {
         // Governor: a paged tool is served page by page (its items ACL-checked one by one).
-        if self.page_call(id, msg, &j.name, &j.args, j.read_only).await {
+        let paged = self.gov.paged_items(&j.name).is_some();
+        if paged && Box::pin(self.page_call(id, msg, &j.name, &j.args, j.read_only)).await {
             return;
         }
         if let Err(e) = self.policy.check_acl(&j.paths, j.read_only) {

@@ -54,6 +54,12 @@ impl Shim {
         if let Some((e, _)) = &self.lock().down_era {
             return Ok(*e);
         }
+        // Boxed: the probe's state would otherwise sit in every call's task, known era or not.
+        Box::pin(self.probe_down_era(meta)).await
+    }
+
+    /// [`Shim::ensure_down_era`] once the era is not known yet.
+    async fn probe_down_era(&self, meta: &Value) -> Result<Era, String> {
         let _probe = self.probe.lock().await;
         if let Some((e, _)) = &self.lock().down_era {
             return Ok(*e);

@@ -2,7 +2,7 @@
 //! client's `tools/list` rewritten (floors hidden, `elicit_token` added), the lean facade's lists.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use serde_json::{json, Value};
 use tc_core::ErrorCode;
@@ -10,8 +10,34 @@ use tc_core::ErrorCode;
 use super::Shim;
 use crate::era;
 use crate::lean;
-use crate::policy;
+use crate::policy::{self, ArgSpec, Policy};
 use crate::results;
+
+/// A tool as the downstream defined it, with the arguments of it that name files.
+#[derive(Clone)]
+pub(super) struct Tool {
+    pub(super) def: Arc<Value>,
+    /// Found on the tool's first call, then kept with this definition (not per call).
+    paths: Arc<OnceLock<Vec<ArgSpec>>>,
+}
+
+impl Tool {
+    fn new(def: Value) -> Tool {
+        Tool {
+            def: Arc::new(def),
+            paths: Arc::default(),
+        }
+    }
+
+    /// The tool's arguments that name files, by [`Policy::discover_args`]: it depends only
+    /// on the policy and the definition (whose `name` the cache learned it by).
+    pub(super) fn paths(&self, policy: &Policy) -> &[ArgSpec] {
+        self.paths.get_or_init(|| {
+            let name = self.def.get("name").and_then(Value::as_str);
+            policy.discover_args(name.unwrap_or_default(), Some(&self.def))
+        })
+    }
+}
 
 impl Shim {
     /// Learns tool definitions from a `tools/list` result and rewrites it for the client.
@@ -22,7 +48,7 @@ impl Shim {
         let mut learned = Vec::new();
         tools.retain_mut(|t| {
             let Some(name) = t.get("name").and_then(Value::as_str).map(String::from) else { return true };
-            learned.push((name.clone(), t.clone()));
+            learned.push((name.clone(), Tool::new(t.clone())));
             let gated = self.policy.gate_entry(&name).is_some();
             if policy::is_floor(Some(t)) && !gated {
                 tracing::warn!(tool = %name, "hiding destructive tool with no gate entry; add: {}", policy::missing_gate_hint(&name, Some(t)));
@@ -37,7 +63,7 @@ impl Shim {
         let mut st = self.lock();
         let map = st.tools.get_or_insert_with(HashMap::new);
         for (k, v) in learned {
-            learn_tool(map, k, Arc::new(v));
+            learn_tool(map, k, v);
         }
     }
 
@@ -54,13 +80,14 @@ impl Shim {
         {
             return Ok(());
         }
-        self.list_all_tools().await.map(|_| ())
+        // Boxed: the listing's state would otherwise sit in every call's task.
+        Box::pin(self.list_all_tools()).await.map(|_| ())
     }
 
     /// Lists every downstream tool (all pages), caching the definitions.
     pub(super) async fn list_all_tools(&self) -> Result<Vec<Value>, String> {
         let mut cursor: Option<Value> = None;
-        let mut all: HashMap<String, Arc<Value>> = HashMap::new();
+        let mut all: HashMap<String, Tool> = HashMap::new();
         for _ in 0..100 {
             let params = match &cursor {
                 Some(c) => json!({"cursor": c}),
@@ -74,7 +101,7 @@ impl Shim {
                 .flatten()
             {
                 if let Some(n) = t.get("name").and_then(Value::as_str) {
-                    learn_tool(&mut all, n.to_string(), Arc::new(t.clone()));
+                    learn_tool(&mut all, n.to_string(), Tool::new(t.clone()));
                 }
             }
             match r.get("nextCursor") {
@@ -82,7 +109,7 @@ impl Shim {
                 _ => break,
             }
         }
-        let mut list: Vec<Value> = all.values().map(|v| (**v).clone()).collect();
+        let mut list: Vec<Value> = all.values().map(|v| (*v.def).clone()).collect();
         list.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
         let mut st = self.lock();
         let map = st.tools.get_or_insert_with(HashMap::new);
@@ -136,6 +163,11 @@ impl Shim {
 
     /// The cached definition of a tool.
     pub(super) fn tool_def(&self, name: &str) -> Option<Arc<Value>> {
+        self.known_tool(name).map(|t| t.def)
+    }
+
+    /// The cached tool: its definition and the arguments of it that name files.
+    pub(super) fn known_tool(&self, name: &str) -> Option<Tool> {
         self.lock()
             .tools
             .as_ref()
@@ -146,14 +178,14 @@ impl Shim {
 /// Caches a tool definition. A destructive one is never replaced by a non-destructive
 /// one (a list naming a tool twice, or pages that disagree): the floor holds until the
 /// server says `list_changed`, which empties the cache.
-fn learn_tool(map: &mut HashMap<String, Arc<Value>>, name: String, def: Arc<Value>) {
+fn learn_tool(map: &mut HashMap<String, Tool>, name: String, tool: Tool) {
     if map
         .get(&name)
-        .is_some_and(|old| policy::is_floor(Some(old)) && !policy::is_floor(Some(&def)))
+        .is_some_and(|old| policy::is_floor(Some(&old.def)) && !policy::is_floor(Some(&tool.def)))
     {
         return;
     }
-    map.insert(name, def);
+    map.insert(name, tool);
 }
 
 /// Adds the optional `elicit_token` argument to a gated tool's input schema.
@@ -175,16 +207,49 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_destructive_definition_is_not_replaced_by_a_plain_one() {
+    fn a_tool_keeps_the_discovery_of_its_own_definition() {
+        let d = tempfile::tempdir().unwrap();
+        let p = crate::policy::tests::policy(
+            d.path(),
+            "[[vaults.paths]]\ntool = \"t\"\nargs = [\"spot\"]\nkind = \"path\"\n",
+        );
+        let names = |a: &[ArgSpec]| a.iter().map(|a| a.name.clone()).collect::<Vec<_>>();
+        let v1 = json!({"name": "t", "inputSchema": {"properties": {"target_file": {"type": "string"}}}});
+        let v2 =
+            json!({"name": "t", "inputSchema": {"properties": {"dest_dir": {"type": "string"}}}});
+        for def in [v1.clone(), v2.clone(), json!({"name": "u"})] {
+            let t = Tool::new(def.clone());
+            let name = def["name"].as_str().unwrap();
+            let fresh = p.discover_args(name, Some(&def));
+            assert_eq!(names(t.paths(&p)), names(&fresh), "{def}");
+            assert_eq!(names(t.clone().paths(&p)), names(&fresh), "kept: {def}");
+        }
+        let t = Tool::new(json!({"name": "t"}));
+        assert!(
+            t.paths(&p).iter().any(|a| a.name == "spot"),
+            "declared by tool name"
+        );
+        // A new definition of the tool (a re-list) is judged by its own arguments.
         let mut m = HashMap::new();
-        let hard = Arc::new(json!({"name": "t", "annotations": {"destructiveHint": true}}));
-        let plain = Arc::new(json!({"name": "t"}));
+        let has =
+            |m: &HashMap<String, Tool>, arg: &str| m["t"].paths(&p).iter().any(|a| a.name == arg);
+        learn_tool(&mut m, "t".into(), Tool::new(v1));
+        assert!(has(&m, "target_file") && !has(&m, "dest_dir"));
+        learn_tool(&mut m, "t".into(), Tool::new(v2));
+        assert!(has(&m, "dest_dir") && !has(&m, "target_file"));
+    }
+
+    #[test]
+    fn a_destructive_definition_is_not_replaced_by_a_plain_one() {
+        let hard = Tool::new(json!({"name": "t", "annotations": {"destructiveHint": true}}));
+        let plain = Tool::new(json!({"name": "t"}));
+        let mut m = HashMap::new();
         learn_tool(&mut m, "t".into(), hard.clone());
         learn_tool(&mut m, "t".into(), plain.clone());
-        assert!(policy::is_floor(m.get("t").map(|v| &**v)));
+        assert!(policy::is_floor(m.get("t").map(|v| &*v.def)));
         let mut m = HashMap::new();
         learn_tool(&mut m, "t".into(), plain);
         learn_tool(&mut m, "t".into(), hard);
-        assert!(policy::is_floor(m.get("t").map(|v| &**v)));
+        assert!(policy::is_floor(m.get("t").map(|v| &*v.def)));
     }
 }
