@@ -284,3 +284,52 @@ fn a_body_naming_a_member_twice_is_refused() {
     }
     assert_eq!(disk(&env, "a.txt"), None);
 }
+
+/// Two long calls at once on one session (server-everything's progress tool): each
+/// one's progress comes on its own POST's stream, by its `progressToken`, not on the
+/// newest exchange's.
+#[test]
+fn progress_goes_with_the_request_it_reports_on() {
+    let mut env = Env::with(&Vault::everything("ev"));
+    env.start_tcd();
+    let front = Front::start(&env, "ev");
+    let mut c = Raw::new(&front.url());
+    c.initialize();
+    let session = c.session.clone().unwrap();
+    let call = |id: u64, token: &'static str, delay_ms: u64| {
+        let (url, session) = (front.url(), session.clone());
+        std::thread::spawn(move || {
+            std::thread::sleep(std::time::Duration::from_millis(delay_ms));
+            let mut c = Raw::new(&url);
+            c.session = Some(session);
+            c.post(
+                &json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+                    "name": "trigger-long-running-operation",
+                    "arguments": {"duration": 2, "steps": 4},
+                    "_meta": {"progressToken": token}}}),
+                &[("mcp-protocol-version", "2025-11-25")],
+            )
+        })
+    };
+    let (a, b) = (call(1, "tok-a", 0), call(2, "tok-b", 300));
+    for (answer, own, id) in [
+        (a.join().unwrap(), "tok-a", 1),
+        (b.join().unwrap(), "tok-b", 2),
+    ] {
+        assert_eq!(answer.status, 200, "{}", answer.text);
+        assert_eq!(answer.last()["id"], id, "{}", answer.text);
+        let tokens: Vec<&Value> = answer
+            .messages
+            .iter()
+            .filter(|m| m["method"] == "notifications/progress")
+            .map(|m| &m["params"]["progressToken"])
+            .collect();
+        assert_eq!(
+            tokens.len(),
+            4,
+            "every step reported on its own call: {}",
+            answer.text
+        );
+        assert!(tokens.iter().all(|t| *t == own), "{own}: {}", answer.text);
+    }
+}

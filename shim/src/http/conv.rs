@@ -30,8 +30,10 @@ const STREAM_QUEUE: usize = 256;
 
 struct Waiter {
     tx: mpsc::Sender<Msg>,
-    /// Order of arrival: a server message goes to the newest exchange still open.
+    /// Order of arrival: a server message goes to the newest exchange still open…
     seq: u64,
+    /// …unless it is progress for the `progressToken` this exchange's request carries.
+    progress: Option<IdKey>,
 }
 
 #[derive(Default)]
@@ -104,6 +106,8 @@ impl Conv {
     pub async fn submit(self: &Arc<Self>, id: Value, msg: Parsed) -> Result<Exchange, Busy> {
         let key = IdKey::of(&id);
         let (tx, rx) = mpsc::channel(EXCHANGE_QUEUE + 1);
+        let progress =
+            crate::value::at(msg.msg(), &["params", "_meta", "progressToken"]).map(IdKey::of);
         {
             let mut r = self.routes();
             if r.waiters.contains_key(&key) {
@@ -111,7 +115,7 @@ impl Conv {
             }
             r.next_seq += 1;
             let seq = r.next_seq;
-            r.waiters.insert(key.clone(), Waiter { tx, seq });
+            r.waiters.insert(key.clone(), Waiter { tx, seq, progress });
         }
         self.touch();
         let ex = Exchange {
@@ -190,12 +194,15 @@ impl Conv {
             self.touch();
             return;
         }
-        let newest = r
-            .waiters
-            .values()
-            .max_by_key(|w| w.seq)
+        // Progress goes with the request it reports on; anything else to the newest.
+        let own = match &env {
+            Envelope::Progress(t) => r.waiters.values().find(|w| w.progress.as_ref() == Some(t)),
+            _ => None,
+        };
+        let target = own
+            .or_else(|| r.waiters.values().max_by_key(|w| w.seq))
             .map(|w| w.tx.clone());
-        let sent = match newest {
+        let sent = match target {
             Some(tx) if tx.capacity() > 1 => tx.try_send(Msg::Related(line)).is_ok(),
             Some(_) => {
                 tracing::warn!(
@@ -247,17 +254,20 @@ async fn route(conv: Weak<Conv>, mut rx: Receiver) {
 enum Envelope {
     Answer(IdKey),
     Request(Value),
+    /// `notifications/progress` for this `progressToken`.
+    Progress(IdKey),
     Other,
 }
 
-/// What routing needs of an engine message: answers by id, requests for the fallback.
+/// What routing needs of an engine message: answers by id, progress by token, requests
+/// for the fallback.
 fn envelope(line: &[u8]) -> Envelope {
     #[derive(serde::Deserialize)]
-    struct E {
+    struct E<'a> {
         #[serde(default)]
         id: Option<Value>,
-        #[serde(default)]
-        method: Option<serde::de::IgnoredAny>,
+        #[serde(default, borrow)]
+        method: Option<std::borrow::Cow<'a, str>>,
     }
     match serde_json::from_slice::<E>(line) {
         Ok(E {
@@ -268,7 +278,20 @@ fn envelope(line: &[u8]) -> Envelope {
             id: Some(id),
             method: Some(_),
         }) if !id.is_null() => Envelope::Request(id),
+        Ok(E {
+            id: None,
+            method: Some(m),
+        }) if m == "notifications/progress" => progress_token(line),
         _ => Envelope::Other,
+    }
+}
+
+/// A progress notification's token (a second, small parse: progress is rare and short).
+fn progress_token(line: &[u8]) -> Envelope {
+    let v: Value = serde_json::from_slice(line).unwrap_or(Value::Null);
+    match crate::value::at(&v, &["params", "progressToken"]) {
+        Some(t) => Envelope::Progress(IdKey::of(t)),
+        None => Envelope::Other,
     }
 }
 
