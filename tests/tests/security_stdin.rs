@@ -64,6 +64,13 @@ fn expected(line: &[u8]) -> Option<i64> {
     match parsed {
         Err(_) => Some(-32700),
         Ok(v) if !v.is_object() => Some(-32600),
+        // Refused whatever it holds; under its own id when it has one to answer under.
+        Ok(v) if first_duplicate(line).is_some() => {
+            let top_id = first_duplicate(line) == Some((0, "id".to_string()));
+            let own_id =
+                v.get("method").is_some_and(Value::is_string) && v.get("id").is_some_and(usable_id);
+            (top_id || !own_id).then_some(-32600)
+        }
         Ok(v)
             if v.get("method") == Some(&json!("tools/call"))
                 && v.get("id") == Some(&Value::Null) =>
@@ -78,6 +85,65 @@ fn expected(line: &[u8]) -> Option<i64> {
         },
         Ok(_) => None,
     }
+}
+
+/// The first member name an object in `line` gives twice (names compared in any letter
+/// case), with the depth of its object (0: the top): an oracle apart from the shim's.
+fn first_duplicate(line: &[u8]) -> Option<(usize, String)> {
+    use serde::de::{DeserializeSeed, Deserializer, MapAccess, SeqAccess, Visitor};
+    struct Walk<'a>(&'a mut Option<(usize, String)>, usize);
+    impl<'de> DeserializeSeed<'de> for Walk<'_> {
+        type Value = ();
+        fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+            d.deserialize_any(self)
+        }
+    }
+    impl<'de> Visitor<'de> for Walk<'_> {
+        type Value = ();
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("JSON")
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_str<E>(self, _: &str) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_unit<E>(self) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<(), A::Error> {
+            while a
+                .next_element_seed(Walk(&mut *self.0, self.1 + 1))?
+                .is_some()
+            {}
+            Ok(())
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<(), A::Error> {
+            let mut seen = std::collections::HashSet::new();
+            while let Some(k) = a.next_key::<String>()? {
+                if !seen.insert(k.to_uppercase().to_lowercase()) && self.0.is_none() {
+                    *self.0 = Some((self.1, k));
+                    return Ok(()); // the shim stops at the first
+                }
+                a.next_value_seed(Walk(&mut *self.0, self.1 + 1))?;
+            }
+            Ok(())
+        }
+    }
+    let mut found = None;
+    let mut de = serde_json::Deserializer::from_slice(line);
+    let _ = Walk(&mut found, 0).deserialize(&mut de);
+    found
 }
 
 /// An id every downstream echoes as itself: a short string, or an integer written as one
