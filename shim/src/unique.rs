@@ -248,6 +248,20 @@ mod tests {
         same_as_serde_json(r#"{"path":1,"paths":2,"Pat":3,"é":4,"É2":5,"_":6}"#);
     }
 
+    /// review4 finding 2: `ß` and `ẞ` (U+1E9E) are one name to Go's `encoding/json` (its
+    /// fold maps every rune of a case orbit to the smallest, U+00DF) and to Java's
+    /// `toLowerCase` (Jackson's case-insensitive properties): `fold` maps `ß` to `ss` but
+    /// `ẞ` to `ß`, so the two are not found equal.
+    #[test]
+    #[ignore = "review4 finding 2: sharp s (U+00DF) and capital sharp s (U+1E9E) fold apart"]
+    fn sharp_s_and_capital_sharp_s_are_one_name() {
+        let t = "{\"a\":{\"stra\u{df}e\":\"x\",\"stra\u{1e9e}e\":\"y\"}}";
+        assert!(
+            matches!(from_slice(t.as_bytes()), Err(Error::Duplicate(d)) if d.case),
+            "{t}"
+        );
+    }
+
     #[test]
     fn only_a_top_level_id_named_twice_leaves_no_id_to_answer() {
         let top = from_slice(br#"{"id":1,"method":"x","id":2}"#).unwrap_err();
