@@ -175,7 +175,9 @@ fn fold(k: &str) -> String {
     if plain(k) {
         return k.to_owned();
     }
-    k.to_uppercase().to_lowercase()
+    // Twice: `ẞ` → `ß` → `SS` → `ss`, as `ß` (review4 finding 2).
+    let once = k.to_uppercase().to_lowercase();
+    once.to_uppercase().to_lowercase()
 }
 
 #[cfg(test)]
@@ -253,7 +255,6 @@ mod tests {
     /// `toLowerCase` (Jackson's case-insensitive properties): `fold` maps `ß` to `ss` but
     /// `ẞ` to `ß`, so the two are not found equal.
     #[test]
-    #[ignore = "review4 finding 2: sharp s (U+00DF) and capital sharp s (U+1E9E) fold apart"]
     fn sharp_s_and_capital_sharp_s_are_one_name() {
         let t = "{\"a\":{\"stra\u{df}e\":\"x\",\"stra\u{1e9e}e\":\"y\"}}";
         assert!(

@@ -31,7 +31,6 @@ fn setup() -> (Env, PyClient) {
 /// (`covered_index(repo = path)`), judging `<root>/.git/private/key.txt`, which
 /// `private/**` does not match.
 #[test]
-#[ignore = "review4 finding 1: repo_path = <root>/.git escapes the tracked-file judgment"]
 fn review4_a_whole_tree_diff_of_the_git_dir_is_judged_by_its_work_tree() {
     let (env, mut c) = setup();
     let plain = env.root.display().to_string();
@@ -49,7 +48,6 @@ fn review4_a_whole_tree_diff_of_the_git_dir_is_judged_by_its_work_tree() {
 /// The same git dir names a revision's paths under the wrong folder: `:private/key.txt`
 /// (the staged blob) read through `git_show` with `repo_path = <root>/.git`.
 #[test]
-#[ignore = "review4 finding 1b: a revision path is judged under repo_path = <root>/.git"]
 fn review4_a_revision_in_the_git_dir_is_judged_by_its_work_tree() {
     let (env, mut c) = setup();
     let gitdir = env.root.join(".git").display().to_string();

@@ -58,7 +58,8 @@ impl Policy {
                 // A whole-repository diff shows every tracked file that changed, and any
                 // may have: every index entry is judged (an untracked file never shows).
                 if spec.kind == ArgKind::Tracked && self.has_acl {
-                    self.covered_index(name, &path, &path, out)?;
+                    let tree = self.work_tree(name, path.clone())?;
+                    self.covered_index(name, &tree, &tree, out)?;
                 }
                 out.push(path);
             }
@@ -91,10 +92,36 @@ impl Policy {
             .as_deref()
             .and_then(|r| args.get(r).map(|v| (r, v)))
         {
-            Some((r, Value::String(raw))) => self.resolve(r, raw),
+            Some((r, Value::String(raw))) => {
+                let repo = self.resolve(r, raw)?;
+                self.work_tree(r, repo)
+            }
             Some((r, v)) if !v.is_null() => Err(self.unjudged(r, "the repository is not a string")),
             _ => Ok(self.root.clone()),
         }
+    }
+
+    /// The folder git runs in for a repository argument: the folder itself, or, when it
+    /// is a git dir (`<root>/.git`: GitPython opens one and works in its parent), its
+    /// parent, so paths are judged where git reads them. A git dir that sets its work tree
+    /// elsewhere (`core.worktree`) cannot be judged.
+    fn work_tree(&self, name: &str, repo: PathBuf) -> Result<PathBuf, PolicyError> {
+        let holds_git = repo.join(".git").symlink_metadata().is_ok();
+        if holds_git || !repo.join("HEAD").is_file() {
+            return Ok(repo);
+        }
+        let config = std::fs::read_to_string(repo.join("config")).unwrap_or_default();
+        if config.to_ascii_lowercase().contains("worktree") {
+            return Err(self.unjudged(
+                name,
+                "it names a git directory whose work tree is set elsewhere (core.worktree)",
+            ));
+        }
+        let parent = repo.parent().and_then(Path::to_str);
+        let Some(parent) = parent else {
+            return Err(self.unjudged(name, "a git directory with no work tree above it"));
+        };
+        self.resolve(name, parent)
     }
 
     /// `rel` (relative to the repository, or absolute) as a path under the root.
