@@ -1,5 +1,6 @@
-//! Review of issue 15 items 1, 4, 5 and 7 as a hostile model (review2): Python `mcp`
-//! client → real tc-shim → real mcp-server-git with `deny = ["private/**"]`.
+//! Review of issue 15 items 1, 4, 5 and 7 as a hostile model (review2), and of the git
+//! ACL's later changes (review4): Python `mcp` client → real tc-shim → real
+//! mcp-server-git with `deny = ["private/**"]`.
 
 #[path = "security_support.rs"]
 mod security_support;
@@ -157,4 +158,43 @@ fn review2_a_server_request_with_an_overlong_id_is_refused_not_held() {
             .any(|v| v["method"] == "sampling/createMessage"),
         "{before:?}"
     );
+}
+
+/// review4 finding 1: `repo_path` may name the git dir itself (`<root>/.git`). GitPython opens it
+/// (`is_git_dir`) with the work tree its parent, so `git diff --cached` shows the staged
+/// denied file; the shim reads the same index but joins its entries to `<root>/.git`
+/// (`covered_index(repo = path)`), judging `<root>/.git/private/key.txt`, which
+/// `private/**` does not match.
+#[test]
+fn review4_a_whole_tree_diff_of_the_git_dir_is_judged_by_its_work_tree() {
+    let (env, mut c, _) = setup();
+    let plain = env.root.display().to_string();
+    let r = c.call("git_diff_staged", json!({"repo_path": plain}));
+    assert_eq!(code(&r).as_deref(), Some("acl_denied"), "{r}");
+    let gitdir = env.root.join(".git").display().to_string();
+    for tool in ["git_diff_staged", "git_diff_unstaged"] {
+        std::fs::write(env.root.join("private/key.txt"), format!("{SECRET}-v2")).unwrap();
+        let r = c.call(tool, json!({"repo_path": gitdir}));
+        assert!(!r.to_string().contains(SECRET), "{tool}: secret shown: {r}");
+        assert_eq!(code(&r).as_deref(), Some("acl_denied"), "{tool}: {r}");
+    }
+}
+
+/// The same git dir names a revision's paths under the wrong folder: `:private/key.txt`
+/// (the staged blob) read through `git_show` with `repo_path = <root>/.git`.
+#[test]
+fn review4_a_revision_in_the_git_dir_is_judged_by_its_work_tree() {
+    let (env, mut c, _) = setup();
+    let gitdir = env.root.join(".git").display().to_string();
+    let r = c.call(
+        "git_show",
+        json!({"repo_path": env.root.display().to_string(), "revision": ":private/key.txt"}),
+    );
+    assert_eq!(code(&r).as_deref(), Some("acl_denied"), "{r}");
+    let r = c.call(
+        "git_show",
+        json!({"repo_path": gitdir, "revision": ":private/key.txt"}),
+    );
+    assert!(!r.to_string().contains(SECRET), "secret shown: {r}");
+    assert_eq!(code(&r).as_deref(), Some("acl_denied"), "{r}");
 }

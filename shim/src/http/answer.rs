@@ -101,21 +101,22 @@ pub fn session_not_found(id: Option<&Value>) -> Response {
 }
 
 pub fn full() -> Response {
-    let mut r = plain(
+    retry_later(
         StatusCode::SERVICE_UNAVAILABLE,
         "too many sessions: try again later",
-    );
-    r.headers_mut()
-        .insert(header::RETRY_AFTER, HeaderValue::from_static("30"));
-    r
+    )
 }
 
 /// The caller holds its share of the sessions (`max_sessions_per_caller`).
 pub fn caller_full() -> Response {
-    let mut r = plain(
+    retry_later(
         StatusCode::TOO_MANY_REQUESTS,
         "too many sessions for this caller: end one (DELETE) or let one expire, then retry",
-    );
+    )
+}
+
+fn retry_later(status: StatusCode, why: &'static str) -> Response {
+    let mut r = plain(status, why);
     r.headers_mut()
         .insert(header::RETRY_AFTER, HeaderValue::from_static("30"));
     r
