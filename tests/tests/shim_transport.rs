@@ -361,14 +361,22 @@ fn shim_transport_ids_in_the_shims_namespace_are_refused_both_ways() {
 fn shim_transport_an_ungated_call_of_a_gated_tool_reaches_the_server_as_judged() {
     let env = env();
     let mut s = Raw::start(&env);
-    // Duplicate keys: the shim reads the last (`who = "x"`: the gate's condition does not
-    // hold). The server must not see the first, `"boss"`, which a parser keeping the
-    // first duplicate would act on unconfirmed.
+    // Duplicate keys: serde_json reads the last (`who = "x"`: the gate's condition does
+    // not hold), a parser keeping the first would act on `"boss"` unconfirmed. Such a
+    // message is refused, never forwarded in any form.
     s.send(br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"hello","arguments":{"who":"boss","who":"x"}}}"#);
     let r = s.json();
+    assert_eq!(r["id"], 1, "{r}");
+    assert_eq!(r["error"]["code"], -32600, "{r}");
+    assert!(r.to_string().contains("twice"), "{r}");
+    // The gate still judges the plain call as before: `who = "x"` runs unconfirmed.
+    s.send(br#"{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"hello","arguments":{"who":"x"}}}"#);
+    let r = s.json();
     let raw = r["result"]["content"][0]["text"].as_str().unwrap();
-    assert!(raw.contains(r#""who":"x""#), "{raw}");
-    assert!(!raw.contains("boss"), "the server saw the duplicate: {raw}");
+    assert!(
+        raw.contains(r#""who":"x""#) && !raw.contains("boss"),
+        "{raw}"
+    );
 }
 
 #[test]
