@@ -77,26 +77,14 @@ fn alices_oidc_approval_is_hers_and_bob_cannot_spend_it() {
 
     // bob, a valid caller of the same issuer, with alice's approval in his own session.
     let (bob, bob_bearer) = bearer_session(&front, &token(&iss, "bob", &[]));
-    let r = bearer_call(
-        &bob,
-        &bob_bearer,
+    only_alice_redeems(
+        &env,
+        (&alice, &alice_bearer),
+        (&bob, &bob_bearer),
+        &args,
+        &approval,
         2,
-        "write_file",
-        with_token(&args, &approval),
     );
-    assert_eq!(r["isError"], true, "{r}");
-    assert_eq!(sc(&r)["details"]["reason"], "binding_mismatch", "{r}");
-    assert_eq!(disk(&env, "note.txt"), None, "bob ran alice's approval");
-
-    let r = bearer_call(
-        &alice,
-        &alice_bearer,
-        3,
-        "write_file",
-        with_token(&args, &approval),
-    );
-    assert_ne!(r["isError"], true, "{r}");
-    assert_eq!(disk(&env, "note.txt").as_deref(), Some("alice's"));
 }
 
 #[test]

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use reqwest::header::HeaderMap;
 use serde_json::{json, Value};
 
-use super::support::Env;
+use super::support::{sc, with_token, Env};
 
 /// A running `tc-shim serve … --http 127.0.0.1:PORT`, killed on drop.
 pub struct Front {
@@ -246,4 +246,34 @@ pub fn bearer_call(c: &Raw, bearer: &str, id: u64, name: &str, args: Value) -> V
     );
     assert_eq!(a.status, 200, "{}", a.text);
     a.last()["result"].clone()
+}
+
+/// `approval` (alice's) used by bob on his own session is refused `binding_mismatch` and
+/// writes nothing; alice's own retry runs it (writes `note.txt` = `content`). `id` and
+/// `id + 1` are the two calls' ids.
+pub fn only_alice_redeems(
+    env: &Env,
+    alice: (&Raw, &str),
+    bob: (&Raw, &str),
+    args: &Value,
+    approval: &str,
+    id: u64,
+) {
+    let r = bearer_call(bob.0, bob.1, id, "write_file", with_token(args, approval));
+    assert_eq!(r["isError"], true, "{r}");
+    assert_eq!(sc(&r)["details"]["reason"], "binding_mismatch", "{r}");
+    assert_eq!(disk(env, "note.txt"), None, "bob ran alice's approval");
+    let r = bearer_call(
+        alice.0,
+        alice.1,
+        id + 1,
+        "write_file",
+        with_token(args, approval),
+    );
+    assert_ne!(r["isError"], true, "{r}");
+    assert_eq!(
+        disk(env, "note.txt").as_deref(),
+        args["content"].as_str(),
+        "alice's own retry runs it"
+    );
 }
