@@ -45,7 +45,7 @@ pub struct Slot<'a> {
 impl Drop for Slot<'_> {
     fn drop(&mut self) {
         self.table.opening.fetch_sub(1, Ordering::AcqRel);
-        let mut by = lock_counts(&self.table.opening_by);
+        let mut by = lock(&self.table.opening_by);
         if let Some(n) = by.get_mut(&self.caller) {
             *n -= 1;
             if *n == 0 {
@@ -55,9 +55,8 @@ impl Drop for Slot<'_> {
     }
 }
 
-fn lock_counts(
-    m: &Mutex<HashMap<String, usize>>,
-) -> std::sync::MutexGuard<'_, HashMap<String, usize>> {
+/// Any of the table's maps, poisoned or not (a panic elsewhere leaves them consistent).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -74,17 +73,11 @@ impl Table {
         }
     }
 
-    fn lock<'a>(
-        m: &'a Mutex<HashMap<String, Arc<Conv>>>,
-    ) -> std::sync::MutexGuard<'a, HashMap<String, Arc<Conv>>> {
-        m.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
     /// Open conversations. One lock at a time: `caller_conv` nests callers → sessions, so
     /// nothing may hold sessions while it takes callers.
     fn len(&self) -> usize {
-        let sessions = Self::lock(&self.sessions).len();
-        let callers = Self::lock(&self.callers).len();
+        let sessions = lock(&self.sessions).len();
+        let callers = lock(&self.callers).len();
         sessions + callers
     }
 
@@ -93,7 +86,7 @@ impl Table {
     pub fn reserve(&self, caller: &str) -> Result<Slot<'_>, NoRoom> {
         let before = self.opening.fetch_add(1, Ordering::AcqRel);
         let mine_opening = {
-            let mut by = lock_counts(&self.opening_by);
+            let mut by = lock(&self.opening_by);
             let n = by.entry(caller.to_string()).or_insert(0);
             *n += 1;
             *n - 1
@@ -105,7 +98,7 @@ impl Table {
         if self.len() + before >= self.max {
             return Err(NoRoom::Table);
         }
-        let mine = Self::lock(&self.sessions)
+        let mine = lock(&self.sessions)
             .values()
             .filter(|c| c.caller == caller)
             .count();
@@ -120,7 +113,7 @@ impl Table {
         let mut b = [0u8; 16];
         rand::thread_rng().fill_bytes(&mut b);
         let id = hex::encode(b);
-        Self::lock(&self.sessions).insert(id.clone(), conv);
+        lock(&self.sessions).insert(id.clone(), conv);
         drop(slot);
         id
     }
@@ -128,7 +121,7 @@ impl Table {
     /// The session `id` if it exists, is live and belongs to `caller`. Another caller's
     /// session reads as unknown (404): an id alone proves nothing.
     pub fn session(&self, id: &str, caller: &str) -> Option<Arc<Conv>> {
-        let mut t = Self::lock(&self.sessions);
+        let mut t = lock(&self.sessions);
         let c = t.get(id)?;
         if c.is_gone() {
             t.remove(id);
@@ -139,7 +132,7 @@ impl Table {
 
     /// Ends the session `id` of `caller`; false if there is none.
     pub fn end_session(&self, id: &str, caller: &str) -> bool {
-        let mut t = Self::lock(&self.sessions);
+        let mut t = lock(&self.sessions);
         match t.get(id) {
             Some(c) if c.caller == caller => {
                 let c = t.remove(id).expect("present");
@@ -159,12 +152,12 @@ impl Table {
     ) -> anyhow::Result<Result<Arc<Conv>, Full>> {
         // Held across the look-up and the open, so two first requests of one caller
         // start one conversation, not two (the loser's exchange would be cut off).
-        let mut t = Self::lock(&self.callers);
+        let mut t = lock(&self.callers);
         if let Some(c) = t.get(caller).filter(|c| !c.is_gone()) {
             return Ok(Ok(Arc::clone(c)));
         }
         let opening = self.opening.load(Ordering::Acquire);
-        if Self::lock(&self.sessions).len() + t.len() + opening >= self.max {
+        if lock(&self.sessions).len() + t.len() + opening >= self.max {
             return Ok(Err(Full));
         }
         let c = open()?;
@@ -178,7 +171,7 @@ impl Table {
     pub fn sweep(&self) {
         for m in [&self.sessions, &self.callers] {
             let stale: Vec<Arc<Conv>> = {
-                let mut t = Self::lock(m);
+                let mut t = lock(m);
                 let keys: Vec<String> = t
                     .iter()
                     .filter(|(_, c)| c.is_gone() || c.idle_for(self.idle))
@@ -195,7 +188,7 @@ impl Table {
     /// Closes everything (shutdown).
     pub fn close_all(&self) {
         for m in [&self.sessions, &self.callers] {
-            let all: Vec<Arc<Conv>> = Self::lock(m).drain().map(|(_, c)| c).collect();
+            let all: Vec<Arc<Conv>> = lock(m).drain().map(|(_, c)| c).collect();
             for c in all {
                 c.close();
             }
@@ -236,7 +229,7 @@ mod tests {
         assert_eq!(t.reserve("a").err(), Some(NoRoom::Table));
         drop((b, c));
         assert_eq!(t.opening.load(Ordering::Acquire), 0);
-        assert!(lock_counts(&t.opening_by).is_empty());
+        assert!(lock(&t.opening_by).is_empty());
     }
 
     #[test]
