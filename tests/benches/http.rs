@@ -291,16 +291,19 @@ struct Timed {
 /// `callers` sessions each making their share of `n` calls, with `watch`'s CPU measured
 /// over the calls only (not the sessions' opening).
 async fn run(url: &str, callers: usize, n: usize, watch: &[u32]) -> anyhow::Result<Timed> {
-    let http = reqwest::Client::new();
+    // Each caller is a client of its own (its own connection), as separate MCP clients
+    // are: one shared pool would carry any session's calls on any connection.
     let mut sids = Vec::new();
     for _ in 0..callers {
-        sids.push(open(&http, url).await?.context("session refused")?);
+        let http = reqwest::Client::new();
+        let sid = open(&http, url).await?.context("session refused")?;
+        sids.push((http, sid));
     }
     let cpu0: Vec<u64> = watch.iter().map(|p| cpu_ns(*p)).collect();
     let start = Instant::now();
     let mut tasks = Vec::new();
-    for (c, sid) in sids.into_iter().enumerate() {
-        let (http, url) = (http.clone(), url.to_string());
+    for (c, (http, sid)) in sids.into_iter().enumerate() {
+        let url = url.to_string();
         let share = n / callers + usize::from(c < n % callers);
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::with_capacity(share);
