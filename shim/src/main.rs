@@ -16,6 +16,7 @@ mod governor;
 mod http;
 mod ids;
 mod lean;
+mod mcp_headers;
 mod names;
 mod outbox;
 mod policy;

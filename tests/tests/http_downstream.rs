@@ -5,6 +5,9 @@
 #[path = "shim_support.rs"]
 mod support;
 
+#[path = "http/support.rs"]
+mod http;
+
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -376,4 +379,63 @@ fn http_downstream_python_mcpserver_passes_calls_in_both_eras() {
     );
     assert_eq!(text(&r), "wiped db", "{r}");
     assert!(c.close().success());
+}
+
+/// SEP-2243: a tool's `x-mcp-header` argument rides in `Mcp-Param-{Name}`. The Python SDK's
+/// 2026-07-28 transport refuses a call whose header is missing or disagrees with the body,
+/// so its answers show tc mirrors it (plain and base64); the HTTP front refuses a caller
+/// whose header says something else than the body it judges.
+#[test]
+fn x_mcp_header_arguments_are_mirrored_to_the_remote_and_checked_at_the_front() {
+    let port = tc_tests::free_port();
+    let mut cmd = Command::new(peers().join("venv/bin/python"));
+    cmd.arg(fixture("http_py_server.py")).arg(port.to_string());
+    let server = Server::start(cmd, port);
+    let mut env = Env::new(&remote_vault("py", &server.url(), ""));
+    env.start_tcd();
+    let meta = http::modern_meta();
+    let (mut c, _log) = Client::start(&env, "py", &[]);
+    let list = c.request(json!(1), "tools/list", json!({"_meta": meta}));
+    let deploy = tool(&list["result"], "deploy").expect("deploy is listed");
+    assert_eq!(
+        deploy["inputSchema"]["properties"]["region"]["x-mcp-header"], "Region",
+        "{deploy}"
+    );
+    for (id, region) in [(2, "eu-west1"), (3, "zürich "), (4, "=?base64?eA==?=")] {
+        let r = c.request(
+            json!(id),
+            "tools/call",
+            json!({"name": "deploy", "arguments": {"region": region, "query": "q"}, "_meta": meta}),
+        );
+        assert_eq!(text(&r), format!("q in {region}"), "{r}");
+    }
+    assert!(c.close().success());
+
+    let front = http::Front::start(&env, "py");
+    let raw = http::Raw::new(&front.url());
+    let args = json!({"arguments": {"region": "eu-west1", "query": "q"}});
+    let (body, base) = http::modern_call(7, "deploy", args);
+    let post = |extra: &[(&str, &str)]| {
+        let mut h: Vec<(&str, &str)> = base.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        h.extend_from_slice(extra);
+        raw.post(&body, &h)
+    };
+    for (extra, why) in [
+        (&[][..], "missing"),
+        (&[("mcp-param-region", "us-east1")][..], "does not match"),
+        (&[("Mcp-Param-Region", "=?base64?!!?=")][..], "not valid"),
+    ] {
+        let a = post(extra);
+        assert_eq!(a.status, 400, "{extra:?}: {}", a.text);
+        assert_eq!(a.last()["error"]["code"], -32020, "{}", a.text);
+        assert!(a.text.contains(why), "{extra:?}: {}", a.text);
+    }
+    let a = post(&[("Mcp-Param-Region", "eu-west1")]);
+    assert_eq!(a.status, 200, "{}", a.text);
+    assert_eq!(
+        a.last()["result"]["content"][0]["text"],
+        "q in eu-west1",
+        "{}",
+        a.text
+    );
 }

@@ -8,7 +8,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, CONTENT_TYPE};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
 use reqwest::{Method, StatusCode};
 use serde_json::{json, Value};
 use tokio::io::BufReader;
@@ -19,6 +19,7 @@ use super::remote::{server_token, Peek, Remote};
 use super::sse::{Kind, Lines};
 use crate::framing::{read_down, Down};
 use crate::gate::Shim;
+use crate::mcp_headers;
 use crate::outbox::Receiver;
 use crate::results;
 
@@ -164,6 +165,9 @@ impl Conn {
             return self.fail(id.as_ref(), &why, json!({"reason": "session_gone"}));
         }
         let mut headers = self.base_headers(&peek);
+        if let Err(why) = self.param_headers(&peek, &line, &mut headers) {
+            return self.fail(id.as_ref(), &why, json!({"reason": "invalid_tool_schema"}));
+        }
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         let sent_session = headers.contains_key(SESSION);
         // Built whole (the builder would merge the headers into its own map, per call).
@@ -227,6 +231,40 @@ impl Conn {
         }
         peek.mirror(&mut h);
         h
+    }
+
+    /// A 2026-07-28 `tools/call`'s `Mcp-Param-*` headers, for the tool's `x-mcp-header`
+    /// arguments (a client MUST send them); a tool whose declarations are invalid is not
+    /// called over HTTP (a client MUST NOT use it).
+    fn param_headers(&self, peek: &Peek, line: &[u8], h: &mut HeaderMap) -> Result<(), String> {
+        if peek.modern.is_none() || peek.method.as_deref() != Some("tools/call") {
+            return Ok(());
+        }
+        let Some(tool) = peek.name.as_deref() else {
+            return Ok(());
+        };
+        let decls = match self.shim.param_headers(tool) {
+            Some(Ok(d)) if !d.is_empty() => d,
+            None | Some(Ok(_)) => return Ok(()),
+            Some(Err(why)) => {
+                return Err(format!(
+                    "tool {tool:?} is not called over HTTP: its x-mcp-header declarations are invalid ({why})"
+                ))
+            }
+        };
+        // Parsed again only for a tool that declares parameters.
+        let msg: Option<Value> = serde_json::from_slice(line).ok();
+        let args = msg.as_ref().and_then(|m| m.get("params")?.get("arguments"));
+        for (name, value) in mcp_headers::param_headers(&decls, args) {
+            let (Ok(n), Ok(v)) = (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(&value),
+            ) else {
+                continue;
+            };
+            h.insert(n, v);
+        }
+        Ok(())
     }
 
     fn learn_session(&self, resp: &reqwest::Response) {

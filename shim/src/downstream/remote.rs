@@ -5,11 +5,12 @@
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
-use base64::Engine;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION};
 use serde::Deserialize;
 use serde_json::Value;
 use tc_core::config::VaultConfig;
+
+use crate::mcp_headers;
 
 /// `_meta` key carrying a 2026-07-28 request's protocol version.
 pub const VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
@@ -147,15 +148,10 @@ impl Peek {
             return Peek::default();
         };
         let p = raw.params;
-        let key = match raw.method.as_deref() {
-            Some("tools/call" | "prompts/get") => Some("name"),
-            Some("resources/read") => Some("uri"),
-            _ => None,
-        };
-        let name = p.as_ref().and_then(|p| match key {
-            Some("name") => p.name.as_ref()?.as_str().map(String::from),
-            Some(_) => p.uri.as_ref()?.as_str().map(String::from),
-            None => None,
+        let key = raw.method.as_deref().and_then(mcp_headers::name_key);
+        let name = p.as_ref().and_then(|p| {
+            let v = if key? == "uri" { &p.uri } else { &p.name };
+            v.as_ref()?.as_str().map(String::from)
         });
         let modern = p.as_ref().and_then(|p| {
             p.meta
@@ -191,27 +187,12 @@ impl Peek {
             ("mcp-method", Some(m.as_str())),
             ("mcp-name", self.name.as_deref()),
         ] {
-            if let Some(val) = value.and_then(|x| HeaderValue::from_str(&header_safe(x)).ok()) {
+            if let Some(val) =
+                value.and_then(|x| HeaderValue::from_str(&mcp_headers::encode(x)).ok())
+            {
                 h.insert(HeaderName::from_static(name), val);
             }
         }
-    }
-}
-
-/// A value as an HTTP header carries it: printable ASCII without edge whitespace as
-/// is, anything else as `=?base64?…?=` (the SDKs' encoding, so the server compares the
-/// exact string).
-pub fn header_safe(v: &str) -> String {
-    let plain = v.bytes().all(|b| (0x20..=0x7e).contains(&b))
-        && v.trim() == v
-        && !(v.starts_with("=?base64?") && v.ends_with("?="));
-    if plain {
-        v.to_string()
-    } else {
-        format!(
-            "=?base64?{}?=",
-            base64::engine::general_purpose::STANDARD.encode(v.as_bytes())
-        )
     }
 }
 
@@ -224,6 +205,7 @@ pub fn server_token(v: &[u8]) -> Option<HeaderValue> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use base64::Engine as _;
     use serde_json::json;
 
     #[test]
@@ -264,15 +246,7 @@ mod tests {
     }
 
     #[test]
-    fn header_values_that_would_not_survive_are_base64() {
-        assert_eq!(header_safe("plain-name_1"), "plain-name_1");
-        for v in [" lead", "a\r\nX-Evil: 1", "ünï", "=?base64?eA==?="] {
-            let enc = header_safe(v);
-            assert!(
-                enc.starts_with("=?base64?") && HeaderValue::from_str(&enc).is_ok(),
-                "{v}"
-            );
-        }
+    fn server_tokens_are_visible_ascii() {
         assert!(server_token(b"abc-123").is_some());
         assert!(server_token(b"a b").is_none());
         assert!(server_token(b"a\r\n").is_none());

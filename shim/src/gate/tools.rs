@@ -10,6 +10,7 @@ use tc_core::ErrorCode;
 use super::Shim;
 use crate::era;
 use crate::lean;
+use crate::mcp_headers::{self, ParamHeader};
 use crate::policy::{self, ArgSpec, Policy};
 use crate::results;
 
@@ -19,13 +20,19 @@ pub(super) struct Tool {
     pub(super) def: Arc<Value>,
     /// Found on the tool's first call, then kept with this definition (not per call).
     paths: Arc<OnceLock<Vec<ArgSpec>>>,
+    /// Its `x-mcp-header` parameters (or why they are invalid), likewise.
+    params: Arc<OnceLock<Params>>,
 }
+
+/// A tool's `x-mcp-header` declarations, or why they are invalid.
+pub type Params = Result<Arc<[ParamHeader]>, String>;
 
 impl Tool {
     fn new(def: Value) -> Tool {
         Tool {
             def: Arc::new(def),
             paths: Arc::default(),
+            params: Arc::default(),
         }
     }
 
@@ -39,7 +46,37 @@ impl Tool {
     }
 }
 
+impl Tool {
+    /// The tool's `x-mcp-header` parameters, read from its definition once.
+    fn params(&self) -> Params {
+        self.params
+            .get_or_init(|| mcp_headers::declarations(&self.def).map(Arc::from))
+            .clone()
+    }
+}
+
 impl Shim {
+    /// A known tool's `x-mcp-header` parameters (the HTTP downstream mirrors them); None
+    /// when the tool is not in the cache.
+    pub fn param_headers(&self, tool: &str) -> Option<Params> {
+        self.known_tool(tool).map(|t| t.params())
+    }
+
+    /// Like [`Shim::param_headers`] for the tool `msg` calls, listing the downstream's
+    /// tools first if it is not known yet (after finding out the downstream's era, as a
+    /// call's judgement does): the HTTP front checks a call's headers against them.
+    pub async fn listed_param_headers(
+        &self,
+        msg: &Value,
+        tool: &str,
+    ) -> Result<Option<Params>, String> {
+        if let Some(meta) = era::request_meta(msg) {
+            self.ensure_down_era(meta).await?;
+        }
+        self.ensure_tools(tool).await?;
+        Ok(self.param_headers(tool))
+    }
+
     /// Learns tool definitions from a `tools/list` result and rewrites it for the client.
     pub(super) fn rewrite_tools_list(&self, result: &mut Value) {
         let Some(tools) = result.get_mut("tools").and_then(Value::as_array_mut) else {

@@ -1,15 +1,19 @@
 //! The 2026-07-28 era over HTTP: which POSTs belong to it, and the check that the routing
-//! headers (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`) say what the body says.
+//! headers (`MCP-Protocol-Version`, `Mcp-Method`, `Mcp-Name`, a tool's `Mcp-Param-*`) say
+//! what the body says.
 //!
 //! An intermediary may route on those headers; tc judges the body. A request whose
 //! headers disagree with its body is refused (`-32020`) so that nothing on the way can be
 //! shown one call while the gate judges another.
 
+use std::sync::Arc;
+
 use axum::http::HeaderMap;
-use base64::Engine as _;
 use serde_json::Value;
 
 use crate::era;
+use crate::gate::Shim;
+use crate::mcp_headers;
 use crate::value::at;
 
 /// JSON-RPC error: the routing headers disagree with the body.
@@ -110,44 +114,47 @@ pub fn check_headers(h: &HeaderMap, msg: &Value) -> Result<(), String> {
         Some(Ok(m)) if Some(m) == method => {}
         _ => return Err("Mcp-Method header does not match the request's method".into()),
     }
-    let key = match method {
-        Some("tools/call" | "prompts/get") => "name",
-        Some("resources/read") => "uri",
-        _ => return Ok(()),
+    let Some(key) = method.and_then(mcp_headers::name_key) else {
+        return Ok(());
     };
     let Some(body) = at(msg, &["params", key]).and_then(Value::as_str) else {
         return Ok(());
     };
     match header(NAME_HEADER) {
-        Some(Ok(n)) if decode(n).as_deref() == Some(body) => Ok(()),
+        Some(Ok(n)) if mcp_headers::decode(n).as_deref() == Some(body) => Ok(()),
         _ => Err(format!(
             "Mcp-Name header does not match the request's params.{key}"
         )),
     }
 }
 
-/// A header value as sent: verbatim, or the UTF-8 inside a `=?base64?…?=` sentinel
-/// (canonical base64 only, so one value has one spelling).
-fn decode(v: &str) -> Option<String> {
-    let Some(inner) = v
-        .strip_prefix("=?base64?")
-        .and_then(|r| r.strip_suffix("?="))
-    else {
-        return Some(v.to_string());
-    };
-    let bytes = base64::engine::general_purpose::STANDARD
-        .decode(inner)
-        .ok()?;
-    if base64::engine::general_purpose::STANDARD.encode(&bytes) != inner {
-        return None;
+/// `Ok` when a `tools/call`'s `Mcp-Param-*` headers match its arguments, per the tool's
+/// `x-mcp-header` declarations (the downstream's tools are listed first if the tool is
+/// not known yet); any `Mcp-Param-*` header must at least decode.
+pub async fn check_param_headers(shim: &Shim, h: &HeaderMap, msg: &Value) -> Result<(), String> {
+    if msg.get("method").and_then(Value::as_str) != Some("tools/call") {
+        return Ok(());
     }
-    String::from_utf8(bytes).ok()
+    let args = at(msg, &["params", "arguments"]);
+    let tool = at(msg, &["params", "name"]).and_then(Value::as_str);
+    let decls = match tool {
+        Some(t) => match shim.listed_param_headers(msg, t).await {
+            Ok(Some(Ok(d))) => d,
+            // Unknown, unlisted or invalid declarations: the engine refuses such a call
+            // on its own (unlisted) or the downstream does (invalid); headers must decode.
+            _ => Arc::from([]),
+        },
+        None => Arc::from([]),
+    };
+    mcp_headers::check_params(h, &decls, args)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::mcp_headers::decode;
     use axum::http::HeaderValue;
+    use base64::Engine as _;
     use serde_json::json;
 
     fn call(name: &str) -> Value {

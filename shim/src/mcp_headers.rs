@@ -1,0 +1,413 @@
+//! SEP-2243's headers in one place: which body field `Mcp-Name` mirrors, how a value
+//! travels in a header (`=?base64?…?=`), and a tool's `x-mcp-header` parameters.
+//!
+//! The HTTP downstream sends `Mcp-Param-{Name}` for each declared argument of a 2026-07-28
+//! `tools/call` (a client MUST); the HTTP front refuses a call whose `Mcp-Param-*` headers
+//! say something else than its body (an intermediary may route on them; tc judges the
+//! body). The encoding is the SDKs': the server compares exact strings.
+
+use std::collections::HashSet;
+
+use axum::http::HeaderMap;
+use base64::Engine as _;
+use serde_json::Value;
+
+/// The header prefix of a mirrored tool parameter.
+pub const PARAM_PREFIX: &str = "mcp-param-";
+/// The schema keyword naming a parameter's header.
+const KEYWORD: &str = "x-mcp-header";
+
+/// The body field `Mcp-Name` mirrors for `method`, if it carries one (the spec's three;
+/// not the Tasks extension's `taskId`, which a client need not send and the front
+/// would then refuse).
+pub fn name_key(method: &str) -> Option<&'static str> {
+    match method {
+        "tools/call" | "prompts/get" => Some("name"),
+        "resources/read" => Some("uri"),
+        _ => None,
+    }
+}
+
+/// A value as an HTTP header carries it: printable ASCII without edge whitespace as is,
+/// anything else (and anything that looks like the sentinel) as `=?base64?…?=`.
+pub fn encode(v: &str) -> String {
+    let plain = v.bytes().all(|b| (0x20..=0x7e).contains(&b))
+        && v.trim_matches([' ', '\t']) == v
+        && !(v.starts_with("=?base64?") && v.ends_with("?="));
+    if plain {
+        v.to_string()
+    } else {
+        let b64 = base64::engine::general_purpose::STANDARD.encode(v.as_bytes());
+        format!("=?base64?{b64}?=")
+    }
+}
+
+/// A header value as sent: verbatim, or the UTF-8 inside a `=?base64?…?=` sentinel
+/// (canonical base64 only, so one value has one spelling).
+pub fn decode(v: &str) -> Option<String> {
+    let Some(inner) = v
+        .strip_prefix("=?base64?")
+        .and_then(|r| r.strip_suffix("?="))
+    else {
+        return Some(v.to_string());
+    };
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(inner)
+        .ok()?;
+    if base64::engine::general_purpose::STANDARD.encode(&bytes) != inner {
+        return None;
+    }
+    String::from_utf8(bytes).ok()
+}
+
+/// One `x-mcp-header` declaration: the header's name part and the argument it mirrors
+/// (property names from the schema root).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParamHeader {
+    pub name: String,
+    pub path: Vec<String>,
+}
+
+/// A tool definition's declarations, or why they are invalid (a client MUST NOT use such
+/// a tool over HTTP): each a non-empty RFC 9110 token, unique without regard to case, on
+/// a primitive property reached from the root through `properties` alone.
+pub fn declarations(def: &Value) -> Result<Vec<ParamHeader>, String> {
+    let Some(schema) = def.get("inputSchema").and_then(Value::as_object) else {
+        return Ok(Vec::new());
+    };
+    if schema.contains_key(KEYWORD) {
+        return Err("x-mcp-header must annotate a property, not the schema root".into());
+    }
+    let mut out = Vec::new();
+    walk(schema, &mut Vec::new(), true, &mut out)?;
+    let mut seen = HashSet::new();
+    for d in &out {
+        if !seen.insert(d.name.to_ascii_lowercase()) {
+            return Err(format!("x-mcp-header {:?} is declared twice", d.name));
+        }
+    }
+    Ok(out)
+}
+
+/// Collects declarations under `schema`; `chain` says whether it is reached from the root
+/// through `properties` alone (anywhere else a declaration is refused).
+fn walk(
+    schema: &serde_json::Map<String, Value>,
+    path: &mut Vec<String>,
+    chain: bool,
+    out: &mut Vec<ParamHeader>,
+) -> Result<(), String> {
+    for (key, value) in schema {
+        match key.as_str() {
+            KEYWORD if !path.is_empty() => {
+                if !chain {
+                    return Err(format!(
+                        "x-mcp-header under {} is off the properties path",
+                        path.join(".")
+                    ));
+                }
+                out.push(declared(value, schema, path)?);
+            }
+            "properties" => {
+                for (prop, sub) in value.as_object().into_iter().flatten() {
+                    path.push(prop.clone());
+                    if let Some(sub) = sub.as_object() {
+                        walk(sub, path, chain, out)?;
+                    }
+                    path.pop();
+                }
+            }
+            // Instance data, not schemas: a key named x-mcp-header there means nothing.
+            "default" | "const" | "enum" | "examples" | "dependentRequired" => {}
+            _ => off_chain(value, path)?,
+        }
+    }
+    Ok(())
+}
+
+/// Refuses any declaration inside a subschema that is not a `properties` chain.
+fn off_chain(value: &Value, path: &mut Vec<String>) -> Result<(), String> {
+    match value {
+        Value::Object(o) => {
+            if o.contains_key(KEYWORD) {
+                let at = if path.is_empty() {
+                    "the root".to_string()
+                } else {
+                    path.join(".")
+                };
+                return Err(format!(
+                    "x-mcp-header under {at} is off the properties path"
+                ));
+            }
+            let mut sink = Vec::new();
+            walk(o, path, false, &mut sink)
+        }
+        Value::Array(a) => a.iter().try_for_each(|v| off_chain(v, path)),
+        _ => Ok(()),
+    }
+}
+
+/// One declaration, checked.
+fn declared(
+    value: &Value,
+    schema: &serde_json::Map<String, Value>,
+    path: &[String],
+) -> Result<ParamHeader, String> {
+    let prop = path.join(".");
+    let Some(name) = value.as_str() else {
+        return Err(format!("x-mcp-header of {prop} is not a string"));
+    };
+    if name.is_empty() || !name.bytes().all(is_tchar) {
+        return Err(format!(
+            "x-mcp-header {name:?} of {prop} is not an HTTP token"
+        ));
+    }
+    match schema.get("type").and_then(Value::as_str) {
+        // Not `number`: a float's decimal spelling differs between implementations.
+        Some("string" | "integer" | "boolean") => {}
+        other => {
+            let m = format!("x-mcp-header {name:?} is on {prop} of type {other:?}");
+            return Err(format!("{m}, not a string, integer or boolean"));
+        }
+    }
+    Ok(ParamHeader {
+        name: name.to_string(),
+        path: path.to_vec(),
+    })
+}
+
+/// RFC 9110 `tchar`.
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// The argument a declaration mirrors and its header's text: `None` when it is absent or
+/// null (no header is sent or expected), or not a primitive.
+fn argument<'a>(args: Option<&'a Value>, d: &ParamHeader) -> Option<(&'a Value, String)> {
+    let v = d.path.iter().try_fold(args?, |v, k| v.get(k))?;
+    let text = match v {
+        Value::String(s) => s.clone(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => n.to_string(),
+        _ => return None,
+    };
+    Some((v, text))
+}
+
+/// Whether a header's decoded text says what the body's argument says: the same text, or
+/// (the spec's SHOULD) the same integer spelled `42` for a body's `42.0`.
+fn agrees(sent: &str, body: &Value, text: &str) -> bool {
+    let same_integer = || {
+        let b = body.as_f64().filter(|b| b.fract() == 0.0);
+        b.zip(sent.parse::<i64>().ok())
+            .is_some_and(|(b, s)| s as f64 == b)
+    };
+    sent == text || (body.is_number() && same_integer())
+}
+
+/// The `Mcp-Param-*` headers a call with `args` carries: (lowercase name, encoded value).
+pub fn param_headers(decls: &[ParamHeader], args: Option<&Value>) -> Vec<(String, String)> {
+    decls
+        .iter()
+        .filter_map(|d| {
+            let (_, text) = argument(args, d)?;
+            Some((
+                format!("{PARAM_PREFIX}{}", d.name.to_ascii_lowercase()),
+                encode(&text),
+            ))
+        })
+        .collect()
+}
+
+/// `Ok` when each declared argument's header is present exactly when the argument is,
+/// once, and decodes to it; every `Mcp-Param-*` header must decode.
+pub fn check_params(
+    h: &HeaderMap,
+    decls: &[ParamHeader],
+    args: Option<&Value>,
+) -> Result<(), String> {
+    for (name, value) in h {
+        if name.as_str().starts_with(PARAM_PREFIX) && value.to_str().ok().and_then(decode).is_none()
+        {
+            return Err(format!(
+                "{name} header is not valid (visible ASCII or =?base64?…?=)"
+            ));
+        }
+    }
+    for d in decls {
+        let full = format!("{PARAM_PREFIX}{}", d.name);
+        let mut sent = h.get_all(full.as_str()).iter();
+        let (first, again) = (sent.next(), sent.next().is_some());
+        if again {
+            return Err(format!("{full} header appears more than once"));
+        }
+        let sent = first.and_then(|v| v.to_str().ok()).and_then(decode);
+        match (sent, argument(args, d)) {
+            (None, None) => {}
+            (Some(s), Some((body, text))) if agrees(&s, body, &text) => {}
+            (Some(_), None) => {
+                return Err(format!(
+                    "{full} header sent for an absent argument {}",
+                    d.path.join(".")
+                ))
+            }
+            (None, Some(_)) => {
+                return Err(format!("{full} header missing for {}", d.path.join(".")))
+            }
+            (Some(_), Some(_)) => {
+                return Err(format!(
+                    "{full} header does not match the argument {}",
+                    d.path.join(".")
+                ))
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+    use serde_json::json;
+
+    fn tool(props: Value) -> Value {
+        json!({"name": "deploy", "inputSchema": {"type": "object", "properties": props}})
+    }
+
+    #[test]
+    fn declarations_are_found_at_any_depth_of_properties() {
+        let def = tool(json!({
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "opts": {"type": "object", "properties": {"prio": {"type": "integer", "x-mcp-header": "Prio"}}},
+            "query": {"type": "string"}}));
+        let mut d = declarations(&def).unwrap();
+        d.sort_by(|a, b| a.name.cmp(&b.name));
+        assert_eq!(
+            d[0],
+            ParamHeader {
+                name: "Prio".into(),
+                path: vec!["opts".into(), "prio".into()]
+            }
+        );
+        assert_eq!(
+            d[1],
+            ParamHeader {
+                name: "Region".into(),
+                path: vec!["region".into()]
+            }
+        );
+        let args = json!({"region": "ünï", "opts": {"prio": 3}, "query": "x"});
+        let mut hs = param_headers(&d, Some(&args));
+        hs.sort();
+        assert_eq!(hs[0], ("mcp-param-prio".into(), "3".into()));
+        assert_eq!(hs[1].0, "mcp-param-region");
+        assert_eq!(decode(&hs[1].1).as_deref(), Some("ünï"));
+        assert!(param_headers(&d, Some(&json!({"region": null}))).is_empty());
+    }
+
+    #[test]
+    fn invalid_declarations_are_refused_with_the_reason() {
+        for (props, why) in [
+            (
+                json!({"a": {"type": "string", "x-mcp-header": ""}}),
+                "not an HTTP token",
+            ),
+            (
+                json!({"a": {"type": "string", "x-mcp-header": "Re gion"}}),
+                "not an HTTP token",
+            ),
+            (
+                json!({"a": {"type": "string", "x-mcp-header": 7}}),
+                "not a string",
+            ),
+            (
+                json!({"a": {"type": "object", "x-mcp-header": "A"}}),
+                "type",
+            ),
+            (
+                json!({"a": {"type": "string", "x-mcp-header": "R"}, "b": {"type": "string", "x-mcp-header": "r"}}),
+                "twice",
+            ),
+            (
+                json!({"a": {"type": "array", "items": {"type": "string", "x-mcp-header": "I"}}}),
+                "off the properties path",
+            ),
+            (
+                json!({"a": {"anyOf": [{"type": "string", "x-mcp-header": "I"}]}}),
+                "off the properties path",
+            ),
+        ] {
+            let e = declarations(&tool(props.clone())).unwrap_err();
+            assert!(e.contains(why), "{props}: {e}");
+        }
+        let root = json!({"name": "t", "inputSchema": {"type": "object", "x-mcp-header": "X"}});
+        assert!(declarations(&root).unwrap_err().contains("root"));
+        let data =
+            tool(json!({"a": {"type": "string", "default": {"x-mcp-header": "not a schema"}}}));
+        assert_eq!(declarations(&data).unwrap(), vec![]);
+    }
+
+    #[test]
+    fn the_front_check_wants_each_header_exactly_when_its_argument_is_there() {
+        let d = vec![ParamHeader {
+            name: "Region".into(),
+            path: vec!["region".into()],
+        }];
+        let args = json!({"region": "us-west1"});
+        let mut h = HeaderMap::new();
+        assert!(check_params(&h, &d, Some(&args))
+            .unwrap_err()
+            .contains("missing"));
+        h.insert("mcp-param-region", HeaderValue::from_static("us-west1"));
+        assert!(check_params(&h, &d, Some(&args)).is_ok());
+        assert!(check_params(&h, &d, Some(&json!({})))
+            .unwrap_err()
+            .contains("absent"));
+        h.insert("mcp-param-region", HeaderValue::from_static("eu-west1"));
+        assert!(check_params(&h, &d, Some(&args))
+            .unwrap_err()
+            .contains("does not match"));
+        h.insert(
+            "mcp-param-region",
+            HeaderValue::from_str(&encode("us-west1 ")).unwrap(),
+        );
+        assert!(check_params(&h, &d, Some(&json!({"region": "us-west1 "}))).is_ok());
+        let n = vec![ParamHeader {
+            name: "N".into(),
+            path: vec!["n".into()],
+        }];
+        let mut hn = HeaderMap::new();
+        hn.insert("mcp-param-n", HeaderValue::from_static("42"));
+        assert!(check_params(&hn, &n, Some(&json!({"n": 42.0}))).is_ok());
+        assert!(check_params(&hn, &n, Some(&json!({"n": 42.5}))).is_err());
+        assert!(check_params(&hn, &n, Some(&json!({"n": "42.0"}))).is_err());
+        h.append("mcp-param-region", HeaderValue::from_static("us-west1"));
+        assert!(check_params(&h, &d, Some(&args))
+            .unwrap_err()
+            .contains("more than once"));
+        let mut h = HeaderMap::new();
+        h.insert("mcp-param-other", HeaderValue::from_static("=?base64?!!?="));
+        assert!(check_params(&h, &[], None)
+            .unwrap_err()
+            .contains("not valid"));
+    }
+
+    #[test]
+    fn values_that_would_not_survive_a_header_are_base64() {
+        assert_eq!(encode("plain-name_1"), "plain-name_1");
+        for v in [" lead", "tab\t", "a\r\nX-Evil: 1", "ünï", "=?base64?eA==?="] {
+            let enc = encode(v);
+            assert!(
+                enc.starts_with("=?base64?") && HeaderValue::from_str(&enc).is_ok(),
+                "{v}"
+            );
+            assert_eq!(decode(&enc).as_deref(), Some(v));
+        }
+        assert_eq!(
+            decode("=?base64?eA?=").as_deref(),
+            None,
+            "non-canonical padding"
+        );
+    }
+}
