@@ -56,25 +56,11 @@ impl Tool {
 }
 
 impl Shim {
-    /// A known tool's `x-mcp-header` parameters (the HTTP downstream mirrors them); None
-    /// when the tool is not in the cache.
+    /// A known tool's `x-mcp-header` parameters (the HTTP downstream mirrors them, the
+    /// HTTP front checks a caller's headers against them); None when the tool is not in
+    /// the cache.
     pub fn param_headers(&self, tool: &str) -> Option<Params> {
         self.known_tool(tool).map(|t| t.params())
-    }
-
-    /// Like [`Shim::param_headers`] for the tool `msg` calls, listing the downstream's
-    /// tools first if it is not known yet (after finding out the downstream's era, as a
-    /// call's judgement does): the HTTP front checks a call's headers against them.
-    pub async fn listed_param_headers(
-        &self,
-        msg: &Value,
-        tool: &str,
-    ) -> Result<Option<Params>, String> {
-        if let Some(meta) = era::request_meta(msg) {
-            self.ensure_down_era(meta).await?;
-        }
-        self.ensure_tools(tool).await?;
-        Ok(self.param_headers(tool))
     }
 
     /// Learns tool definitions from a `tools/list` result and rewrites it for the client.

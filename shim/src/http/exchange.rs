@@ -103,7 +103,7 @@ async fn stateless(f: &Arc<Front>, caller: &str, h: &HeaderMap, parsed: Parsed) 
         Ok(Err(_)) => return full(),
         Err(e) => return unavailable(&e),
     };
-    if let Err(why) = modern::check_param_headers(&conv.shim, h, parsed.msg()).await {
+    if let Err(why) = modern::check_param_headers(&conv.shim, h, parsed.msg()) {
         return rpc_error(StatusCode::BAD_REQUEST, &id, modern::HEADER_MISMATCH, why);
     }
     let inner = json!(format!(

@@ -129,24 +129,21 @@ pub fn check_headers(h: &HeaderMap, msg: &Value) -> Result<(), String> {
 }
 
 /// `Ok` when a `tools/call`'s `Mcp-Param-*` headers match its arguments, per the tool's
-/// `x-mcp-header` declarations (the downstream's tools are listed first if the tool is
-/// not known yet); any `Mcp-Param-*` header must at least decode.
-pub async fn check_param_headers(shim: &Shim, h: &HeaderMap, msg: &Value) -> Result<(), String> {
+/// `x-mcp-header` declarations as the conversation knows them (from a listing the caller
+/// or the engine made: listing here, before the engine's admission, would let a burst of
+/// unknown names list the downstream's tools without bound); any `Mcp-Param-*` header
+/// must at least decode.
+pub fn check_param_headers(shim: &Shim, h: &HeaderMap, msg: &Value) -> Result<(), String> {
     if msg.get("method").and_then(Value::as_str) != Some("tools/call") {
         return Ok(());
     }
-    let args = at(msg, &["params", "arguments"]);
     let tool = at(msg, &["params", "name"]).and_then(Value::as_str);
-    let decls = match tool {
-        Some(t) => match shim.listed_param_headers(msg, t).await {
-            Ok(Some(Ok(d))) => d,
-            // Unknown, unlisted or invalid declarations: the engine refuses such a call
-            // on its own (unlisted) or the downstream does (invalid); headers must decode.
-            _ => Arc::from([]),
-        },
-        None => Arc::from([]),
+    let decls = match tool.and_then(|t| shim.param_headers(t)) {
+        Some(Ok(d)) => d,
+        // Unknown, or invalid declarations (the downstream refuses that call).
+        _ => Arc::from([]),
     };
-    mcp_headers::check_params(h, &decls, args)
+    mcp_headers::check_params(h, &decls, at(msg, &["params", "arguments"]))
 }
 
 #[cfg(test)]
