@@ -31,10 +31,6 @@ const EXPECTED: &[(&str, &str, &[&str])] = &[
             // server-everything: untestable (Python MCPServer fails them too).
             "sep-2575-server-rejects-undeclared-capability",
             "sep-2575-missing-capability-http-400",
-            // `subscriptions/listen` is not served by the front yet (-32601).
-            "sep-2575-server-sends-subscription-ack",
-            "sep-2575-server-tags-subscription-id",
-            "sep-2575-server-honors-notification-filter",
         ],
     ),
 ];

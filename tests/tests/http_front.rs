@@ -333,3 +333,151 @@ fn progress_goes_with_the_request_it_reports_on() {
         assert!(tokens.iter().all(|t| *t == own), "{own}: {}", answer.text);
     }
 }
+
+/// A `subscriptions/listen` stream: the next JSON-RPC message on it (30 s at most).
+async fn next_frame(resp: &mut reqwest::Response, buf: &mut String) -> Value {
+    loop {
+        if let Some(end) = buf.find('\n') {
+            let line: String = buf.drain(..=end).collect();
+            if let Some(d) = line.trim().strip_prefix("data:") {
+                return serde_json::from_str(d.trim()).expect("a JSON-RPC message");
+            }
+            continue;
+        }
+        let chunk = tokio::time::timeout(std::time::Duration::from_secs(30), resp.chunk())
+            .await
+            .expect("a frame within 30 s")
+            .expect("the stream reads")
+            .expect("the stream stays open");
+        buf.push_str(std::str::from_utf8(&chunk).unwrap());
+    }
+}
+
+/// 2026-07-28 `subscriptions/listen` through the front, in front of a legacy server on
+/// the real TypeScript SDK whose lists change: each stream is acknowledged first, then gets the
+/// list-changed notifications it asked for and no others, tagged with its request id;
+/// the tool call that changed the list does not carry the notification.
+#[test]
+fn listen_streams_get_the_list_changes_they_asked_for_and_nothing_else() {
+    let fixture = workspace().join("tests/fixtures/list_changed_server.mjs");
+    let modules = peers().join("npm/node_modules");
+    let env = {
+        let mut e = Env::new(&format!(
+            "[[vaults]]\nid = \"lc\"\nroot = \"$ROOT\"\ncommand = [\"node\", {:?}, {:?}]\n",
+            fixture.display().to_string(),
+            modules.display().to_string()
+        ));
+        e.start_tcd();
+        e
+    };
+    let front = Front::start(&env, "lc");
+    let url = front.url();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let http = reqwest::Client::new();
+        let post = |id: Value, method: &str, params: Value| {
+            let mut p = params;
+            p["_meta"] = modern_meta();
+            let mut req = http
+                .post(&url)
+                .header("content-type", "application/json")
+                .header("accept", "application/json, text/event-stream")
+                .header("mcp-protocol-version", "2026-07-28")
+                .header("mcp-method", method);
+            if let Some(n) = p.get("name").and_then(Value::as_str) {
+                req = req.header("mcp-name", n);
+            }
+            req.body(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": p}).to_string())
+                .send()
+        };
+        let listen = |id: &str, what: &str| {
+            post(
+                json!(id),
+                "subscriptions/listen",
+                json!({"notifications": {what: true}}),
+            )
+        };
+        let (mut tools, mut tbuf) = (
+            listen("t-sub", "toolsListChanged").await.unwrap(),
+            String::new(),
+        );
+        let (mut prompts, mut pbuf) = (
+            listen("p-sub", "promptsListChanged").await.unwrap(),
+            String::new(),
+        );
+        for (resp, buf, id, what) in [
+            (&mut tools, &mut tbuf, "t-sub", "toolsListChanged"),
+            (&mut prompts, &mut pbuf, "p-sub", "promptsListChanged"),
+        ] {
+            assert_eq!(resp.status(), 200);
+            let ack = next_frame(resp, buf).await;
+            assert_eq!(
+                ack["method"], "notifications/subscriptions/acknowledged",
+                "{ack}"
+            );
+            assert_eq!(ack["params"]["notifications"], json!({what: true}), "{ack}");
+            assert_eq!(
+                ack["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+                id
+            );
+        }
+
+        let call = post(
+            json!(1),
+            "tools/call",
+            json!({"name": "grow", "arguments": {"name": "fresh"}}),
+        );
+        let answer = call.await.unwrap().text().await.unwrap();
+        assert!(answer.contains("added fresh"), "{answer}");
+        assert!(
+            !answer.contains("list_changed"),
+            "the call's own answer carries no subscription: {answer}"
+        );
+        let n = next_frame(&mut tools, &mut tbuf).await;
+        assert_eq!(n["method"], "notifications/tools/list_changed", "{n}");
+        assert_eq!(
+            n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+            "t-sub"
+        );
+
+        let call = post(
+            json!(2),
+            "tools/call",
+            json!({"name": "reword", "arguments": {}}),
+        );
+        assert!(call
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+            .contains("reworded"));
+        // The tools change came first: had it leaked to the prompts stream, it would be here.
+        let n = next_frame(&mut prompts, &mut pbuf).await;
+        assert_eq!(n["method"], "notifications/prompts/list_changed", "{n}");
+        assert_eq!(
+            n["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+            "p-sub"
+        );
+
+        // The engine saw the change: the new tool is listed and runs.
+        let list = post(json!(3), "tools/list", json!({}))
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        assert!(list.contains("\"fresh\""), "{list}");
+        let bad = post(
+            json!(4),
+            "subscriptions/listen",
+            json!({"notifications": ["tools"]}),
+        )
+        .await
+        .unwrap();
+        assert_eq!(bad.status(), 400);
+    });
+}

@@ -47,6 +47,12 @@ impl Shim {
         }
     }
 
+    /// Whether the downstream speaks the legacy era (its `list_changed` notifications come
+    /// unasked), finding out first on behalf of a modern request with envelope `meta`.
+    pub async fn downstream_is_legacy(&self, meta: &Value) -> Result<bool, String> {
+        Ok(self.ensure_down_era(meta).await? == Era::Legacy)
+    }
+
     /// Finds out (once) which era the downstream speaks, on behalf of a modern client
     /// request with envelope `meta`: probes `server/discover`; on an error answer it does
     /// the legacy `initialize` handshake itself, in its own id space.

@@ -10,6 +10,7 @@ use std::time::Instant;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
+use super::listen::{self, Filter};
 use crate::framing::Frame;
 use crate::gate::{Parsed, Shim};
 use crate::ids::{self, IdKey};
@@ -27,6 +28,8 @@ pub enum Msg {
 const EXCHANGE_QUEUE: usize = 64;
 /// Messages a GET stream may have waiting; a client that does not read it loses it.
 const STREAM_QUEUE: usize = 256;
+/// `subscriptions/listen` streams one conversation may hold open.
+const MAX_LISTENERS: usize = 16;
 
 struct Waiter {
     tx: mpsc::Sender<Msg>,
@@ -36,11 +39,20 @@ struct Waiter {
     progress: Option<IdKey>,
 }
 
+/// An open `subscriptions/listen` stream: its request id (the tag) and what it asked for.
+struct Listener {
+    id: Value,
+    filter: Filter,
+    tx: mpsc::Sender<Vec<u8>>,
+}
+
 #[derive(Default)]
 struct Routes {
     waiters: HashMap<IdKey, Waiter>,
     /// The session's GET stream, when one is open.
     stream: Option<mpsc::Sender<Vec<u8>>>,
+    /// A stateless caller's `subscriptions/listen` streams.
+    listeners: Vec<Listener>,
     next_seq: u64,
 }
 
@@ -99,7 +111,10 @@ impl Conv {
         let idle =
             (self.epoch.elapsed().as_secs()).saturating_sub(self.last_used.load(Ordering::Relaxed));
         let r = self.routes();
-        idle >= secs && r.waiters.is_empty() && r.stream.as_ref().is_none_or(|s| s.is_closed())
+        idle >= secs
+            && r.waiters.is_empty()
+            && r.stream.as_ref().is_none_or(|s| s.is_closed())
+            && r.listeners.iter().all(|l| l.tx.is_closed())
     }
 
     /// Sends a client request into the engine; its answer comes on the returned exchange.
@@ -149,6 +164,19 @@ impl Conv {
         Some(rx)
     }
 
+    /// Opens a `subscriptions/listen` stream tagged `id`; `None` when the conversation
+    /// already holds [`MAX_LISTENERS`] open.
+    pub fn listen(&self, id: Value, filter: Filter) -> Option<mpsc::Receiver<Vec<u8>>> {
+        let mut r = self.routes();
+        r.listeners.retain(|l| !l.tx.is_closed());
+        if r.listeners.len() >= MAX_LISTENERS {
+            return None;
+        }
+        let (tx, rx) = mpsc::channel(STREAM_QUEUE);
+        r.listeners.push(Listener { id, filter, tx });
+        Some(rx)
+    }
+
     /// Ends the conversation: the downstream's input closes (so it exits), the routing
     /// task ends, and nothing more is sent to the client.
     pub fn close(&self) {
@@ -158,6 +186,7 @@ impl Conv {
         let mut r = self.routes();
         r.waiters.clear();
         r.stream = None;
+        r.listeners.clear();
         drop(r);
         self.downstream
             .lock()
@@ -193,6 +222,13 @@ impl Conv {
             drop(r);
             self.touch();
             return;
+        }
+        if let Envelope::ListChanged(m) = &env {
+            if !r.listeners.is_empty() {
+                // Subscribed to: it goes out on the streams that asked for it, nowhere else.
+                fan_out(&mut r.listeners, m, &line);
+                return;
+            }
         }
         // Progress goes with the request it reports on; anything else to the newest.
         let own = match &env {
@@ -251,11 +287,36 @@ async fn route(conv: Weak<Conv>, mut rx: Receiver) {
     }
 }
 
+/// Sends a list-changed notification to each listen stream that asked for it, tagged;
+/// a stream whose client stopped reading is closed.
+fn fan_out(listeners: &mut Vec<Listener>, method: &str, line: &[u8]) {
+    listeners.retain(|l| {
+        if !l.filter.wants(method) {
+            return !l.tx.is_closed();
+        }
+        let Some(tagged) = listen::tag(line, &l.id) else {
+            return true;
+        };
+        match l.tx.try_send(tagged) {
+            Ok(()) => true,
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                tracing::warn!(
+                    "an HTTP client is not reading its subscriptions/listen stream: closing it"
+                );
+                false
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => false,
+        }
+    });
+}
+
 enum Envelope {
     Answer(IdKey),
     Request(Value),
     /// `notifications/progress` for this `progressToken`.
     Progress(IdKey),
+    /// `notifications/{tools,prompts,resources}/list_changed`.
+    ListChanged(String),
     Other,
 }
 
@@ -282,6 +343,10 @@ fn envelope(line: &[u8]) -> Envelope {
             id: None,
             method: Some(m),
         }) if m == "notifications/progress" => progress_token(line),
+        Ok(E {
+            id: None,
+            method: Some(m),
+        }) if listen::is_list_changed(&m) => Envelope::ListChanged(m.into_owned()),
         _ => Envelope::Other,
     }
 }

@@ -106,6 +106,9 @@ async fn stateless(f: &Arc<Front>, caller: &str, h: &HeaderMap, parsed: Parsed) 
     if let Err(why) = modern::check_param_headers(&conv.shim, h, parsed.msg()) {
         return rpc_error(StatusCode::BAD_REQUEST, &id, modern::HEADER_MISMATCH, why);
     }
+    if msg.get("method").and_then(Value::as_str) == Some("subscriptions/listen") {
+        return super::listen::serve(&conv, id, parsed.msg()).await;
+    }
     let inner = json!(format!(
         "tc-http-{}",
         NEXT_ID.fetch_add(1, Ordering::Relaxed)

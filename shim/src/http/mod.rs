@@ -10,6 +10,7 @@ mod caller;
 mod conv;
 mod exchange;
 mod guard;
+mod listen;
 mod modern;
 mod sessions;
 

@@ -1,0 +1,161 @@
+//! `subscriptions/listen` (2026-07-28): a stateless caller's stream of the list-changed
+//! notifications its conversation's downstream sends, acknowledged first, each tagged.
+//!
+//! tc honours `toolsListChanged`, `promptsListChanged` and `resourcesListChanged` when the
+//! downstream speaks the legacy era (it sends them unasked); it subscribes to nothing
+//! downstream, so for a 2026-07-28 downstream and for `resourceSubscriptions`/`taskIds`
+//! the acknowledgement honours nothing. Nothing the caller did not ask for is sent.
+
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use axum::response::sse::{KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Map, Value};
+
+use super::answer::{event, rpc_error};
+use super::conv::Conv;
+use super::modern;
+use crate::era;
+use crate::results;
+use crate::value::at;
+
+/// The `_meta` key tagging every message of a subscription with its request id.
+pub const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
+
+/// The list-changed notifications a subscription asked for and tc honours.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Filter {
+    pub tools: bool,
+    pub prompts: bool,
+    pub resources: bool,
+}
+
+impl Filter {
+    /// The filter a request asks for; `None` when `params.notifications` is not an object.
+    fn requested(msg: &Value) -> Option<Filter> {
+        let n = at(msg, &["params", "notifications"])?.as_object()?;
+        let on = |k: &str| n.get(k).and_then(Value::as_bool) == Some(true);
+        Some(Filter {
+            tools: on("toolsListChanged"),
+            prompts: on("promptsListChanged"),
+            resources: on("resourcesListChanged"),
+        })
+    }
+
+    /// Whether a notification `method` passes this filter.
+    pub fn wants(&self, method: &str) -> bool {
+        match method {
+            "notifications/tools/list_changed" => self.tools,
+            "notifications/prompts/list_changed" => self.prompts,
+            "notifications/resources/list_changed" => self.resources,
+            _ => false,
+        }
+    }
+
+    fn honoured(&self) -> Value {
+        let mut m = Map::new();
+        for (k, on) in [
+            ("toolsListChanged", self.tools),
+            ("promptsListChanged", self.prompts),
+            ("resourcesListChanged", self.resources),
+        ] {
+            if on {
+                m.insert(k.into(), Value::Bool(true));
+            }
+        }
+        Value::Object(m)
+    }
+}
+
+/// Whether a notification method is one a subscription can carry.
+pub fn is_list_changed(method: &str) -> bool {
+    Filter {
+        tools: true,
+        prompts: true,
+        resources: true,
+    }
+    .wants(method)
+}
+
+/// A notification line tagged with the subscription it goes out on.
+pub fn tag(line: &[u8], id: &Value) -> Option<Vec<u8>> {
+    let mut v: Value = serde_json::from_slice(line).ok()?;
+    let params = v
+        .as_object_mut()?
+        .entry("params")
+        .or_insert_with(|| json!({}));
+    let meta = params
+        .as_object_mut()?
+        .entry("_meta")
+        .or_insert_with(|| json!({}));
+    meta.as_object_mut()?
+        .insert(SUBSCRIPTION_ID.into(), id.clone());
+    Some(v.to_string().into_bytes())
+}
+
+/// Answers a `subscriptions/listen` request with its stream: the acknowledgement, then
+/// every matching notification until the caller hangs up or the conversation ends.
+pub async fn serve(conv: &Arc<Conv>, id: Value, msg: &Value) -> Response {
+    let Some(asked) = Filter::requested(msg) else {
+        let m = "subscriptions/listen needs params.notifications (an object)";
+        return rpc_error(StatusCode::BAD_REQUEST, &id, modern::INVALID_PARAMS, m);
+    };
+    let meta = era::request_meta(msg).cloned().unwrap_or_default();
+    let legacy = match conv.shim.downstream_is_legacy(&meta).await {
+        Ok(l) => l,
+        Err(e) => {
+            tracing::warn!("subscriptions/listen: could not find out the downstream's era: {e}");
+            false
+        }
+    };
+    let filter = if legacy { asked } else { Filter::default() };
+    let ack = json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
+        "params": {"notifications": filter.honoured(), "_meta": {SUBSCRIPTION_ID: &id}}});
+    let Some(rx) = conv.listen(id.clone(), filter) else {
+        let m = "this caller already holds the most subscriptions/listen streams tc keeps open";
+        return rpc_error(
+            StatusCode::TOO_MANY_REQUESTS,
+            &id,
+            results::INTERNAL_ERROR,
+            m,
+        );
+    };
+    let first = futures_util::stream::once(async move { event(ack.to_string().into_bytes()) });
+    let rest = futures_util::stream::unfold((rx, Arc::clone(conv)), |(mut rx, conv)| async move {
+        let b = rx.recv().await?;
+        Some((event(b), (rx, conv)))
+    });
+    use futures_util::StreamExt as _;
+    Sse::new(first.chain(rest))
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_filter_passes_only_what_was_asked() {
+        let msg = json!({"params": {"notifications": {"promptsListChanged": true,
+            "toolsListChanged": false, "resourceSubscriptions": ["file:///x"]}}});
+        let f = Filter::requested(&msg).unwrap();
+        assert!(f.wants("notifications/prompts/list_changed"));
+        assert!(!f.wants("notifications/tools/list_changed"));
+        assert!(!f.wants("notifications/resources/updated"));
+        assert_eq!(f.honoured(), json!({"promptsListChanged": true}));
+        assert!(Filter::requested(&json!({"params": {"notifications": []}})).is_none());
+    }
+
+    #[test]
+    fn a_tag_names_the_subscription_and_keeps_the_rest() {
+        let line = br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed"}"#;
+        let t: Value = serde_json::from_slice(&tag(line, &json!(7)).unwrap()).unwrap();
+        assert_eq!(t["params"]["_meta"][SUBSCRIPTION_ID], 7);
+        assert_eq!(t["method"], "notifications/tools/list_changed");
+        let line = br#"{"jsonrpc":"2.0","method":"notifications/tools/list_changed","params":{"_meta":{"k":1}}}"#;
+        let t: Value = serde_json::from_slice(&tag(line, &json!("s")).unwrap()).unwrap();
+        assert_eq!(t["params"]["_meta"], json!({"k": 1, SUBSCRIPTION_ID: "s"}));
+    }
+}
