@@ -90,6 +90,9 @@ struct Held {
     lean: bool,
     /// Its place in the barrier (none for a read-only call), taken on arrival.
     place: Option<Place>,
+    /// The `Mcp-Param-*` headers the HTTP front received with it (None on stdio), checked
+    /// against the tool's `x-mcp-header` arguments once the tool is known.
+    params: Option<Box<[(String, String)]>>,
 }
 
 /// A gated call being confirmed: what every route needs to know about it.
@@ -121,6 +124,9 @@ struct State {
     tools: Option<HashMap<String, tools::Tool>>,
     /// `tools/call`s the shim holds (not yet forwarded): id → cancelled.
     held: HashMap<IdKey, Held>,
+    /// The `Mcp-Param-*` headers of the client message being admitted (set and cleared
+    /// around one synchronous `client_parsed`), for its `Held`.
+    arriving_params: Option<Box<[(String, String)]>>,
     /// Wakes a held call that waits on the human when the client cancels it.
     wakers: HashMap<IdKey, oneshot::Sender<()>>,
     /// The shim's own requests to the client (`elicitation/create`), by our id.

@@ -12,6 +12,8 @@ use axum::http::HeaderMap;
 use base64::Engine as _;
 use serde_json::Value;
 
+/// JSON-RPC error: the routing headers disagree with the body (HTTP 400).
+pub const HEADER_MISMATCH: i64 = -32020;
 /// The header prefix of a mirrored tool parameter.
 pub const PARAM_PREFIX: &str = "mcp-param-";
 /// The schema keyword naming a parameter's header.
@@ -195,14 +197,16 @@ fn argument<'a>(args: Option<&'a Value>, d: &ParamHeader) -> Option<(&'a Value, 
 }
 
 /// Whether a header's decoded text says what the body's argument says: the same text, or
-/// (the spec's SHOULD) the same integer spelled `42` for a body's `42.0`.
+/// (the spec's SHOULD) the integer's own spelling (`42`) for a body's integral float
+/// (`42.0`) that a double holds exactly; nothing else (`+42`, `042`) passes.
 fn agrees(sent: &str, body: &Value, text: &str) -> bool {
-    let same_integer = || {
-        let b = body.as_f64().filter(|b| b.fract() == 0.0);
-        b.zip(sent.parse::<i64>().ok())
-            .is_some_and(|(b, s)| s as f64 == b)
-    };
-    sent == text || (body.is_number() && same_integer())
+    const EXACT: f64 = 9_007_199_254_740_992.0; // 2^53
+    let integral = body
+        .as_number()
+        .filter(|n| n.is_f64())
+        .and_then(serde_json::Number::as_f64)
+        .filter(|b| b.fract() == 0.0 && b.abs() < EXACT);
+    sent == text || integral.is_some_and(|b| sent == (b as i64).to_string())
 }
 
 /// The `Mcp-Param-*` headers a call with `args` carries: (lowercase name, encoded value).
@@ -219,46 +223,54 @@ pub fn param_headers(decls: &[ParamHeader], args: Option<&Value>) -> Vec<(String
         .collect()
 }
 
-/// `Ok` when each declared argument's header is present exactly when the argument is,
-/// once, and decodes to it; every `Mcp-Param-*` header must decode.
+/// The `Mcp-Param-*` headers of a request as (lowercase name, decoded value), each
+/// checked for its encoding: a plain value must be what [`encode`] would send as is
+/// (printable ASCII, no edge blank, no sentinel look-alike), else a canonical sentinel.
+pub fn sent_params(h: &HeaderMap) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    for (name, value) in h {
+        if !name.as_str().starts_with(PARAM_PREFIX) {
+            continue;
+        }
+        let decoded = value.to_str().ok().and_then(|v| match decode(v) {
+            Some(d) if v.starts_with("=?base64?") => Some(d),
+            Some(d) if encode(&d) == v => Some(d),
+            _ => None,
+        });
+        let Some(d) = decoded else {
+            return Err(format!(
+                "{name} header is not valid (printable ASCII or =?base64?…?=)"
+            ));
+        };
+        out.push((name.as_str().to_string(), d));
+    }
+    Ok(out)
+}
+
+/// `Ok` when each declared argument's header (from [`sent_params`]) is present exactly
+/// when the argument is, once, and says what it says.
 pub fn check_params(
-    h: &HeaderMap,
+    sent: &[(String, String)],
     decls: &[ParamHeader],
     args: Option<&Value>,
 ) -> Result<(), String> {
-    for (name, value) in h {
-        if name.as_str().starts_with(PARAM_PREFIX) && value.to_str().ok().and_then(decode).is_none()
-        {
-            return Err(format!(
-                "{name} header is not valid (visible ASCII or =?base64?…?=)"
-            ));
-        }
-    }
     for d in decls {
-        let full = format!("{PARAM_PREFIX}{}", d.name);
-        let mut sent = h.get_all(full.as_str()).iter();
-        let (first, again) = (sent.next(), sent.next().is_some());
+        let full = format!("{PARAM_PREFIX}{}", d.name.to_ascii_lowercase());
+        let mut named = sent.iter().filter(|(n, _)| *n == full).map(|(_, v)| v);
+        let (first, again) = (named.next(), named.next().is_some());
         if again {
             return Err(format!("{full} header appears more than once"));
         }
-        let sent = first.and_then(|v| v.to_str().ok()).and_then(decode);
-        match (sent, argument(args, d)) {
+        let at = d.path.join(".");
+        match (first, argument(args, d)) {
             (None, None) => {}
-            (Some(s), Some((body, text))) if agrees(&s, body, &text) => {}
+            (Some(s), Some((body, text))) if agrees(s, body, &text) => {}
             (Some(_), None) => {
-                return Err(format!(
-                    "{full} header sent for an absent argument {}",
-                    d.path.join(".")
-                ))
+                return Err(format!("{full} header sent for an absent argument {at}"))
             }
-            (None, Some(_)) => {
-                return Err(format!("{full} header missing for {}", d.path.join(".")))
-            }
+            (None, Some(_)) => return Err(format!("{full} header missing for {at}")),
             (Some(_), Some(_)) => {
-                return Err(format!(
-                    "{full} header does not match the argument {}",
-                    d.path.join(".")
-                ))
+                return Err(format!("{full} header does not match the argument {at}"))
             }
         }
     }
@@ -348,6 +360,14 @@ mod tests {
         assert_eq!(declarations(&data).unwrap(), vec![]);
     }
 
+    fn check(pairs: &[(&'static str, &str)], d: &[ParamHeader], args: Value) -> Result<(), String> {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.append(*k, HeaderValue::from_str(v).unwrap());
+        }
+        check_params(&sent_params(&h)?, d, Some(&args))
+    }
+
     #[test]
     fn the_front_check_wants_each_header_exactly_when_its_argument_is_there() {
         let d = vec![ParamHeader {
@@ -355,42 +375,53 @@ mod tests {
             path: vec!["region".into()],
         }];
         let args = json!({"region": "us-west1"});
-        let mut h = HeaderMap::new();
-        assert!(check_params(&h, &d, Some(&args))
+        assert!(check(&[], &d, args.clone())
             .unwrap_err()
             .contains("missing"));
-        h.insert("mcp-param-region", HeaderValue::from_static("us-west1"));
-        assert!(check_params(&h, &d, Some(&args)).is_ok());
-        assert!(check_params(&h, &d, Some(&json!({})))
+        assert!(check(&[("mcp-param-region", "us-west1")], &d, args.clone()).is_ok());
+        assert!(check(&[("Mcp-Param-REGION", "us-west1")], &d, args.clone()).is_ok());
+        let e = check(&[("mcp-param-region", "us-west1")], &d, json!({})).unwrap_err();
+        assert!(e.contains("absent"), "{e}");
+        let e = check(&[("mcp-param-region", "eu-west1")], &d, args.clone()).unwrap_err();
+        assert!(e.contains("does not match"), "{e}");
+        let padded = encode("us-west1 ");
+        assert!(check(
+            &[("mcp-param-region", &padded)],
+            &d,
+            json!({"region": "us-west1 "})
+        )
+        .is_ok());
+        let twice = [
+            ("mcp-param-region", "us-west1"),
+            ("mcp-param-region", "us-west1"),
+        ];
+        assert!(check(&twice, &d, args.clone())
             .unwrap_err()
-            .contains("absent"));
-        h.insert("mcp-param-region", HeaderValue::from_static("eu-west1"));
-        assert!(check_params(&h, &d, Some(&args))
-            .unwrap_err()
-            .contains("does not match"));
-        h.insert(
-            "mcp-param-region",
-            HeaderValue::from_str(&encode("us-west1 ")).unwrap(),
-        );
-        assert!(check_params(&h, &d, Some(&json!({"region": "us-west1 "}))).is_ok());
+            .contains("more than once"));
+        // Spellings the encoder never sends plain are refused whatever they decode to.
+        for bad in ["=?base64?!!?=", "a\tb", "=?base64?=", " us-west1"] {
+            let e = check(&[("mcp-param-other", bad)], &[], json!({})).unwrap_err();
+            assert!(e.contains("not valid"), "{bad:?}: {e}");
+        }
         let n = vec![ParamHeader {
             name: "N".into(),
             path: vec!["n".into()],
         }];
-        let mut hn = HeaderMap::new();
-        hn.insert("mcp-param-n", HeaderValue::from_static("42"));
-        assert!(check_params(&hn, &n, Some(&json!({"n": 42.0}))).is_ok());
-        assert!(check_params(&hn, &n, Some(&json!({"n": 42.5}))).is_err());
-        assert!(check_params(&hn, &n, Some(&json!({"n": "42.0"}))).is_err());
-        h.append("mcp-param-region", HeaderValue::from_static("us-west1"));
-        assert!(check_params(&h, &d, Some(&args))
-            .unwrap_err()
-            .contains("more than once"));
-        let mut h = HeaderMap::new();
-        h.insert("mcp-param-other", HeaderValue::from_static("=?base64?!!?="));
-        assert!(check_params(&h, &[], None)
-            .unwrap_err()
-            .contains("not valid"));
+        assert!(check(&[("mcp-param-n", "42")], &n, json!({"n": 42.0})).is_ok());
+        assert!(check(&[("mcp-param-n", "42")], &n, json!({"n": 42})).is_ok());
+        for (sent, body) in [
+            ("42", json!({"n": 42.5})),
+            ("42", json!({"n": "42.0"})),
+            ("+42", json!({"n": 42})),
+            ("042", json!({"n": 42.0})),
+            ("9007199254740992", json!({"n": 9007199254740993u64})),
+            ("9007199254740992", json!({"n": 9007199254740993.0})),
+        ] {
+            assert!(
+                check(&[("mcp-param-n", sent)], &n, body.clone()).is_err(),
+                "{sent} {body}"
+            );
+        }
     }
 
     #[test]

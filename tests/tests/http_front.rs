@@ -393,6 +393,17 @@ fn listen_streams_get_the_list_changes_they_asked_for_and_nothing_else() {
             req.body(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": p}).to_string())
                 .send()
         };
+        // With no stream open, a change goes nowhere: never onto a request's answer.
+        let early = post(
+            json!(0),
+            "tools/call",
+            json!({"name": "grow", "arguments": {"name": "early"}}),
+        );
+        let early = early.await.unwrap().text().await.unwrap();
+        assert!(
+            early.contains("added early") && !early.contains("list_changed"),
+            "{early}"
+        );
         let listen = |id: &str, what: &str| {
             post(
                 json!(id),

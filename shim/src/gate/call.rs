@@ -19,6 +19,7 @@ use super::tools::Tool;
 use super::{key, Call, Shim};
 use crate::confirm;
 use crate::era;
+use crate::mcp_headers;
 use crate::policy::{self, PolicyError};
 use crate::results::Shown;
 use crate::targets;
@@ -115,6 +116,10 @@ impl Shim {
             }
         }
         let tool = self.known_tool(&name);
+        if let Err(why) = self.check_params(id, tool.as_ref(), &args) {
+            self.answer_error(id, mcp_headers::HEADER_MISMATCH, why);
+            return None;
+        }
         let def = tool.as_ref().map(|t| &*t.def);
         if def.is_some_and(|d| d.get("outputSchema").is_some()) {
             if let Some(h) = self.lock().held.get_mut(&key(id)) {

@@ -23,6 +23,8 @@ use crate::value::at;
 pub struct Parsed {
     msg: Value,
     line: Vec<u8>,
+    /// `Mcp-Param-*` headers that came with it over HTTP, to check against the tool.
+    params: Option<Box<[(String, String)]>>,
 }
 
 impl Parsed {
@@ -34,7 +36,11 @@ impl Parsed {
             Some(_) => msg.to_string().into_bytes(),
             None => bytes,
         };
-        Ok(Parsed { msg, line })
+        Ok(Parsed {
+            msg,
+            line,
+            params: None,
+        })
     }
 
     /// The message with another id (a stateless request's engine-unique one): forwarded
@@ -47,6 +53,12 @@ impl Parsed {
 
     pub fn msg(&self) -> &Value {
         &self.msg
+    }
+
+    /// The `Mcp-Param-*` headers (lowercase name, decoded value) the message came with.
+    pub fn with_params(mut self, params: Vec<(String, String)>) -> Parsed {
+        self.params = Some(params.into_boxed_slice());
+        self
     }
 }
 
@@ -73,7 +85,10 @@ impl Shim {
     /// Handles one client message a front parsed already: every check a line gets after
     /// its parse applies.
     pub fn client_parsed(self: &Arc<Self>, p: Parsed) {
+        // Handed to the call's `Held` if the message becomes one (all synchronous here).
+        self.lock().arriving_params = p.params;
         self.on_client_message(p.msg, p.line);
+        self.lock().arriving_params = None;
     }
 
     /// A parsed client line: its roots taken out, admitted, governed, dispatched.
@@ -217,7 +232,9 @@ impl Shim {
     fn on_call(self: &Arc<Self>, id: Value, msg: Value, line: Vec<u8>, modern: bool) {
         let facade = self.policy.lean.then(|| lean::facade_call(&msg)).flatten();
         let place = self.place_for(&msg, facade.as_ref());
-        self.lock().held.insert(
+        let mut st = self.lock();
+        let params = st.arriving_params.take();
+        st.held.insert(
             key(&id),
             Held {
                 cancelled: false,
@@ -225,8 +242,10 @@ impl Shim {
                 schema: false,
                 lean: facade.is_some(),
                 place,
+                params,
             },
         );
+        drop(st);
         match facade {
             None => {
                 self.spawn_call(id, msg, line);

@@ -151,6 +151,18 @@ impl Shim {
         }
     }
 
+    /// Answers a held call with a JSON-RPC error (the request itself is refused).
+    pub(super) fn answer_error(&self, id: &Value, code: i64, message: String) {
+        self.gov.untrack(&key(id));
+        if let Some(Held {
+            cancelled: true, ..
+        }) = self.unhold(id)
+        {
+            return;
+        }
+        self.send_client(&results::error(id, code, message));
+    }
+
     /// The downstream is gone: every pending call gets an error.
     pub(super) fn fail_pending(&self) {
         let (pending, held) = {

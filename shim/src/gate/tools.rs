@@ -63,6 +63,31 @@ impl Shim {
         self.known_tool(tool).map(|t| t.params())
     }
 
+    /// Checks the `Mcp-Param-*` headers a held call came with (HTTP front) against its
+    /// tool's `x-mcp-header` arguments; a call without such headers (stdio) passes.
+    pub(super) fn check_params(
+        &self,
+        id: &Value,
+        tool: Option<&Tool>,
+        args: &Value,
+    ) -> Result<(), String> {
+        let sent = self
+            .lock()
+            .held
+            .get_mut(&super::key(id))
+            .and_then(|h| h.params.take());
+        let Some(sent) = sent else {
+            return Ok(());
+        };
+        let decls = match tool.map(Tool::params) {
+            Some(Ok(d)) => d,
+            // Unknown tool, or declarations a client may not use (the HTTP downstream
+            // refuses that call): nothing declared to compare.
+            _ => Arc::from([]),
+        };
+        mcp_headers::check_params(&sent, &decls, Some(args))
+    }
+
     /// Learns tool definitions from a `tools/list` result and rewrites it for the client.
     pub(super) fn rewrite_tools_list(&self, result: &mut Value) {
         let Some(tools) = result.get_mut("tools").and_then(Value::as_array_mut) else {

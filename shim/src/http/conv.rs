@@ -70,6 +70,21 @@ pub struct Conv {
     downstream: Mutex<Option<Box<dyn Send>>>,
     /// The downstream went away or the conversation was closed: it serves nothing more.
     gone: std::sync::atomic::AtomicBool,
+    /// A stateless (2026-07-28) caller's conversation: list changes go to its listen
+    /// streams only, never onto a request's answer.
+    stateless: std::sync::atomic::AtomicBool,
+    /// `subscriptions/listen` streams held open or being opened ([`ListenSlot`]s).
+    listen_slots: AtomicU64,
+}
+
+/// One `subscriptions/listen` stream's place among [`MAX_LISTENERS`], held by the stream
+/// from before its acknowledgement until the client hangs up.
+pub struct ListenSlot(Arc<Conv>);
+
+impl Drop for ListenSlot {
+    fn drop(&mut self) {
+        self.0.listen_slots.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 /// The request id is already in flight on this conversation.
@@ -92,6 +107,8 @@ impl Conv {
             epoch: Instant::now(),
             downstream: Mutex::new(Some(downstream)),
             gone: std::sync::atomic::AtomicBool::new(false),
+            stateless: std::sync::atomic::AtomicBool::new(false),
+            listen_slots: AtomicU64::new(0),
         });
         tokio::spawn(route(Arc::downgrade(&conv), to_client));
         conv
@@ -164,14 +181,31 @@ impl Conv {
         Some(rx)
     }
 
-    /// Opens a `subscriptions/listen` stream tagged `id`; `None` when the conversation
-    /// already holds [`MAX_LISTENERS`] open.
+    /// Marks the conversation as a stateless caller's.
+    pub fn mark_stateless(&self) {
+        self.stateless.store(true, Ordering::Release);
+    }
+
+    /// A place for one more `subscriptions/listen` stream; `None` when the conversation
+    /// already holds [`MAX_LISTENERS`] (open or being opened).
+    pub fn reserve_listener(self: &Arc<Self>) -> Option<ListenSlot> {
+        let max = MAX_LISTENERS as u64;
+        let got = self
+            .listen_slots
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                (n < max).then_some(n + 1)
+            });
+        got.ok().map(|_| ListenSlot(Arc::clone(self)))
+    }
+
+    /// Registers a listen stream tagged `id`; `None` when the conversation has ended.
     pub fn listen(&self, id: Value, filter: Filter) -> Option<mpsc::Receiver<Vec<u8>>> {
         let mut r = self.routes();
-        r.listeners.retain(|l| !l.tx.is_closed());
-        if r.listeners.len() >= MAX_LISTENERS {
+        // Checked under the routes lock `close` clears them under: nothing registers after.
+        if self.is_gone() {
             return None;
         }
+        r.listeners.retain(|l| !l.tx.is_closed());
         let (tx, rx) = mpsc::channel(STREAM_QUEUE);
         r.listeners.push(Listener { id, filter, tx });
         Some(rx)
@@ -224,8 +258,8 @@ impl Conv {
             return;
         }
         if let Envelope::ListChanged(m) = &env {
-            if !r.listeners.is_empty() {
-                // Subscribed to: it goes out on the streams that asked for it, nowhere else.
+            if self.stateless.load(Ordering::Acquire) {
+                // 2026-07-28: only on the listen streams that asked for it, nowhere else.
                 fan_out(&mut r.listeners, m, &line);
                 return;
             }

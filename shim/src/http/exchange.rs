@@ -85,6 +85,13 @@ async fn stateless(f: &Arc<Front>, caller: &str, h: &HeaderMap, parsed: Parsed) 
         let id = id.unwrap_or(Value::Null);
         return rpc_error(StatusCode::BAD_REQUEST, &id, modern::HEADER_MISMATCH, why);
     }
+    let params = match modern::param_headers(h, msg) {
+        Ok(p) => p,
+        Err(why) => {
+            let id = id.unwrap_or(Value::Null);
+            return rpc_error(StatusCode::BAD_REQUEST, &id, modern::HEADER_MISMATCH, why);
+        }
+    };
     let (Some(id), Some(_)) = (id, msg.get("method")) else {
         // No client notification means anything on this wire (cancelling is closing the
         // stream), and there is no session a response could belong to.
@@ -98,21 +105,26 @@ async fn stateless(f: &Arc<Front>, caller: &str, h: &HeaderMap, parsed: Parsed) 
             why,
         );
     }
-    let conv = match f.table.caller_conv(caller, || f.open(caller)) {
+    let opened = || f.open(caller).inspect(|c| c.mark_stateless());
+    let conv = match f.table.caller_conv(caller, opened) {
         Ok(Ok(c)) => c,
         Ok(Err(_)) => return full(),
         Err(e) => return unavailable(&e),
     };
-    if let Err(why) = modern::check_param_headers(&conv.shim, h, parsed.msg()) {
-        return rpc_error(StatusCode::BAD_REQUEST, &id, modern::HEADER_MISMATCH, why);
-    }
+
     if msg.get("method").and_then(Value::as_str) == Some("subscriptions/listen") {
-        return super::listen::serve(&conv, id, parsed.msg()).await;
+        let req = super::listen::Request::of(msg);
+        drop(parsed);
+        return super::listen::serve(&conv, id, req).await;
     }
     let inner = json!(format!(
         "tc-http-{}",
         NEXT_ID.fetch_add(1, Ordering::Relaxed)
     ));
+    let parsed = match params {
+        Some(p) => parsed.with_params(p),
+        None => parsed,
+    };
     match conv.submit(inner.clone(), parsed.with_id(inner)).await {
         Ok(ex) => answer(ex, Some(id)).await,
         Err(Busy) => unreachable_busy(&id),

@@ -94,15 +94,41 @@ pub fn tag(line: &[u8], id: &Value) -> Option<Vec<u8>> {
     Some(v.to_string().into_bytes())
 }
 
+/// What serving a `subscriptions/listen` needs of its request (the body itself is not
+/// kept while the downstream's era is found out).
+pub struct Request {
+    filter: Option<Filter>,
+    meta: Value,
+}
+
+impl Request {
+    pub fn of(msg: &Value) -> Request {
+        Request {
+            filter: Filter::requested(msg),
+            meta: era::request_meta(msg).cloned().unwrap_or_default(),
+        }
+    }
+}
+
 /// Answers a `subscriptions/listen` request with its stream: the acknowledgement, then
-/// every matching notification until the caller hangs up or the conversation ends.
-pub async fn serve(conv: &Arc<Conv>, id: Value, msg: &Value) -> Response {
-    let Some(asked) = Filter::requested(msg) else {
+/// every matching notification until the caller hangs up or the conversation ends. The
+/// stream's place is taken first, so at most `MAX_LISTENERS` (16) requests of a
+/// conversation wait on the downstream's era.
+pub async fn serve(conv: &Arc<Conv>, id: Value, req: Request) -> Response {
+    let Some(asked) = req.filter else {
         let m = "subscriptions/listen needs params.notifications (an object)";
         return rpc_error(StatusCode::BAD_REQUEST, &id, modern::INVALID_PARAMS, m);
     };
-    let meta = era::request_meta(msg).cloned().unwrap_or_default();
-    let legacy = match conv.shim.downstream_is_legacy(&meta).await {
+    let Some(slot) = conv.reserve_listener() else {
+        let m = "this caller already holds the most subscriptions/listen streams tc keeps open";
+        return rpc_error(
+            StatusCode::TOO_MANY_REQUESTS,
+            &id,
+            results::INTERNAL_ERROR,
+            m,
+        );
+    };
+    let legacy = match conv.shim.downstream_is_legacy(&req.meta).await {
         Ok(l) => l,
         Err(e) => {
             tracing::warn!("subscriptions/listen: could not find out the downstream's era: {e}");
@@ -113,18 +139,19 @@ pub async fn serve(conv: &Arc<Conv>, id: Value, msg: &Value) -> Response {
     let ack = json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
         "params": {"notifications": filter.honoured(), "_meta": {SUBSCRIPTION_ID: &id}}});
     let Some(rx) = conv.listen(id.clone(), filter) else {
-        let m = "this caller already holds the most subscriptions/listen streams tc keeps open";
+        let m = "the conversation ended (its downstream went away); open a new stream";
         return rpc_error(
-            StatusCode::TOO_MANY_REQUESTS,
+            StatusCode::SERVICE_UNAVAILABLE,
             &id,
             results::INTERNAL_ERROR,
             m,
         );
     };
     let first = futures_util::stream::once(async move { event(ack.to_string().into_bytes()) });
-    let rest = futures_util::stream::unfold((rx, Arc::clone(conv)), |(mut rx, conv)| async move {
+    // The stream holds its slot (and so the conversation) until the client hangs up.
+    let rest = futures_util::stream::unfold((rx, slot), |(mut rx, slot)| async move {
         let b = rx.recv().await?;
-        Some((event(b), (rx, conv)))
+        Some((event(b), (rx, slot)))
     });
     use futures_util::StreamExt as _;
     Sse::new(first.chain(rest))

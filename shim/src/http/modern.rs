@@ -6,18 +6,15 @@
 //! headers disagree with its body is refused (`-32020`) so that nothing on the way can be
 //! shown one call while the gate judges another.
 
-use std::sync::Arc;
-
 use axum::http::HeaderMap;
 use serde_json::Value;
 
 use crate::era;
-use crate::gate::Shim;
 use crate::mcp_headers;
 use crate::value::at;
 
 /// JSON-RPC error: the routing headers disagree with the body.
-pub const HEADER_MISMATCH: i64 = -32020;
+pub use crate::mcp_headers::HEADER_MISMATCH;
 
 /// The versions an `initialize` handshake negotiates (everything else is the modern era).
 pub const LEGACY_VERSIONS: &[&str] = &["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"];
@@ -128,22 +125,14 @@ pub fn check_headers(h: &HeaderMap, msg: &Value) -> Result<(), String> {
     }
 }
 
-/// `Ok` when a `tools/call`'s `Mcp-Param-*` headers match its arguments, per the tool's
-/// `x-mcp-header` declarations as the conversation knows them (from a listing the caller
-/// or the engine made: listing here, before the engine's admission, would let a burst of
-/// unknown names list the downstream's tools without bound); any `Mcp-Param-*` header
-/// must at least decode.
-pub fn check_param_headers(shim: &Shim, h: &HeaderMap, msg: &Value) -> Result<(), String> {
+/// A `tools/call`'s `Mcp-Param-*` headers, decoded, for the engine to check against the
+/// tool's `x-mcp-header` arguments once the tool is known (inside its admission bound);
+/// `Err` when one is not validly encoded. None for any other method.
+pub fn param_headers(h: &HeaderMap, msg: &Value) -> Result<Option<Vec<(String, String)>>, String> {
     if msg.get("method").and_then(Value::as_str) != Some("tools/call") {
-        return Ok(());
+        return Ok(None);
     }
-    let tool = at(msg, &["params", "name"]).and_then(Value::as_str);
-    let decls = match tool.and_then(|t| shim.param_headers(t)) {
-        Some(Ok(d)) => d,
-        // Unknown, or invalid declarations (the downstream refuses that call).
-        _ => Arc::from([]),
-    };
-    mcp_headers::check_params(h, &decls, at(msg, &["params", "arguments"]))
+    mcp_headers::sent_params(h).map(Some)
 }
 
 #[cfg(test)]
