@@ -232,10 +232,10 @@ pub fn sent_params(h: &HeaderMap) -> Result<Vec<(String, String)>, String> {
         if !name.as_str().starts_with(PARAM_PREFIX) {
             continue;
         }
-        let decoded = value.to_str().ok().and_then(|v| match decode(v) {
-            Some(d) if v.starts_with("=?base64?") => Some(d),
-            Some(d) if encode(&d) == v => Some(d),
-            _ => None,
+        let decoded = value.to_str().ok().and_then(|v| {
+            let d = decode(v)?;
+            // Either a real sentinel (decode unwrapped it) or exactly the plain spelling.
+            (d != v || encode(&d) == v).then_some(d)
         });
         let Some(d) = decoded else {
             return Err(format!(
