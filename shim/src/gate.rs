@@ -124,9 +124,6 @@ struct State {
     tools: Option<HashMap<String, tools::Tool>>,
     /// `tools/call`s the shim holds (not yet forwarded): id → cancelled.
     held: HashMap<IdKey, Held>,
-    /// The `Mcp-Param-*` headers of the client message being admitted (set and cleared
-    /// around one synchronous `client_parsed`), for its `Held`.
-    arriving_params: Option<Box<[(String, String)]>>,
     /// Wakes a held call that waits on the human when the client cancels it.
     wakers: HashMap<IdKey, oneshot::Sender<()>>,
     /// The shim's own requests to the client (`elicitation/create`), by our id.

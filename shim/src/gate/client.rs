@@ -24,8 +24,12 @@ pub struct Parsed {
     msg: Value,
     line: Vec<u8>,
     /// `Mcp-Param-*` headers that came with it over HTTP, to check against the tool.
-    params: Option<Box<[(String, String)]>>,
+    params: Params,
 }
+
+/// The `Mcp-Param-*` headers (lowercase name, decoded value) a message came with over
+/// HTTP; None on stdio. They travel with the message to its call's `Held`.
+type Params = Option<Box<[(String, String)]>>;
 
 impl Parsed {
     /// Parses a message as a client sent it. A message spread over lines is forwarded
@@ -79,20 +83,17 @@ impl Shim {
                 return;
             }
         };
-        self.on_client_message(msg, line);
+        self.on_client_message(msg, line, None);
     }
 
     /// Handles one client message a front parsed already: every check a line gets after
     /// its parse applies.
     pub fn client_parsed(self: &Arc<Self>, p: Parsed) {
-        // Handed to the call's `Held` if the message becomes one (all synchronous here).
-        self.lock().arriving_params = p.params;
-        self.on_client_message(p.msg, p.line);
-        self.lock().arriving_params = None;
+        self.on_client_message(p.msg, p.line, p.params);
     }
 
     /// A parsed client line: its roots taken out, admitted, governed, dispatched.
-    fn on_client_message(self: &Arc<Self>, mut msg: Value, line: Vec<u8>) {
+    fn on_client_message(self: &Arc<Self>, mut msg: Value, line: Vec<u8>, params: Params) {
         let line = self.take_roots(&mut msg, line);
         let method = msg.get("method").and_then(Value::as_str);
         let id = msg.get("id").filter(|i| !i.is_null()).cloned();
@@ -104,7 +105,7 @@ impl Shim {
         if self.govern_request(method, id.as_ref(), &msg) {
             return;
         }
-        self.dispatch(msg, line, id, meta);
+        self.dispatch(msg, line, id, meta, params);
     }
 
     /// The bytes to forward: re-serialized when the client's roots were taken out.
@@ -151,6 +152,7 @@ impl Shim {
         line: Vec<u8>,
         id: Option<Value>,
         meta: Option<Value>,
+        params: Params,
     ) {
         let modern = meta.is_some();
         match (msg.get("method").and_then(Value::as_str), id) {
@@ -162,7 +164,7 @@ impl Shim {
                 self.set_client_era(Era::Modern, era::meta_version(&meta));
                 tokio::spawn(Arc::clone(self).handle_discover(id, meta, line));
             }
-            (Some("tools/call"), Some(id)) => self.on_call(id, msg, line, modern),
+            (Some("tools/call"), Some(id)) => self.on_call(id, msg, line, modern, params),
             (Some("tools/list"), Some(id)) if self.policy.lean => {
                 tokio::spawn(Arc::clone(self).lean_tools_list(id, modern));
             }
@@ -229,12 +231,17 @@ impl Shim {
 
     /// A `tools/call`: held (with its place in the barrier) until judged on its own task;
     /// the lean facade's calls are unwrapped first.
-    fn on_call(self: &Arc<Self>, id: Value, msg: Value, line: Vec<u8>, modern: bool) {
+    fn on_call(
+        self: &Arc<Self>,
+        id: Value,
+        msg: Value,
+        line: Vec<u8>,
+        modern: bool,
+        params: Params,
+    ) {
         let facade = self.policy.lean.then(|| lean::facade_call(&msg)).flatten();
         let place = self.place_for(&msg, facade.as_ref());
-        let mut st = self.lock();
-        let params = st.arriving_params.take();
-        st.held.insert(
+        self.lock().held.insert(
             key(&id),
             Held {
                 cancelled: false,
@@ -245,7 +252,6 @@ impl Shim {
                 params,
             },
         );
-        drop(st);
         match facade {
             None => {
                 self.spawn_call(id, msg, line);
