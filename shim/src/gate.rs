@@ -90,10 +90,12 @@ struct Held {
     lean: bool,
     /// Its place in the barrier (none for a read-only call), taken on arrival.
     place: Option<Place>,
-    /// The `Mcp-Param-*` headers the HTTP front received with it (None on stdio), checked
-    /// against the tool's `x-mcp-header` arguments once the tool is known.
-    params: Option<Box<[(String, String)]>>,
 }
+
+/// The `Mcp-Param-*` headers (lowercase name, decoded value) a message came with over
+/// HTTP; None on stdio. They travel with a `tools/call` to its task, whose judgement
+/// checks them against the tool once it is known.
+type SentParams = Option<Box<[(String, String)]>>;
 
 /// A gated call being confirmed: what every route needs to know about it.
 struct Call<'a> {

@@ -16,7 +16,7 @@ use super::refusals::{
 };
 use super::routes::Obtained;
 use super::tools::Tool;
-use super::{key, Call, Shim};
+use super::{key, Call, SentParams, Shim};
 use crate::confirm;
 use crate::era;
 use crate::mcp_headers;
@@ -41,17 +41,23 @@ pub(super) struct Judged {
 
 impl Shim {
     /// Runs `handle_call` on its own task, holding one of `calls`' permits until it ends.
-    pub(super) fn spawn_call(self: &Arc<Self>, id: Value, msg: Value, line: Vec<u8>) {
+    pub(super) fn spawn_call(
+        self: &Arc<Self>,
+        id: Value,
+        msg: Value,
+        line: Vec<u8>,
+        sent: SentParams,
+    ) {
         let permit = Arc::clone(&self.calls).try_acquire_owned().ok();
         let shim = Arc::clone(self);
         tokio::spawn(async move {
             let _running = permit;
-            shim.handle_call(id, msg, line).await
+            shim.handle_call(id, msg, line, sent).await
         });
     }
 
     /// Handles one `tools/call` from the client (every step may answer it instead).
-    async fn handle_call(self: Arc<Self>, id: Value, msg: Value, line: Vec<u8>) {
+    async fn handle_call(self: Arc<Self>, id: Value, msg: Value, line: Vec<u8>, sent: SentParams) {
         // Everything below judges the call against the vault as it is now: no change made
         // through this shim may land between that and the downstream running it.
         self.wait_turn(&id).await;
@@ -70,7 +76,7 @@ impl Shim {
             let r = crate::results::tool_error(ErrorCode::InvalidInput, text, json!({}), None);
             return self.answer(&id, r);
         };
-        let Some(j) = self.judge(&id, &msg, name).await else {
+        let Some(j) = self.judge(&id, &msg, name, sent).await else {
             return;
         };
         let no_params = json!({});
@@ -90,13 +96,20 @@ impl Shim {
             // Judged as if it had come without them: gated or not, token or not.
             let m = strip(&msg);
             let line = m.to_string().into_bytes();
-            Box::pin(Arc::clone(&self).handle_call(id.clone(), m, line)).await;
+            // Its headers were checked against these arguments already.
+            Box::pin(Arc::clone(&self).handle_call(id.clone(), m, line, None)).await;
         }
     }
 
     /// Judge: the gate entry, the floor (a destructive tool without one is refused), the
     /// paths under the root, whether `when` holds. None when the call was answered.
-    async fn judge(&self, id: &Value, msg: &Value, name: String) -> Option<Judged> {
+    async fn judge(
+        &self,
+        id: &Value,
+        msg: &Value,
+        name: String,
+        sent: SentParams,
+    ) -> Option<Judged> {
         if let Some(meta) = era::request_meta(msg) {
             if let Err(e) = self.ensure_down_era(meta).await {
                 tracing::warn!("could not find out the downstream's era: {e}");
@@ -116,7 +129,7 @@ impl Shim {
             }
         }
         let tool = self.known_tool(&name);
-        if let Err(why) = self.check_params(id, tool.as_ref(), &args) {
+        if let Err(why) = self.check_params(sent.as_deref(), tool.as_ref(), &args) {
             self.answer_error(id, mcp_headers::HEADER_MISMATCH, why);
             return None;
         }

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use tc_core::ErrorCode;
 
-use super::{key, Held, Pending, Shim, OWN_ID_PREFIX};
+use super::{key, Held, Pending, SentParams, Shim, OWN_ID_PREFIX};
 use crate::barrier::Place;
 use crate::era::{self, Era};
 use crate::framing::{parse_message, refusal_id, Rejected};
@@ -24,12 +24,8 @@ pub struct Parsed {
     msg: Value,
     line: Vec<u8>,
     /// `Mcp-Param-*` headers that came with it over HTTP, to check against the tool.
-    params: Params,
+    params: SentParams,
 }
-
-/// The `Mcp-Param-*` headers (lowercase name, decoded value) a message came with over
-/// HTTP; None on stdio. They travel with the message to its call's `Held`.
-type Params = Option<Box<[(String, String)]>>;
 
 impl Parsed {
     /// Parses a message as a client sent it. A message spread over lines is forwarded
@@ -93,7 +89,7 @@ impl Shim {
     }
 
     /// A parsed client line: its roots taken out, admitted, governed, dispatched.
-    fn on_client_message(self: &Arc<Self>, mut msg: Value, line: Vec<u8>, params: Params) {
+    fn on_client_message(self: &Arc<Self>, mut msg: Value, line: Vec<u8>, params: SentParams) {
         let line = self.take_roots(&mut msg, line);
         let method = msg.get("method").and_then(Value::as_str);
         let id = msg.get("id").filter(|i| !i.is_null()).cloned();
@@ -152,7 +148,7 @@ impl Shim {
         line: Vec<u8>,
         id: Option<Value>,
         meta: Option<Value>,
-        params: Params,
+        params: SentParams,
     ) {
         let modern = meta.is_some();
         match (msg.get("method").and_then(Value::as_str), id) {
@@ -237,7 +233,7 @@ impl Shim {
         msg: Value,
         line: Vec<u8>,
         modern: bool,
-        params: Params,
+        params: SentParams,
     ) {
         let facade = self.policy.lean.then(|| lean::facade_call(&msg)).flatten();
         let place = self.place_for(&msg, facade.as_ref());
@@ -249,19 +245,18 @@ impl Shim {
                 schema: false,
                 lean: facade.is_some(),
                 place,
-                params,
             },
         );
         match facade {
             None => {
-                self.spawn_call(id, msg, line);
+                self.spawn_call(id, msg, line, params);
             }
             Some(lean::FacadeCall::List) => {
                 tokio::spawn(Arc::clone(self).list_capabilities(id));
             }
             Some(lean::FacadeCall::Call(inner)) => {
                 let line = inner.to_string().into_bytes();
-                self.spawn_call(id, inner, line);
+                self.spawn_call(id, inner, line, params);
             }
             Some(lean::FacadeCall::Bad(why)) => self.answer(
                 &id,

@@ -175,7 +175,6 @@ impl Shim {
                 lean: w.lean,
                 // Its place was released with the answer: the round is the client's now.
                 place: None,
-                params: None,
             },
         );
         let permit = Arc::clone(&self.calls).try_acquire_owned().ok();

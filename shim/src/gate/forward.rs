@@ -151,16 +151,13 @@ impl Shim {
         }
     }
 
-    /// Answers a held call with a JSON-RPC error (the request itself is refused).
+    /// Answers a held call with a JSON-RPC error (the request itself is refused): only a
+    /// call still held and not cancelled (the exit path may have answered it already).
     pub(super) fn answer_error(&self, id: &Value, code: i64, message: String) {
         self.gov.untrack(&key(id));
-        if let Some(Held {
-            cancelled: true, ..
-        }) = self.unhold(id)
-        {
-            return;
+        if self.unhold(id).is_some_and(|h| !h.cancelled) {
+            self.send_client(&results::error(id, code, message));
         }
-        self.send_client(&results::error(id, code, message));
     }
 
     /// The downstream is gone: every pending call gets an error.

@@ -21,11 +21,11 @@ pub(super) struct Tool {
     /// Found on the tool's first call, then kept with this definition (not per call).
     paths: Arc<OnceLock<Vec<ArgSpec>>>,
     /// Its `x-mcp-header` parameters (or why they are invalid), likewise.
-    params: Arc<OnceLock<Params>>,
+    params: Arc<OnceLock<Declared>>,
 }
 
 /// A tool's `x-mcp-header` declarations, or why they are invalid.
-pub type Params = Result<Arc<[ParamHeader]>, String>;
+pub type Declared = Result<Arc<[ParamHeader]>, String>;
 
 impl Tool {
     fn new(def: Value) -> Tool {
@@ -48,7 +48,7 @@ impl Tool {
 
 impl Tool {
     /// The tool's `x-mcp-header` parameters, read from its definition once.
-    fn params(&self) -> Params {
+    fn params(&self) -> Declared {
         self.params
             .get_or_init(|| mcp_headers::declarations(&self.def).map(Arc::from))
             .clone()
@@ -59,23 +59,18 @@ impl Shim {
     /// A known tool's `x-mcp-header` parameters (the HTTP downstream mirrors them, the
     /// HTTP front checks a caller's headers against them); None when the tool is not in
     /// the cache.
-    pub fn param_headers(&self, tool: &str) -> Option<Params> {
+    pub fn param_headers(&self, tool: &str) -> Option<Declared> {
         self.known_tool(tool).map(|t| t.params())
     }
 
-    /// Checks the `Mcp-Param-*` headers a held call came with (HTTP front) against its
-    /// tool's `x-mcp-header` arguments; a call without such headers (stdio) passes.
+    /// Checks the `Mcp-Param-*` headers a call came with (HTTP front) against its tool's
+    /// `x-mcp-header` arguments; a call without such headers (stdio) passes.
     pub(super) fn check_params(
         &self,
-        id: &Value,
+        sent: Option<&[(String, String)]>,
         tool: Option<&Tool>,
         args: &Value,
     ) -> Result<(), String> {
-        let sent = self
-            .lock()
-            .held
-            .get_mut(&super::key(id))
-            .and_then(|h| h.params.take());
         let Some(sent) = sent else {
             return Ok(());
         };
@@ -85,7 +80,7 @@ impl Shim {
             // refuses that call): nothing declared to compare.
             _ => Arc::from([]),
         };
-        mcp_headers::check_params(&sent, &decls, Some(args))
+        mcp_headers::check_params(sent, &decls, Some(args))
     }
 
     /// Learns tool definitions from a `tools/list` result and rewrites it for the client.
