@@ -70,6 +70,13 @@ pub struct ParamHeader {
     pub path: Vec<String>,
 }
 
+impl ParamHeader {
+    /// The header's name, lowercase (`mcp-param-region`), as a `HeaderMap` holds it.
+    fn header(&self) -> String {
+        format!("{PARAM_PREFIX}{}", self.name.to_ascii_lowercase())
+    }
+}
+
 /// A tool definition's declarations, or why they are invalid (a client MUST NOT use such
 /// a tool over HTTP): each a non-empty RFC 9110 token, unique without regard to case, on
 /// a primitive property reached from the root through `properties` alone.
@@ -215,10 +222,7 @@ pub fn param_headers(decls: &[ParamHeader], args: Option<&Value>) -> Vec<(String
         .iter()
         .filter_map(|d| {
             let (_, text) = argument(args, d)?;
-            Some((
-                format!("{PARAM_PREFIX}{}", d.name.to_ascii_lowercase()),
-                encode(&text),
-            ))
+            Some((d.header(), encode(&text)))
         })
         .collect()
 }
@@ -255,7 +259,7 @@ pub fn check_params(
     args: Option<&Value>,
 ) -> Result<(), String> {
     for d in decls {
-        let full = format!("{PARAM_PREFIX}{}", d.name.to_ascii_lowercase());
+        let full = d.header();
         let mut named = sent.iter().filter(|(n, _)| *n == full).map(|(_, v)| v);
         let (first, again) = (named.next(), named.next().is_some());
         if again {

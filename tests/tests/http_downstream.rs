@@ -324,12 +324,17 @@ fn http_downstream_sends_bearer_and_session_headers_and_never_logs_the_token() {
     assert!(!logged.contains(&secret), "the token is in tc-shim's log");
 }
 
-#[test]
-fn http_downstream_python_mcpserver_passes_calls_in_both_eras() {
+/// The Python `MCPServer` fixture (`http_py_server.py`) on a free port.
+fn python_server() -> Server {
     let port = tc_tests::free_port();
     let mut cmd = Command::new(peers().join("venv/bin/python"));
     cmd.arg(fixture("http_py_server.py")).arg(port.to_string());
-    let server = Server::start(cmd, port);
+    Server::start(cmd, port)
+}
+
+#[test]
+fn http_downstream_python_mcpserver_passes_calls_in_both_eras() {
+    let server = python_server();
     let mut env = Env::new(&remote_vault(
         "py",
         &server.url(),
@@ -387,10 +392,7 @@ fn http_downstream_python_mcpserver_passes_calls_in_both_eras() {
 /// whose header says something else than the body it judges.
 #[test]
 fn x_mcp_header_arguments_are_mirrored_to_the_remote_and_checked_at_the_front() {
-    let port = tc_tests::free_port();
-    let mut cmd = Command::new(peers().join("venv/bin/python"));
-    cmd.arg(fixture("http_py_server.py")).arg(port.to_string());
-    let server = Server::start(cmd, port);
+    let server = python_server();
     let mut env = Env::new(&remote_vault("py", &server.url(), ""));
     env.start_tcd();
     let meta = http::modern_meta();

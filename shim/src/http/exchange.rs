@@ -81,11 +81,7 @@ async fn stateless(f: &Arc<Front>, caller: &str, h: &HeaderMap, parsed: Parsed) 
         };
         return rpc_error(status, &id, code, why);
     }
-    if let Err(why) = modern::check_headers(h, msg) {
-        let id = id.unwrap_or(Value::Null);
-        return rpc_error(StatusCode::BAD_REQUEST, &id, modern::HEADER_MISMATCH, why);
-    }
-    let params = match modern::param_headers(h, msg) {
+    let params = match modern::check_headers(h, msg) {
         Ok(p) => p,
         Err(why) => {
             let id = id.unwrap_or(Value::Null);

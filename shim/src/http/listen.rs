@@ -23,59 +23,49 @@ use crate::value::at;
 /// The `_meta` key tagging every message of a subscription with its request id.
 pub const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
-/// The list-changed notifications a subscription asked for and tc honours.
+/// The list-changed kinds a subscription may ask for: its filter key and the method.
+const KINDS: [(&str, &str); 3] = [
+    ("toolsListChanged", "notifications/tools/list_changed"),
+    ("promptsListChanged", "notifications/prompts/list_changed"),
+    (
+        "resourcesListChanged",
+        "notifications/resources/list_changed",
+    ),
+];
+
+/// The list-changed notifications a subscription asked for and tc honours, by [`KINDS`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Filter {
-    pub tools: bool,
-    pub prompts: bool,
-    pub resources: bool,
-}
+pub struct Filter([bool; 3]);
 
 impl Filter {
     /// The filter a request asks for; `None` when `params.notifications` is not an object.
     fn requested(msg: &Value) -> Option<Filter> {
         let n = at(msg, &["params", "notifications"])?.as_object()?;
-        let on = |k: &str| n.get(k).and_then(Value::as_bool) == Some(true);
-        Some(Filter {
-            tools: on("toolsListChanged"),
-            prompts: on("promptsListChanged"),
-            resources: on("resourcesListChanged"),
-        })
+        Some(Filter(KINDS.map(|(k, _)| {
+            n.get(k).and_then(Value::as_bool) == Some(true)
+        })))
     }
 
     /// Whether a notification `method` passes this filter.
     pub fn wants(&self, method: &str) -> bool {
-        match method {
-            "notifications/tools/list_changed" => self.tools,
-            "notifications/prompts/list_changed" => self.prompts,
-            "notifications/resources/list_changed" => self.resources,
-            _ => false,
-        }
+        KINDS
+            .iter()
+            .zip(self.0)
+            .any(|((_, m), on)| on && *m == method)
     }
 
     fn honoured(&self) -> Value {
-        let mut m = Map::new();
-        for (k, on) in [
-            ("toolsListChanged", self.tools),
-            ("promptsListChanged", self.prompts),
-            ("resourcesListChanged", self.resources),
-        ] {
-            if on {
-                m.insert(k.into(), Value::Bool(true));
-            }
-        }
+        let on = KINDS.iter().zip(self.0).filter(|(_, on)| *on);
+        let m: Map<String, Value> = on
+            .map(|((k, _), _)| (k.to_string(), Value::Bool(true)))
+            .collect();
         Value::Object(m)
     }
 }
 
 /// Whether a notification method is one a subscription can carry.
 pub fn is_list_changed(method: &str) -> bool {
-    Filter {
-        tools: true,
-        prompts: true,
-        resources: true,
-    }
-    .wants(method)
+    KINDS.iter().any(|(_, m)| *m == method)
 }
 
 /// A notification line tagged with the subscription it goes out on.

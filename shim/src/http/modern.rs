@@ -82,8 +82,22 @@ pub fn check_request(msg: &Value) -> Result<(), (i64, String)> {
     Ok(())
 }
 
-/// `Ok` when every routing header matches the body; else why not.
-pub fn check_headers(h: &HeaderMap, msg: &Value) -> Result<(), String> {
+/// `Ok` when every routing header matches the body, with a `tools/call`'s `Mcp-Param-*`
+/// headers decoded (for the engine to check against the tool's `x-mcp-header` arguments
+/// once the tool is known, inside its admission bound); else why not.
+pub fn check_headers(h: &HeaderMap, msg: &Value) -> Result<SentParams, String> {
+    check_routing(h, msg)?;
+    if msg.get("method").and_then(Value::as_str) != Some("tools/call") {
+        return Ok(None);
+    }
+    mcp_headers::sent_params(h).map(Some)
+}
+
+/// A `tools/call`'s decoded `Mcp-Param-*` headers (lowercase name, value).
+pub type SentParams = Option<Vec<(String, String)>>;
+
+/// `Ok` when `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` match the body.
+fn check_routing(h: &HeaderMap, msg: &Value) -> Result<(), String> {
     for name in [VERSION_HEADER, METHOD_HEADER, NAME_HEADER] {
         if h.get_all(name).iter().count() > 1 {
             return Err(format!("{name} header appears more than once"));
@@ -123,16 +137,6 @@ pub fn check_headers(h: &HeaderMap, msg: &Value) -> Result<(), String> {
             "Mcp-Name header does not match the request's params.{key}"
         )),
     }
-}
-
-/// A `tools/call`'s `Mcp-Param-*` headers, decoded, for the engine to check against the
-/// tool's `x-mcp-header` arguments once the tool is known (inside its admission bound);
-/// `Err` when one is not validly encoded. None for any other method.
-pub fn param_headers(h: &HeaderMap, msg: &Value) -> Result<Option<Vec<(String, String)>>, String> {
-    if msg.get("method").and_then(Value::as_str) != Some("tools/call") {
-        return Ok(None);
-    }
-    mcp_headers::sent_params(h).map(Some)
 }
 
 #[cfg(test)]
