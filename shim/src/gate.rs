@@ -176,6 +176,8 @@ pub struct Shim {
     events: OnceLock<mpsc::UnboundedSender<Box<GovEvent>>>,
     /// Orders changes around state-dependent judgments (`barrier.rs`).
     barrier: Arc<Barrier>,
+    /// See [`Options::remote_downstream`].
+    remote_downstream: bool,
 }
 
 /// An id in the shim's own namespace (its requests downstream, its prompts upstream).
@@ -231,6 +233,10 @@ pub struct Options {
     /// stdio can; Streamable HTTP never does (DESIGN 12: legacy HTTP sessions get the
     /// CLI/approve route).
     pub server_requests: bool,
+    /// The downstream is a Streamable HTTP server, to which tc is the client that mirrors
+    /// `x-mcp-header` arguments into `Mcp-Param-*` headers: a tool whose declarations are
+    /// invalid is dropped from the listings passed on, as a conforming client drops it.
+    pub remote_downstream: bool,
 }
 
 /// The queues a front-end and a downstream adapter drain: lines for the downstream and
@@ -262,6 +268,7 @@ impl Shim {
             gov: o.gov,
             events: OnceLock::new(),
             barrier: Arc::new(Barrier::default()),
+            remote_downstream: o.remote_downstream,
         });
         (
             shim,

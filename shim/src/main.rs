@@ -234,6 +234,7 @@ fn real_main() -> anyhow::Result<i32> {
         page,
         gov,
         server_requests: true,
+        remote_downstream: remote.is_some(),
     };
     let code = match remote {
         Some(r) => rt.block_on(downstream::run_remote(opts, r)),

@@ -403,6 +403,15 @@ fn x_mcp_header_arguments_are_mirrored_to_the_remote_and_checked_at_the_front() 
         deploy["inputSchema"]["properties"]["region"]["x-mcp-header"], "Region",
         "{deploy}"
     );
+    // A conforming client drops a tool whose declarations are invalid; tc also refuses
+    // to call it (it could not send the headers the remote expects).
+    assert!(tool(&list["result"], "mislabeled").is_none(), "{list}");
+    let r = c.request(
+        json!(5),
+        "tools/call",
+        json!({"name": "mislabeled", "arguments": {"count": "1"}, "_meta": meta}),
+    );
+    assert_eq!(r["error"]["data"]["reason"], "invalid_tool_schema", "{r}");
     for (id, region) in [(2, "eu-west1"), (3, "zürich "), (4, "=?base64?eA==?=")] {
         let r = c.request(
             json!(id),

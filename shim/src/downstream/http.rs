@@ -131,13 +131,14 @@ impl Conn {
         let modern = peek.modern.is_some();
         let me = Arc::clone(self);
         let k = key.clone();
+        // Held across the spawn: the task's own removal waits for this insertion on any
+        // runtime, so no entry outlives its task.
+        let mut inflight = self.inflight_lock();
         let h = tasks.spawn(async move {
             me.post(line, peek, ack).await;
             crate::ids::take(&mut me.inflight_lock(), &k);
         });
-        // Inserted before the task first runs (one thread; a stale entry of a task
-        // already done would only abort nothing).
-        self.inflight_lock().insert(key, (h, modern));
+        inflight.insert(key, (h, modern));
         None
     }
 
@@ -165,7 +166,7 @@ impl Conn {
             return self.fail(id.as_ref(), &why, json!({"reason": "session_gone"}));
         }
         let mut headers = self.base_headers(&peek);
-        if let Err(why) = self.param_headers(&peek, &line, &mut headers) {
+        if let Err(why) = self.param_headers(&peek, &line, &mut headers).await {
             return self.fail(id.as_ref(), &why, json!({"reason": "invalid_tool_schema"}));
         }
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
@@ -236,14 +237,29 @@ impl Conn {
     /// A 2026-07-28 `tools/call`'s `Mcp-Param-*` headers, for the tool's `x-mcp-header`
     /// arguments (a client MUST send them); a tool whose declarations are invalid is not
     /// called over HTTP (a client MUST NOT use it).
-    fn param_headers(&self, peek: &Peek, line: &[u8], h: &mut HeaderMap) -> Result<(), String> {
+    async fn param_headers(
+        &self,
+        peek: &Peek,
+        line: &[u8],
+        h: &mut HeaderMap,
+    ) -> Result<(), String> {
         if peek.modern.is_none() || peek.method.as_deref() != Some("tools/call") {
             return Ok(());
         }
         let Some(tool) = peek.name.as_deref() else {
             return Ok(());
         };
-        let decls = match self.shim.param_headers(tool) {
+        let known = match self.shim.param_headers(tool) {
+            Some(d) => Some(d),
+            // Not in the cache (a `list_changed` emptied it while the call waited for its
+            // human): list again rather than send a call the remote must refuse for its
+            // missing headers, after its approval was spent.
+            None => Box::pin(self.shim.ensure_tools(tool))
+                .await
+                .ok()
+                .and_then(|()| self.shim.param_headers(tool)),
+        };
+        let decls = match known {
             Some(Ok(d)) if !d.is_empty() => d,
             None | Some(Ok(_)) => return Ok(()),
             Some(Err(why)) => {

@@ -91,7 +91,15 @@ impl Shim {
         let mut learned = Vec::new();
         tools.retain_mut(|t| {
             let Some(name) = t.get("name").and_then(Value::as_str).map(String::from) else { return true };
-            learned.push((name.clone(), Tool::new(t.clone())));
+            let tool = Tool::new(t.clone());
+            if self.remote_downstream {
+                if let Err(why) = tool.params() {
+                    tracing::warn!(tool = %name, "excluding tool from tools/list: invalid x-mcp-header declaration ({why})");
+                    learned.push((name, tool));
+                    return false;
+                }
+            }
+            learned.push((name.clone(), tool));
             let gated = self.policy.gate_entry(&name).is_some();
             if policy::is_floor(Some(t)) && !gated {
                 tracing::warn!(tool = %name, "hiding destructive tool with no gate entry; add: {}", policy::missing_gate_hint(&name, Some(t)));
@@ -114,7 +122,7 @@ impl Shim {
     /// Knowing every tool matters for the floor: a tool missing from the cache (on a
     /// page the client never fetched, or added after `list_changed`) triggers a full
     /// re-list rather than being forwarded as if it were not destructive.
-    pub(super) async fn ensure_tools(&self, name: &str) -> Result<(), String> {
+    pub async fn ensure_tools(&self, name: &str) -> Result<(), String> {
         if self
             .lock()
             .tools

@@ -91,6 +91,7 @@ impl Front {
             page: None,
             gov: Governor::new(&self.governor, &self.paged),
             server_requests: false,
+            remote_downstream: matches!(self.downstream, Downstream::Remote(..)),
         });
         match &self.downstream {
             Downstream::Command(cmd) => {
