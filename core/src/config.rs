@@ -266,6 +266,10 @@ pub struct VaultConfig {
     /// `[vaults.bearer]`: the remote server's bearer token (a file or an env variable).
     #[serde(default)]
     pub bearer: Option<Bearer>,
+    /// PEM certificates trusted for the `https` url besides the public (webpki) roots: a
+    /// private CA. An absolute path.
+    #[serde(default)]
+    pub ca_file: Option<PathBuf>,
     /// `[vaults.http]`: serve this vault over Streamable HTTP.
     #[serde(default)]
     pub http: Option<HttpFront>,

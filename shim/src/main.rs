@@ -146,6 +146,7 @@ fn real_main() -> anyhow::Result<i32> {
                 url: None,
                 headers: Default::default(),
                 bearer: None,
+                ca_file: None,
                 http: None,
             }
         }
@@ -217,7 +218,10 @@ fn real_main() -> anyhow::Result<i32> {
             paged: v.paged.clone(),
             prompt_ttl,
             downstream: match remote {
-                Some(r) => http::Downstream::Remote(r, downstream::http::client()?),
+                Some(r) => {
+                    let client = r.client()?;
+                    http::Downstream::Remote(r, client)
+                }
                 None => http::Downstream::Command(command),
             },
         };

@@ -5,11 +5,13 @@
 //!
 //! Three paths to one minimal Streamable HTTP MCP server (this executable re-executed
 //! with `TC_BENCH_ROLE=server`: axum, JSON answers, `tools/call echo`): the server
-//! directly; behind a minimal pass-through reverse proxy on the same stack
-//! (`TC_BENCH_ROLE=relay`: axum + reqwest, bodies and MCP headers copied, nothing
-//! parsed: the floor of any HTTP proxy); and behind `tc-shim serve bench --http` with
-//! the vault's `url` pointing at the server (no gates, no daemon: ungated calls need
-//! none). Measured in one run, paths interleaved in rounds:
+//! directly; behind a minimal pass-through reverse proxy on the same stack as tc-shim
+//! (`TC_BENCH_ROLE=relay`: axum + hyper's HTTP/1 client connections in a plain pool,
+//! bodies and MCP headers copied, nothing parsed: the floor of any HTTP proxy); behind
+//! `tc-shim serve bench --http` with the vault's `url` pointing at the server (no gates,
+//! no daemon: ungated calls need none); and, for reference, behind the same relay on
+//! reqwest (`relay-rq`, the floor until tc-shim's downstream left reqwest). Measured in
+//! one run, paths interleaved in rounds:
 //!
 //! 1. per `tools/call` latency p50/p99 and calls/s with 1 and 32 concurrent callers,
 //!    each a legacy session of its own; printed as tc's added p50 against the relay's
@@ -24,7 +26,9 @@
 //!
 //! Timings are printed, never asserted. Knobs: `TC_BENCH_N` (timed calls per path and
 //! concurrency, default 4000), `TC_BENCH_CALLERS` (default `1,32`), `TC_BENCH_SESSIONS`,
-//! `TC_SHIM_BIN`.
+//! `TC_SHIM_BIN`, and `TC_BENCH_SERVER=everything`: the real server-everything
+//! (`streamableHttp`, from `.peers/`) instead of the minimal server, its `echo` tool
+//! called; the idle-session part is then skipped (each session is a server instance).
 
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -57,6 +61,7 @@ fn main() -> anyhow::Result<()> {
     match std::env::var(ROLE_ENV).as_deref() {
         Ok("server") => rt.block_on(role_server()),
         Ok("relay") => rt.block_on(role_relay()),
+        Ok("relay-rq") => rt.block_on(role_relay_reqwest()),
         Ok(other) => bail!("unknown {ROLE_ENV}={other:?}"),
         Err(_) => rt.block_on(bench()),
     }
@@ -116,9 +121,9 @@ async fn role_server() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A minimal reverse proxy: copies the method, the MCP headers and the body to the
-/// upstream and its answer back; parses nothing.
-async fn role_relay() -> anyhow::Result<()> {
+/// A minimal reverse proxy on reqwest: copies the method, the MCP headers and the body to
+/// the upstream and its answer back; parses nothing.
+async fn role_relay_reqwest() -> anyhow::Result<()> {
     let upstream = std::env::var("TC_BENCH_UPSTREAM").context("TC_BENCH_UPSTREAM")?;
     let client = reqwest::Client::new();
     let app = axum::Router::new().route(
@@ -153,6 +158,76 @@ async fn role_relay() -> anyhow::Result<()> {
     Ok(())
 }
 
+/// The floor: the same relay with hyper's HTTP/1 client connections in a plain pool, as
+/// tc-shim's downstream has them (no URL parsing, redirect or proxy layers per request).
+async fn role_relay() -> anyhow::Result<()> {
+    use http_body_util::{BodyExt, Full};
+    use hyper::client::conn::http1::SendRequest;
+    type Pool = std::sync::Arc<std::sync::Mutex<Vec<SendRequest<Full<Bytes>>>>>;
+    let upstream: hyper::Uri = std::env::var("TC_BENCH_UPSTREAM")?.parse()?;
+    let authority = upstream.authority().context("authority")?.clone();
+    let path = upstream.path().to_string();
+    let pool: Pool = Default::default();
+    async fn sender(
+        pool: &Pool,
+        authority: &hyper::http::uri::Authority,
+    ) -> anyhow::Result<SendRequest<Full<Bytes>>> {
+        while let Some(s) = pool.lock().unwrap().pop() {
+            if s.is_ready() {
+                return Ok(s);
+            }
+        }
+        let tcp = tokio::net::TcpStream::connect(authority.as_str()).await?;
+        tcp.set_nodelay(true)?;
+        let (s, conn) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(tcp)).await?;
+        tokio::spawn(conn);
+        Ok(s)
+    }
+    let app = axum::Router::new().route(
+        "/mcp",
+        axum::routing::any(
+            move |method: axum::http::Method, headers: HeaderMap, body: Bytes| {
+                let (pool, authority, path) = (pool.clone(), authority.clone(), path.clone());
+                async move {
+                    let Ok(mut s) = sender(&pool, &authority).await else {
+                        return StatusCode::BAD_GATEWAY.into_response();
+                    };
+                    let mut req = hyper::Request::new(Full::new(body));
+                    *req.method_mut() = method;
+                    *req.uri_mut() = path.parse().unwrap();
+                    let h = req.headers_mut();
+                    h.insert("host", authority.as_str().parse().unwrap());
+                    for k in MCP_HEADERS {
+                        if let Some(v) = headers.get(*k) {
+                            h.insert(*k, v.clone());
+                        }
+                    }
+                    let Ok(r) = s.send_request(req).await else {
+                        return StatusCode::BAD_GATEWAY.into_response();
+                    };
+                    let (parts, body) = r.into_parts();
+                    let body = body
+                        .collect()
+                        .await
+                        .map(|b| b.to_bytes())
+                        .unwrap_or_default();
+                    pool.lock().unwrap().push(s);
+                    let mut out = HeaderMap::new();
+                    for k in MCP_HEADERS {
+                        if let Some(v) = parts.headers.get(*k) {
+                            out.insert(*k, v.clone());
+                        }
+                    }
+                    (parts.status, out, body).into_response()
+                }
+            },
+        ),
+    );
+    axum::serve(listen().await?, app).await?;
+    Ok(())
+}
+
 // ---------------------------------------------------------------- the bench
 
 /// A child serving HTTP on the port it printed; killed on drop.
@@ -161,7 +236,50 @@ struct Served {
     port: u16,
 }
 
+/// Whether `TC_BENCH_SERVER=everything` asks for the real server-everything.
+fn real_server() -> anyhow::Result<bool> {
+    match std::env::var("TC_BENCH_SERVER").as_deref() {
+        Err(_) | Ok("minimal") => Ok(false),
+        Ok("everything") => Ok(true),
+        Ok(other) => bail!("TC_BENCH_SERVER={other:?}: expected minimal or everything"),
+    }
+}
+
+/// The `tools/call` each caller makes (both servers answer with `hello` in the text).
+fn call_params(real: bool) -> Value {
+    let key = if real { "message" } else { "text" };
+    json!({"name": "echo", "arguments": {key: "hello"}})
+}
+
 impl Served {
+    /// server-everything over Streamable HTTP on a free port.
+    fn everything() -> anyhow::Result<Served> {
+        let port = tc_tests::free_port();
+        let js = tc_tests::peers_dir()
+            .join("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js");
+        ensure!(
+            js.exists(),
+            "{} missing: run scripts/install-peers",
+            js.display()
+        );
+        let child = Command::new("node")
+            .arg(&js)
+            .arg("streamableHttp")
+            .env("PORT", port.to_string())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()?;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+            ensure!(
+                Instant::now() < deadline,
+                "server-everything never listened"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Ok(Served { child, port })
+    }
+
     fn spawn(mut cmd: Command) -> anyhow::Result<Served> {
         let mut child = cmd
             .stdout(Stdio::piped())
@@ -290,7 +408,13 @@ struct Timed {
 
 /// `callers` sessions each making their share of `n` calls, with `watch`'s CPU measured
 /// over the calls only (not the sessions' opening).
-async fn run(url: &str, callers: usize, n: usize, watch: &[u32]) -> anyhow::Result<Timed> {
+async fn run(
+    url: &str,
+    callers: usize,
+    n: usize,
+    watch: &[u32],
+    params: &Value,
+) -> anyhow::Result<Timed> {
     // Each caller is a client of its own (its own connection), as separate MCP clients
     // are: one shared pool would carry any session's calls on any connection.
     let mut sids = Vec::new();
@@ -303,13 +427,13 @@ async fn run(url: &str, callers: usize, n: usize, watch: &[u32]) -> anyhow::Resu
     let start = Instant::now();
     let mut tasks = Vec::new();
     for (c, (http, sid)) in sids.into_iter().enumerate() {
-        let url = url.to_string();
+        let (url, params) = (url.to_string(), params.clone());
         let share = n / callers + usize::from(c < n % callers);
         tasks.push(tokio::spawn(async move {
             let mut lat = Vec::with_capacity(share);
             for i in 0..share {
                 let call = json!({"jsonrpc": "2.0", "id": i + 1, "method": "tools/call",
-                    "params": {"name": "echo", "arguments": {"text": "hello"}}});
+                    "params": params});
                 let t = Instant::now();
                 let r = post(&http, &url, Some(&sid), &call).await?;
                 ensure!(r.status().is_success(), "call: {}", r.status());
@@ -342,13 +466,23 @@ async fn bench() -> anyhow::Result<()> {
     let n = env_usize("TC_BENCH_N", 4000)?;
     let sessions = env_usize("TC_BENCH_SESSIONS", 10_000)?;
     let me = std::env::current_exe()?;
-    let mut cmd = Command::new(&me);
-    cmd.env(ROLE_ENV, "server");
-    let server = Served::spawn(cmd)?;
+    let real = real_server()?;
+    let params = call_params(real);
+    let server = if real {
+        Served::everything()?
+    } else {
+        let mut cmd = Command::new(&me);
+        cmd.env(ROLE_ENV, "server");
+        Served::spawn(cmd)?
+    };
     let mut cmd = Command::new(&me);
     cmd.env(ROLE_ENV, "relay")
         .env("TC_BENCH_UPSTREAM", server.url());
     let relay = Served::spawn(cmd)?;
+    let mut cmd = Command::new(&me);
+    cmd.env(ROLE_ENV, "relay-rq")
+        .env("TC_BENCH_UPSTREAM", server.url());
+    let relay_rq = Served::spawn(cmd)?;
     let (mut tc, tc_url) = start_tc(&shim, dir.path(), &server.url(), sessions + 1000)?;
     // Whose CPU each path's calls are measured by: the callers' (this process), the
     // server's, and the proxy's.
@@ -358,23 +492,30 @@ async fn bench() -> anyhow::Result<()> {
         vec![me_pid, server_pid],
         vec![me_pid, server_pid, relay_pid],
         vec![me_pid, server_pid, tc_pid],
+        vec![me_pid, server_pid, relay_rq.child.id()],
     ];
     let paths = [
         ("direct", server.url()),
         ("relay", relay.url()),
         ("tc-shim", tc_url.clone()),
+        ("relay-rq", relay_rq.url()),
     ];
-    println!("HTTP front: {n} tools/call per path and concurrency, {ROUNDS} interleaved rounds");
+    let which = if real {
+        "server-everything"
+    } else {
+        "the minimal server"
+    };
+    println!("HTTP front ({which}): {n} tools/call per path and concurrency, {ROUNDS} interleaved rounds");
     for callers in callers_env()? {
-        let mut lat: Vec<Vec<Duration>> = vec![Vec::new(); 3];
-        let mut wall = [Duration::ZERO; 3];
-        let mut cpu = [[0u64; 3]; 3];
+        let mut lat: Vec<Vec<Duration>> = vec![Vec::new(); paths.len()];
+        let mut wall = [Duration::ZERO; 4];
+        let mut cpu = [[0u64; 3]; 4];
         for (_, url) in &paths {
-            run(url, callers, 200.max(callers * 4), &[]).await?; // warm-up
+            run(url, callers, 200.max(callers * 4), &[], &params).await?; // warm-up
         }
         for _ in 0..ROUNDS {
             for (i, (_, url)) in paths.iter().enumerate() {
-                let t = run(url, callers, n / ROUNDS, &watch[i]).await?;
+                let t = run(url, callers, n / ROUNDS, &watch[i], &params).await?;
                 lat[i].extend(t.lat);
                 wall[i] += t.wall;
                 for (k, c) in t.cpu.into_iter().enumerate() {
@@ -419,6 +560,11 @@ async fn bench() -> anyhow::Result<()> {
             rate(2) / rate(0),
             rate(1) / rate(0)
         );
+    }
+    if real {
+        let _ = tc.kill();
+        let _ = tc.wait();
+        return Ok(());
     }
     idle_sessions(&shim, dir.path(), &server.url(), &mut tc, &tc_url, sessions).await
 }

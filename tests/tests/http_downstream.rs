@@ -452,3 +452,40 @@ fn x_mcp_header_arguments_are_mirrored_to_the_remote_and_checked_at_the_front() 
         a.text
     );
 }
+
+/// An https remote: tc-shim's own TLS (rustls, the public roots) trusts a private CA only
+/// when the vault names it in `ca_file`; without it the handshake is refused, clearly.
+#[test]
+fn an_https_remote_is_trusted_through_ca_file_and_refused_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = tc_tests::free_port();
+    let mut cmd = Command::new(peers().join("venv/bin/python"));
+    cmd.arg(fixture("https_py_server.py"))
+        .arg(port.to_string())
+        .arg(dir.path());
+    let _server = Server::start(cmd, port);
+    let url = format!("https://localhost:{port}/mcp");
+    let ca = dir.path().join("ca.pem");
+
+    let trusted = format!("ca_file = \"{}\"\n", ca.display());
+    let mut env = Env::new(&remote_vault("tls", &url, &trusted));
+    env.start_tcd();
+    let (mut c, _log) = Client::start(&env, "tls", &[]);
+    let init = c.initialize();
+    assert_eq!(init["result"]["serverInfo"]["name"], "py-tls", "{init}");
+    let r = c.call(2, "shout", json!({"text": "over tls"}));
+    assert_eq!(text(&r), "OVER TLS", "{r}");
+    assert!(c.close().success());
+
+    let mut env = Env::new(&remote_vault("tls", &url, ""));
+    env.start_tcd();
+    let (mut c, _log) = Client::start(&env, "tls", &[]);
+    let init = c.initialize();
+    let msg = init["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("cannot be reached") && msg.contains("UnknownIssuer"),
+        "{init}"
+    );
+    assert_eq!(init["error"]["data"]["reason"], "unreachable", "{init}");
+    assert!(c.close().success());
+}

@@ -32,14 +32,30 @@ impl Config {
     /// `url` / `headers` / `bearer` rules, and the root-less vault's limits.
     pub(super) fn validate_remote(&self, at: &str, v: &VaultConfig) -> Result<(), ConfigError> {
         let Some(url) = &v.url else {
-            if !v.headers.is_empty() || v.bearer.is_some() {
+            let key = match (&v.ca_file, &v.bearer) {
+                (Some(_), _) => "ca_file",
+                (None, Some(_)) => "bearer",
+                (None, None) => "headers",
+            };
+            if !v.headers.is_empty() || v.bearer.is_some() || v.ca_file.is_some() {
                 return Err(self.invalid(
-                    format!("{at}.headers"),
-                    "[vaults.headers] and [vaults.bearer] are only for a vault with a url",
+                    format!("{at}.{key}"),
+                    "[vaults.headers], [vaults.bearer] and ca_file are only for a vault with a url",
                 ));
             }
             return Ok(());
         };
+        if let Some(ca) = &v.ca_file {
+            if !ca.is_absolute() {
+                return Err(self.invalid(format!("{at}.ca_file"), "must be an absolute path"));
+            }
+            if !url.to_ascii_lowercase().starts_with("https://") {
+                return Err(self.invalid(
+                    format!("{at}.ca_file"),
+                    "a CA file is for an https url (a plain http url has no certificate)",
+                ));
+            }
+        }
         if !v.command.is_empty() {
             return Err(self.invalid(
                 format!("{at}.url"),
@@ -259,8 +275,11 @@ mod tests {
             ("[[vaults]]\nid = \"r\"\nurl = \"https://u:p@h/mcp\"\n".into(), "vaults[0].url", "credentials"),
             ("[[vaults]]\nid = \"r\"\nurl = \"https:///mcp\"\n".into(), "vaults[0].url", "no host"),
             ("[[vaults]]\nid = \"r\"\nurl = \"https://h/mcp#x\"\n".into(), "vaults[0].url", "fragment"),
-            ("[[vaults]]\nid = \"r\"\nroot = \"/a\"\ncommand = [\"x\"]\n[vaults.bearer]\nenv = \"T\"\n".into(), "vaults[0].headers", "only for a vault with a url"),
+            ("[[vaults]]\nid = \"r\"\nroot = \"/a\"\ncommand = [\"x\"]\n[vaults.bearer]\nenv = \"T\"\n".into(), "vaults[0].bearer", "only for a vault with a url"),
             ("[[vaults]]\nid = \"r\"\nroot = \"relative\"\nurl = \"https://h/mcp\"\n".into(), "vaults[0].root", "absolute"),
+            ("[[vaults]]\nid = \"r\"\nurl = \"https://h/mcp\"\nca_file = \"ca.pem\"\n".into(), "vaults[0].ca_file", "absolute"),
+            ("[[vaults]]\nid = \"r\"\nurl = \"http://h/mcp\"\nca_file = \"/ca.pem\"\n".into(), "vaults[0].ca_file", "https"),
+            ("[[vaults]]\nid = \"r\"\nroot = \"/a\"\ncommand = [\"x\"]\nca_file = \"/ca.pem\"\n".into(), "vaults[0].ca_file", "only for a vault with a url"),
             ("[[vaults]]\nid = \"r\"\nroot = \"/a\"\n".replace("root = \"/a\"\n", ""), "vaults[0].root", "absolute"),
         ] {
             let e = parse(&text).unwrap_err();

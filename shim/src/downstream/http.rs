@@ -8,13 +8,15 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
-use reqwest::{Method, StatusCode};
+use bytes::Bytes;
+use hyper::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
+use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
 use tokio::io::BufReader;
 use tokio::sync::oneshot;
 use tokio::task::{AbortHandle, JoinSet};
 
+use super::client::{Client, ClientError, Response};
 use super::remote::{server_token, Peek, Remote};
 use super::sse::{Kind, Lines};
 use crate::framing::{read_down, Down};
@@ -45,18 +47,9 @@ struct Session {
     listening: bool,
 }
 
-/// The HTTP client every request to a remote server goes through.
-pub fn client() -> anyhow::Result<reqwest::Client> {
-    Ok(reqwest::Client::builder()
-        // A redirect would re-send the body and our headers elsewhere: refused.
-        .redirect(reqwest::redirect::Policy::none())
-        .connect_timeout(Duration::from_secs(10))
-        .build()?)
-}
-
 /// One remote server as the engine's downstream.
 pub struct Conn {
-    http: reqwest::Client,
+    http: Client,
     remote: Remote,
     shim: Arc<Shim>,
     session: Mutex<Session>,
@@ -66,11 +59,12 @@ pub struct Conn {
 
 impl Conn {
     pub fn new(remote: Remote, shim: Arc<Shim>) -> anyhow::Result<Arc<Conn>> {
-        Ok(Conn::with_client(remote, shim, client()?))
+        let http = remote.client()?;
+        Ok(Conn::with_client(remote, shim, http))
     }
 
     /// A connection on a shared client (the HTTP front's conversations share one pool).
-    pub fn with_client(remote: Remote, shim: Arc<Shim>, http: reqwest::Client) -> Arc<Conn> {
+    pub fn with_client(remote: Remote, shim: Arc<Shim>, http: Client) -> Arc<Conn> {
         Arc::new(Conn {
             http,
             remote,
@@ -171,11 +165,11 @@ impl Conn {
         }
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         let sent_session = headers.contains_key(SESSION);
-        // Built whole (the builder would merge the headers into its own map, per call).
-        let mut req = reqwest::Request::new(Method::POST, self.remote.url.clone());
-        *req.headers_mut() = headers;
-        *req.body_mut() = Some(line.into());
-        let resp = match self.http.execute(req).await {
+        let resp = match self
+            .http
+            .send(Method::POST, headers, Bytes::from(line))
+            .await
+        {
             Ok(r) => r,
             Err(e) => {
                 return self.fail(
@@ -283,7 +277,7 @@ impl Conn {
         Ok(())
     }
 
-    fn learn_session(&self, resp: &reqwest::Response) {
+    fn learn_session(&self, resp: &Response) {
         let sid = resp.headers().get(SESSION).map(|v| v.as_bytes().to_vec());
         let mut s = self.session();
         s.gone = None;
@@ -299,18 +293,18 @@ impl Conn {
     /// should close the stream then) or the body ends. Ok(()) once `id` was answered.
     async fn feed(
         self: &Arc<Self>,
-        resp: reqwest::Response,
+        resp: Response,
         kind: Kind,
         id: Option<&Value>,
         initialize: bool,
     ) -> Result<(), String> {
         // One more than the body: the adapter ends a JSON body with a newline.
-        let read = resp.content_length().map_or(STREAM_READ, |n| {
+        let read = resp.body().content_length().map_or(STREAM_READ, |n| {
             usize::try_from(n)
                 .map_or(BODY_READ, |n| n.saturating_add(1))
                 .clamp(MIN_READ, BODY_READ)
         });
-        let lines = Lines::new(resp.bytes_stream(), kind);
+        let lines = Lines::new(resp.into_body(), kind);
         let mut r = BufReader::with_capacity(read, lines);
         let shim = Arc::clone(&self.shim);
         let mut limit = || shim.down_line_limit();
@@ -374,13 +368,7 @@ impl Conn {
             while me.session().gone.is_none() {
                 let mut headers = me.base_headers(&Peek::default());
                 headers.insert(ACCEPT, HeaderValue::from_static("text/event-stream"));
-                let resp = match me
-                    .http
-                    .get(me.remote.url.clone())
-                    .headers(headers)
-                    .send()
-                    .await
-                {
+                let resp = match me.http.send(Method::GET, headers, Bytes::new()).await {
                     Ok(r) => r,
                     Err(e) => {
                         tracing::warn!("GET stream: {}", me.unreachable(&e));
@@ -417,11 +405,7 @@ impl Conn {
         };
         let mut headers = self.base_headers(&Peek::default());
         headers.insert(SESSION, id);
-        let req = self
-            .http
-            .request(Method::DELETE, self.remote.url.clone())
-            .headers(headers)
-            .send();
+        let req = self.http.send(Method::DELETE, headers, Bytes::new());
         match tokio::time::timeout(Duration::from_secs(3), req).await {
             Ok(Ok(r))
                 if r.status().is_success() || r.status() == StatusCode::METHOD_NOT_ALLOWED => {}
@@ -432,7 +416,7 @@ impl Conn {
     }
 
     /// A non-2xx answer: 404 on a session means the server forgot it.
-    async fn refused(&self, id: Option<&Value>, resp: reqwest::Response, sent_session: bool) {
+    async fn refused(&self, id: Option<&Value>, resp: Response, sent_session: bool) {
         let status = resp.status();
         let detail = error_detail(resp).await;
         if status == StatusCode::NOT_FOUND && sent_session {
@@ -458,22 +442,10 @@ impl Conn {
         );
     }
 
-    fn unreachable(&self, e: &reqwest::Error) -> String {
-        let mut why = String::new();
-        let mut src: Option<&dyn std::error::Error> = Some(e);
-        while let Some(s) = src {
-            // reqwest names the url it tried: shown without its query, as everywhere.
-            let text = s
-                .to_string()
-                .replace(self.remote.url.as_str(), &self.remote.shown());
-            if !why.contains(&text) {
-                why.push_str(if why.is_empty() { "" } else { ": " });
-                why.push_str(&text);
-            }
-            src = s.source();
-        }
+    fn unreachable(&self, e: &ClientError) -> String {
+        // The error names the host and port only (the url's query may hold a key).
         format!(
-            "the remote MCP server {} cannot be reached ({why})",
+            "the remote MCP server {} cannot be reached ({e})",
             self.remote.shown()
         )
     }
@@ -492,7 +464,7 @@ impl Conn {
 }
 
 /// The media type of an answer we read: JSON, SSE, or none (202, empty, other).
-fn body_kind(resp: &reqwest::Response) -> Option<Kind> {
+fn body_kind(resp: &Response) -> Option<Kind> {
     if resp.status() == StatusCode::ACCEPTED || resp.status() == StatusCode::NO_CONTENT {
         return None;
     }
@@ -506,10 +478,10 @@ fn body_kind(resp: &reqwest::Response) -> Option<Kind> {
 }
 
 /// `: <message>` of an error body (a JSON-RPC error's message, else its first text).
-async fn error_detail(mut resp: reqwest::Response) -> String {
+async fn error_detail(mut resp: Response) -> String {
     let mut body = Vec::new();
     while body.len() < ERROR_BODY {
-        match resp.chunk().await {
+        match resp.body_mut().chunk().await {
             Ok(Some(c)) => body.extend_from_slice(&c),
             _ => break,
         }

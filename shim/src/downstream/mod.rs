@@ -1,6 +1,7 @@
 //! Downstreams other than a child process: a remote MCP server over Streamable HTTP
 //! (`url` in the vault), behind the stdio front.
 
+pub mod client;
 pub mod http;
 mod remote;
 mod sse;

@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use anyhow::{bail, Context};
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION};
+use hyper::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION};
 use serde::Deserialize;
 use serde_json::Value;
 use tc_core::config::VaultConfig;
@@ -23,8 +23,10 @@ pub struct Remote(Arc<Target>);
 
 /// What a [`Remote`] shares (reached through it: `remote.url`, `remote.headers`).
 pub struct Target {
-    pub url: reqwest::Url,
+    pub url: url::Url,
     pub headers: HeaderMap,
+    /// The vault's `ca_file` (PEM), read at start; empty without one.
+    pub ca: Vec<u8>,
 }
 
 impl std::ops::Deref for Remote {
@@ -46,6 +48,22 @@ impl std::fmt::Debug for Remote {
 }
 
 impl Remote {
+    /// The connections to this server (one pool, shared by whoever clones it).
+    pub fn client(&self) -> anyhow::Result<super::client::Client> {
+        let proxies = [
+            "HTTPS_PROXY",
+            "https_proxy",
+            "HTTP_PROXY",
+            "http_proxy",
+            "ALL_PROXY",
+        ];
+        if let Some(p) = proxies.iter().find(|p| std::env::var_os(p).is_some()) {
+            tracing::warn!("{p} is set, but tc-shim connects to the remote MCP server {} directly (it uses no proxy)", self.shown());
+        }
+        super::client::Client::new(&self.url, &self.ca)
+            .with_context(|| format!("remote MCP server {}", self.shown()))
+    }
+
     /// The url for logs and errors (no query string: it may hold a key).
     pub fn shown(&self) -> std::borrow::Cow<'_, str> {
         tc_core::config::shown_url(self.url.as_str())
@@ -56,7 +74,7 @@ impl Remote {
         let Some(url) = &v.url else {
             bail!("vault {:?} has no url", v.id)
         };
-        let url = reqwest::Url::parse(url).with_context(|| format!("vault {:?}: url", v.id))?;
+        let url = url::Url::parse(url).with_context(|| format!("vault {:?}: url", v.id))?;
         let mut headers = HeaderMap::new();
         for (k, val) in &v.headers {
             let name = HeaderName::from_bytes(k.as_bytes())
@@ -69,7 +87,13 @@ impl Remote {
         if let Some(b) = &v.bearer {
             headers.insert(AUTHORIZATION, bearer(b)?);
         }
-        Ok(Remote(Arc::new(Target { url, headers })))
+        let ca = match &v.ca_file {
+            Some(f) => std::fs::read(f).with_context(|| {
+                format!("vault {:?}: cannot read ca_file {}", v.id, f.display())
+            })?,
+            None => Vec::new(),
+        };
+        Ok(Remote(Arc::new(Target { url, headers, ca })))
     }
 }
 

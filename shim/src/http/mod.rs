@@ -39,7 +39,7 @@ pub enum Downstream {
     /// A local MCP server over stdio, one process per conversation.
     Command(Vec<String>),
     /// A remote Streamable HTTP server, one session per conversation, one client pool.
-    Remote(crate::downstream::Remote, reqwest::Client),
+    Remote(crate::downstream::Remote, crate::downstream::client::Client),
 }
 
 /// Ends a remote conversation's server session (`DELETE`) when the conversation closes.

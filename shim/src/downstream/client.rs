@@ -1,0 +1,292 @@
+//! HTTP/1.1 to one remote MCP server: keep-alive connections in a small pool, TLS by
+//! rustls (the webpki roots, plus the vault's `ca_file`), no redirects and no proxy.
+//!
+//! Why not reqwest on this path: its URL, redirect, proxy and timeout layers cost ~12 µs
+//! of CPU per request, a third of everything tc-shim spends on an HTTP call
+//! (docs/BENCHMARKS.md, "hyper connections instead of reqwest").
+
+use std::sync::{Arc, Mutex, Weak};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::Full;
+use hyper::body::{Body as _, Incoming};
+use hyper::client::conn::http1::SendRequest;
+use hyper::header::{HeaderMap, HeaderValue, HOST};
+use hyper::{Method, Request, Uri};
+use hyper_util::rt::TokioIo;
+use tokio::net::TcpStream;
+use tokio_rustls::rustls::pki_types::ServerName;
+use tokio_rustls::rustls::{self, RootCertStore};
+use tokio_rustls::TlsConnector;
+
+/// How long a connection may take to open (TCP and TLS).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+/// Idle connections kept, at most; more are closed when their answer ends.
+const IDLE_MAX: usize = 64;
+/// An idle connection older than this is closed rather than reused (servers close theirs
+/// after a while; reqwest's default, too).
+const IDLE_FOR: Duration = Duration::from_secs(90);
+
+type Sender = SendRequest<Full<Bytes>>;
+
+/// Why a request got no answer. Names the host and port, never the path or query.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("cannot connect to {0}: {1}")]
+    Connect(String, std::io::Error),
+    #[error("connecting to {0} timed out after {1:?}")]
+    ConnectTimeout(String, Duration),
+    #[error("TLS with {0} failed: {1}")]
+    Tls(String, std::io::Error),
+    #[error("HTTP exchange with {0} failed: {1}")]
+    Http(String, hyper::Error),
+}
+
+/// A remote server's connections; cheap to clone (the HTTP front's conversations share one).
+#[derive(Clone)]
+pub struct Client(Arc<Inner>);
+
+struct Inner {
+    /// `host:port`, for connecting and for errors.
+    addr: String,
+    host: HeaderValue,
+    /// The request target: the url's path and query.
+    target: Uri,
+    tls: Option<(TlsConnector, ServerName<'static>)>,
+    idle: Mutex<Vec<(Sender, Instant)>>,
+}
+
+/// An answer: status, headers and a [`Body`].
+pub type Response = hyper::Response<Body>;
+
+impl Client {
+    /// A client for `url` (`http` or `https`); `extra_roots` are PEM certificates trusted
+    /// besides the webpki roots (a private CA).
+    pub fn new(url: &url::Url, extra_roots: &[u8]) -> anyhow::Result<Client> {
+        let host = url.host_str().unwrap_or_default();
+        anyhow::ensure!(!host.is_empty(), "the url has no host");
+        let port = url
+            .port_or_known_default()
+            .ok_or_else(|| anyhow::anyhow!("the url has no port"))?;
+        let tls = match url.scheme() {
+            "http" => None,
+            "https" => Some(tls(host, extra_roots)?),
+            s => anyhow::bail!("the url's scheme is {s:?}: expected http or https"),
+        };
+        let authority = match url.port() {
+            Some(p) => format!("{host}:{p}"),
+            None => host.to_string(),
+        };
+        let target = match url.query() {
+            Some(q) => format!("{}?{q}", url.path()),
+            None => url.path().to_string(),
+        };
+        Ok(Client(Arc::new(Inner {
+            addr: format!(
+                "{}:{port}",
+                host.trim_start_matches('[').trim_end_matches(']')
+            ),
+            host: HeaderValue::from_str(&authority)?,
+            target: target.parse()?,
+            tls,
+            idle: Mutex::new(Vec::new()),
+        })))
+    }
+
+    /// Sends one request on an idle connection or a new one. A pooled connection the
+    /// server closed before the request went out is replaced once (nothing was sent).
+    pub async fn send(
+        &self,
+        method: Method,
+        mut headers: HeaderMap,
+        body: Bytes,
+    ) -> Result<Response, ClientError> {
+        headers.insert(HOST, self.0.host.clone());
+        let mut req = Request::new(Full::new(body));
+        *req.method_mut() = method;
+        *req.uri_mut() = self.0.target.clone();
+        *req.headers_mut() = headers;
+        let (mut s, pooled) = match self.0.checkout().await {
+            Some(s) => (s, true),
+            None => (self.0.connect().await?, false),
+        };
+        let resp = match s.try_send_request(req).await {
+            Ok(r) => r,
+            Err(mut e) => match e.take_message().filter(|_| pooled) {
+                Some(req) => {
+                    s = self.0.connect().await?;
+                    s.send_request(req).await.map_err(|e| self.0.http(e))?
+                }
+                None => return Err(self.0.http(e.into_error())),
+            },
+        };
+        let (parts, inner) = resp.into_parts();
+        let back = Some((s, Arc::downgrade(&self.0)));
+        let mut body = Body { inner, back };
+        body.give_back_if_done();
+        Ok(Response::from_parts(parts, body))
+    }
+}
+
+impl Inner {
+    /// An idle connection ready for a request, if one is left.
+    async fn checkout(&self) -> Option<Sender> {
+        loop {
+            let (mut s, since) = self.lock().pop()?;
+            if s.is_closed() || since.elapsed() > IDLE_FOR {
+                continue;
+            }
+            if s.ready().await.is_ok() {
+                return Some(s);
+            }
+        }
+    }
+
+    async fn connect(&self) -> Result<Sender, ClientError> {
+        let open = async {
+            let tcp = TcpStream::connect(&self.addr)
+                .await
+                .map_err(|e| ClientError::Connect(self.addr.clone(), e))?;
+            // Requests and answers are small and latency-bound.
+            let _ = tcp.set_nodelay(true);
+            match &self.tls {
+                None => handshake(tcp).await,
+                Some((c, name)) => {
+                    let tls = c
+                        .connect(name.clone(), tcp)
+                        .await
+                        .map_err(|e| ClientError::Tls(self.addr.clone(), e))?;
+                    handshake(tls).await
+                }
+            }
+            .map_err(|e| self.http(e))
+        };
+        tokio::time::timeout(CONNECT_TIMEOUT, open)
+            .await
+            .map_err(|_| ClientError::ConnectTimeout(self.addr.clone(), CONNECT_TIMEOUT))?
+    }
+
+    fn http(&self, e: hyper::Error) -> ClientError {
+        ClientError::Http(self.addr.clone(), e)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(Sender, Instant)>> {
+        self.idle.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn give_back(&self, s: Sender) {
+        let mut idle = self.lock();
+        if idle.len() < IDLE_MAX && !s.is_closed() {
+            idle.push((s, Instant::now()));
+        }
+    }
+}
+
+/// HTTP/1.1 over `io`; the connection runs on a task of its own until either side ends it.
+async fn handshake<T>(io: T) -> Result<Sender, hyper::Error>
+where
+    T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+{
+    let (s, conn) = hyper::client::conn::http1::handshake(TokioIo::new(io)).await?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!("connection to the remote MCP server ended: {e}");
+        }
+    });
+    Ok(s)
+}
+
+/// TLS towards `host`: the webpki roots and `extra` (PEM), HTTP/1.1 by ALPN.
+fn tls(host: &str, extra: &[u8]) -> anyhow::Result<(TlsConnector, ServerName<'static>)> {
+    use rustls::pki_types::pem::PemObject;
+    use rustls::pki_types::CertificateDer;
+    let mut roots = RootCertStore {
+        roots: webpki_roots::TLS_SERVER_ROOTS.to_vec(),
+    };
+    let mut added = 0;
+    for cert in CertificateDer::pem_slice_iter(extra) {
+        let cert = cert.map_err(|e| anyhow::anyhow!("ca_file: {e}"))?;
+        roots
+            .add(cert)
+            .map_err(|e| anyhow::anyhow!("ca_file: {e}"))?;
+        added += 1;
+    }
+    anyhow::ensure!(
+        extra.is_empty() || added > 0,
+        "ca_file holds no PEM certificate"
+    );
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut cfg = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    cfg.alpn_protocols = vec![b"http/1.1".to_vec()];
+    let name = host.trim_start_matches('[').trim_end_matches(']');
+    let name = ServerName::try_from(name.to_string())?;
+    Ok((TlsConnector::from(Arc::new(cfg)), name))
+}
+
+/// An answer's body, read as a stream of chunks. Its connection goes back to the pool once
+/// the body has ended; a body dropped before its end takes the connection with it.
+pub struct Body {
+    inner: Incoming,
+    back: Option<(Sender, Weak<Inner>)>,
+}
+
+impl Body {
+    /// The next chunk of data, or None at the end.
+    pub async fn chunk(&mut self) -> Result<Option<Bytes>, hyper::Error> {
+        std::future::poll_fn(|cx| self.poll_chunk(cx))
+            .await
+            .transpose()
+    }
+
+    /// The body's length, when the server declared it.
+    pub fn content_length(&self) -> Option<u64> {
+        self.inner.size_hint().exact()
+    }
+
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Bytes, hyper::Error>>> {
+        loop {
+            let frame = match std::pin::Pin::new(&mut self.inner).poll_frame(cx) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(None) => {
+                    self.give_back_if_done();
+                    return Poll::Ready(None);
+                }
+                Poll::Ready(Some(Err(e))) => {
+                    self.back = None;
+                    return Poll::Ready(Some(Err(e)));
+                }
+                Poll::Ready(Some(Ok(f))) => f,
+            };
+            // Trailers carry nothing we read.
+            if let Ok(data) = frame.into_data() {
+                self.give_back_if_done();
+                return Poll::Ready(Some(Ok(data)));
+            }
+        }
+    }
+
+    /// Returns the connection to the pool as soon as the body is known to be complete (a
+    /// declared length fully read counts: the caller may stop reading there).
+    fn give_back_if_done(&mut self) {
+        if self.inner.is_end_stream() {
+            if let Some((s, pool)) = self.back.take() {
+                if let Some(p) = pool.upgrade() {
+                    p.give_back(s);
+                }
+            }
+        }
+    }
+}
+
+impl tokio_stream::Stream for Body {
+    type Item = Result<Bytes, hyper::Error>;
+
+    fn poll_next(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.get_mut().poll_chunk(cx)
+    }
+}
