@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
@@ -65,13 +66,17 @@ pub enum GovEvent {
     Flush(oneshot::Sender<()>),
 }
 
+/// How long a newly noted request is safe from [`Governor::prune`].
+const PRUNE_GRACE: Duration = Duration::from_secs(5);
+
 /// The governor of one shim process.
 pub struct Governor {
     /// `governor.max_response_bytes`.
     pub cap: usize,
     /// Paged tool → the array argument holding its items.
     paged: HashMap<String, String>,
-    tracked: Mutex<HashMap<IdKey, Track>>,
+    /// Each capped request in flight, and when it was noted.
+    tracked: Mutex<HashMap<IdKey, (Track, Instant)>>,
     next_page: AtomicU64,
     /// Learned bytes of answer per estimated byte of items, per tool.
     ratios: Mutex<HashMap<String, f64>>,
@@ -91,7 +96,7 @@ impl Governor {
         }
     }
 
-    fn tracked(&self) -> std::sync::MutexGuard<'_, HashMap<IdKey, Track>> {
+    fn tracked(&self) -> std::sync::MutexGuard<'_, HashMap<IdKey, (Track, Instant)>> {
         self.tracked.lock().unwrap_or_else(|p| p.into_inner())
     }
 
@@ -101,11 +106,11 @@ impl Governor {
     }
 
     pub fn track(&self, key: IdKey, t: Track) {
-        self.tracked().insert(key, t);
+        self.tracked().insert(key, (t, Instant::now()));
     }
 
     pub fn untrack(&self, key: &IdKey) -> Option<Track> {
-        crate::ids::take(&mut self.tracked(), key)
+        crate::ids::take(&mut self.tracked(), key).map(|(t, _)| t)
     }
 
     /// Whether an answer of `bytes` to `key` may pass as it is: not a page answer and not
@@ -113,7 +118,7 @@ impl Governor {
     /// parses the answer and goes through `untrack`).
     pub fn passes(&self, key: &IdKey, bytes: usize) -> bool {
         let mut t = self.tracked();
-        match t.get(key) {
+        match t.get(key).map(|(t, _)| t) {
             None => true,
             Some(Track::Page(_)) => false,
             Some(_) if bytes > self.cap => false,
@@ -129,7 +134,12 @@ impl Governor {
     pub fn prune(&self, waiting: usize, keep: impl Fn(&IdKey) -> bool) {
         let mut t = self.tracked();
         if t.len() > 2 * waiting + 64 {
-            t.retain(|k, v| matches!(v, Track::Page(_)) || keep(k));
+            // A request noted moments ago may not be in flight yet (another worker noted
+            // it and has not queued it): young entries stay whatever `keep` says.
+            let now = Instant::now();
+            t.retain(|k, (v, at)| {
+                matches!(v, Track::Page(_)) || now.duration_since(*at) < PRUNE_GRACE || keep(k)
+            });
         }
     }
 
@@ -146,7 +156,7 @@ impl Governor {
         uncapped: usize,
     ) -> usize {
         let t = self.tracked();
-        let mut any = t.values().any(|v| matches!(v, Track::Page(_)));
+        let mut any = t.values().any(|(v, _)| matches!(v, Track::Page(_)));
         for k in waiting {
             if !t.contains_key(k) {
                 return uncapped.max(self.cap);

@@ -25,6 +25,10 @@ use tokio_rustls::TlsConnector;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 /// Idle connections kept, at most; more are closed when their answer ends.
 const IDLE_MAX: usize = 64;
+/// What is left of an answer read after its response, so its connection can be reused: at
+/// most this long and this many bytes.
+const FINISH_FOR: Duration = Duration::from_secs(2);
+const FINISH_BYTES: usize = 64 * 1024;
 /// An idle connection older than this is closed rather than reused (servers close theirs
 /// after a while; reqwest's default, too).
 const IDLE_FOR: Duration = Duration::from_secs(90);
@@ -243,6 +247,27 @@ impl Body {
             .transpose()
     }
 
+    /// Reads what is left of an answer the caller is done with, briefly and boundedly, on a
+    /// task of its own, so its connection can go back to the pool: an SSE answer's stream
+    /// ends just after its response (the server closes it), a few bytes later.
+    pub fn finish_in_background(mut self) {
+        if self.back.is_none() {
+            return;
+        }
+        tokio::spawn(async move {
+            let rest = async {
+                let mut read = 0;
+                while let Ok(Some(c)) = self.chunk().await {
+                    read += c.len();
+                    if read > FINISH_BYTES {
+                        break;
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(FINISH_FOR, rest).await;
+        });
+    }
+
     /// The body's length, when the server declared it.
     pub fn content_length(&self) -> Option<u64> {
         self.inner.size_hint().exact()
@@ -253,7 +278,8 @@ impl Body {
             let frame = match std::pin::Pin::new(&mut self.inner).poll_frame(cx) {
                 Poll::Pending => return Poll::Pending,
                 Poll::Ready(None) => {
-                    self.give_back_if_done();
+                    // Ended (a chunked body need not say so through `is_end_stream`).
+                    self.give_back();
                     return Poll::Ready(None);
                 }
                 Poll::Ready(Some(Err(e))) => {
@@ -274,10 +300,14 @@ impl Body {
     /// declared length fully read counts: the caller may stop reading there).
     fn give_back_if_done(&mut self) {
         if self.inner.is_end_stream() {
-            if let Some((s, pool)) = self.back.take() {
-                if let Some(p) = pool.upgrade() {
-                    p.give_back(s);
-                }
+            self.give_back();
+        }
+    }
+
+    fn give_back(&mut self) {
+        if let Some((s, pool)) = self.back.take() {
+            if let Some(p) = pool.upgrade() {
+                p.give_back(s);
             }
         }
     }
@@ -288,5 +318,118 @@ impl tokio_stream::Stream for Body {
 
     fn poll_next(self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         self.get_mut().poll_chunk(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// A keep-alive HTTP/1.1 server answering every request with a chunked event stream of
+    /// two chunks; counts the connections it accepted.
+    async fn server() -> (url::Url, Arc<AtomicUsize>) {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = url::Url::parse(&format!("http://{}/mcp", l.local_addr().unwrap())).unwrap();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let n = Arc::clone(&accepted);
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = l.accept().await {
+                n.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    loop {
+                        // One request: its head, then its (small) body.
+                        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                            match s.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                            }
+                            continue;
+                        };
+                        let head = String::from_utf8_lossy(&buf[..end]).to_ascii_lowercase();
+                        let len: usize = head
+                            .lines()
+                            .find_map(|l| l.strip_prefix("content-length: "))
+                            .and_then(|v| v.trim().parse().ok())
+                            .unwrap_or(0);
+                        while buf.len() < end + 4 + len {
+                            match s.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(k) => buf.extend_from_slice(&chunk[..k]),
+                            }
+                        }
+                        buf.drain(..end + 4 + len);
+                        let head = "HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n";
+                        let first = "data: {\"id\":1}\n\n";
+                        let out = format!("{head}{:x}\r\n{first}\r\n", first.len());
+                        if s.write_all(out.as_bytes()).await.is_err() {
+                            return;
+                        }
+                        // The end of the stream comes a moment after the message, as a
+                        // server's `end()` after its last event does.
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                        if s.write_all(b"0\r\n\r\n").await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        });
+        (url, accepted)
+    }
+
+    async fn post(c: &Client) -> Response {
+        let mut h = HeaderMap::new();
+        h.insert("content-type", HeaderValue::from_static("application/json"));
+        c.send(Method::POST, h, Bytes::from_static(b"{}"))
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_chunked_answer_read_to_its_end_leaves_its_connection_for_the_next_request() {
+        let (url, accepted) = server().await;
+        let c = Client::new(&url, &[]).unwrap();
+        for _ in 0..5 {
+            let mut r = post(&c).await;
+            let mut got = Vec::new();
+            while let Some(b) = r.body_mut().chunk().await.unwrap() {
+                got.extend_from_slice(&b);
+            }
+            assert_eq!(got, b"data: {\"id\":1}\n\n");
+        }
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            1,
+            "one connection for five requests"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_answer_left_after_its_message_is_finished_in_the_background_and_reused() {
+        let (url, accepted) = server().await;
+        let c = Client::new(&url, &[]).unwrap();
+        for _ in 0..5 {
+            let mut r = post(&c).await;
+            let first = r.body_mut().chunk().await.unwrap().unwrap();
+            assert_eq!(&first[..], b"data: {\"id\":1}\n\n");
+            // The caller is done before the stream's end arrives.
+            r.into_body().finish_in_background();
+            tokio::time::sleep(Duration::from_millis(60)).await;
+        }
+        assert_eq!(
+            accepted.load(Ordering::SeqCst),
+            1,
+            "one connection for five requests"
+        );
+        // Without finishing it, a dropped answer takes its connection with it.
+        let mut r = post(&c).await;
+        r.body_mut().chunk().await.unwrap().unwrap();
+        drop(r);
+        post(&c).await;
+        assert_eq!(accepted.load(Ordering::SeqCst), 2);
     }
 }

@@ -142,9 +142,12 @@ impl Conn {
 
     fn abort_modern(&self, target: &Value) -> bool {
         let key = id_key(Some(target));
-        match self.inflight_lock().get(&key) {
+        let mut inflight = self.inflight_lock();
+        match inflight.get(&key) {
             Some((h, true)) => {
                 h.abort();
+                // An aborted task never reaches its own removal.
+                crate::ids::take(&mut inflight, &key);
                 true
             }
             _ => false,
@@ -336,6 +339,8 @@ impl Conn {
             }
             self.shim.child_frame(d);
             if ours {
+                let body = std::pin::Pin::into_inner(r.into_inner().into_body());
+                body.finish_in_background();
                 return Ok(());
             }
         }

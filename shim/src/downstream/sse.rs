@@ -83,6 +83,11 @@ where
         }
     }
 
+    /// The body, for what is left of it (what was read into this adapter is dropped).
+    pub fn into_body(self) -> Pin<Box<S>> {
+        self.body
+    }
+
     /// Turns as much of the current chunk as fits into `out`.
     fn convert(&mut self, out: &mut ReadBuf<'_>) {
         let Some(chunk) = self.chunk.take() else {

@@ -64,6 +64,7 @@ impl Shim {
         if self.lock().held.get(&key(&id)).is_some_and(|h| h.cancelled) {
             // Cancelled while it waited: judging it would only raise a request nobody gets.
             self.unhold(&id);
+            self.gov.untrack(&key(&id));
             return;
         }
         let Some(name) = at(&msg, &["params", "name"])

@@ -87,8 +87,14 @@ impl Drop for ListenSlot {
     }
 }
 
-/// The request id is already in flight on this conversation.
-pub struct Busy;
+/// Why a request was not taken into a conversation.
+pub enum Refused {
+    /// Its id is already in flight on this conversation.
+    Busy,
+    /// The conversation ended (expired, deleted, or its downstream went away) after the
+    /// request looked it up.
+    Gone,
+}
 
 impl Conv {
     /// A conversation over an engine already started; `to_client` is the engine's queue.
@@ -135,15 +141,21 @@ impl Conv {
     }
 
     /// Sends a client request into the engine; its answer comes on the returned exchange.
-    pub async fn submit(self: &Arc<Self>, id: Value, msg: Parsed) -> Result<Exchange, Busy> {
+    pub async fn submit(self: &Arc<Self>, id: Value, msg: Parsed) -> Result<Exchange, Refused> {
         let key = IdKey::of(&id);
         let (tx, rx) = mpsc::channel(EXCHANGE_QUEUE + 1);
         let progress =
             crate::value::at(msg.msg(), &["params", "_meta", "progressToken"]).map(IdKey::of);
         {
             let mut r = self.routes();
+            // Checked under the routes lock `close` clears them under: a waiter added
+            // after would never be answered (another worker may have closed it since the
+            // lookup).
+            if self.is_gone() {
+                return Err(Refused::Gone);
+            }
             if r.waiters.contains_key(&key) {
-                return Err(Busy);
+                return Err(Refused::Busy);
             }
             r.next_seq += 1;
             let seq = r.next_seq;
@@ -170,15 +182,19 @@ impl Conv {
         self.shim.client_parsed(msg);
     }
 
-    /// Opens the session's GET stream; `None` when one is already open.
-    pub fn open_stream(&self) -> Option<mpsc::Receiver<Vec<u8>>> {
+    /// Opens the session's GET stream; `Busy` when one is already open.
+    pub fn open_stream(&self) -> Result<mpsc::Receiver<Vec<u8>>, Refused> {
         let mut r = self.routes();
+        // As in `submit`: nothing registers after `close`.
+        if self.is_gone() {
+            return Err(Refused::Gone);
+        }
         if r.stream.as_ref().is_some_and(|s| !s.is_closed()) {
-            return None;
+            return Err(Refused::Busy);
         }
         let (tx, rx) = mpsc::channel(STREAM_QUEUE);
         r.stream = Some(tx);
-        Some(rx)
+        Ok(rx)
     }
 
     /// Marks the conversation as a stateless caller's.
@@ -420,8 +436,11 @@ impl Drop for Exchange {
         if self.done {
             return;
         }
-        let removed = ids::take(&mut self.conv.routes().waiters, &self.key).is_some();
-        if removed {
+        // The cancel goes in under the routes lock: a new request reusing the id cannot
+        // be admitted in between and be cancelled in its place (routes → engine is the
+        // only order these locks are taken in).
+        let mut routes = self.conv.routes();
+        if ids::take(&mut routes.waiters, &self.key).is_some() {
             let n = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                 "params": {"requestId": self.id, "reason": "the HTTP client went away"}});
             self.conv

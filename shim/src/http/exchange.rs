@@ -15,7 +15,7 @@ use super::answer::{
     answer, caller_full, event, full, json_body, rpc_error, session_not_found, unavailable,
     unreachable_busy,
 };
-use super::conv::{Busy, Conv, Msg};
+use super::conv::{Conv, Msg, Refused};
 use super::sessions::NoRoom;
 use super::{guard, modern, plain, Front};
 use crate::gate::Parsed;
@@ -123,7 +123,8 @@ async fn stateless(f: &Arc<Front>, caller: &str, h: &HeaderMap, parsed: Parsed) 
     };
     match conv.submit(inner.clone(), parsed.with_id(inner)).await {
         Ok(ex) => answer(ex, Some(id)).await,
-        Err(Busy) => unreachable_busy(&id),
+        Err(Refused::Busy) => unreachable_busy(&id),
+        Err(Refused::Gone) => unavailable(&anyhow::anyhow!("the conversation just ended")),
     }
 }
 
@@ -190,7 +191,8 @@ async fn legacy(f: &Arc<Front>, caller: &str, h: &HeaderMap, msg: Parsed) -> Res
     match (has_method, id) {
         (true, Some(id)) => match conv.submit(id.clone(), msg).await {
             Ok(ex) => answer(ex, None).await,
-            Err(Busy) => {
+            Err(Refused::Gone) => session_not_found(Some(&id)),
+            Err(Refused::Busy) => {
                 let m = "request id already in use by a request in flight";
                 rpc_error(StatusCode::BAD_REQUEST, &id, results::INVALID_REQUEST, m)
             }
@@ -213,8 +215,12 @@ async fn open_session(f: &Arc<Front>, caller: &str, id: Value, msg: Parsed) -> R
         Ok(c) => c,
         Err(e) => return unavailable(&e),
     };
-    let Ok(mut ex) = conv.submit(id.clone(), msg).await else {
-        return unreachable_busy(&id);
+    let mut ex = match conv.submit(id.clone(), msg).await {
+        Ok(ex) => ex,
+        Err(Refused::Busy) => return unreachable_busy(&id),
+        Err(Refused::Gone) => {
+            return unavailable(&anyhow::anyhow!("the downstream ended during initialize"))
+        }
     };
     let answer = loop {
         match ex.next().await {
@@ -277,11 +283,15 @@ pub async fn get_stream(
     let Some(conv) = f.table.session(sid, &caller) else {
         return session_not_found(None);
     };
-    let Some(rx) = conv.open_stream() else {
-        return plain(
-            StatusCode::CONFLICT,
-            "this session already has a GET stream open",
-        );
+    let rx = match conv.open_stream() {
+        Ok(rx) => rx,
+        Err(Refused::Gone) => return session_not_found(None),
+        Err(Refused::Busy) => {
+            return plain(
+                StatusCode::CONFLICT,
+                "this session already has a GET stream open",
+            )
+        }
     };
     let stream =
         futures_util::stream::unfold((rx, conv), |(mut rx, conv): (_, Arc<Conv>)| async move {

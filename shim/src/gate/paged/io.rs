@@ -119,11 +119,16 @@ impl Shim {
         m["id"] = json!(pid);
         m["params"]["arguments"] = a;
         let (tx, rx) = oneshot::channel();
-        if self.lock().child_gone {
-            return Err(PageFailed("the downstream MCP server exited".into()));
-        }
         let pkey = key(&m["id"]);
-        self.gov.track(pkey.clone(), Track::Page(tx));
+        {
+            // Checked and noted under one state lock: `fail_pending` marks the child gone
+            // and then clears the governor, so a waiter noted after would wait forever.
+            let st = self.lock();
+            if st.child_gone {
+                return Err(PageFailed("the downstream MCP server exited".into()));
+            }
+            self.gov.track(pkey.clone(), Track::Page(tx));
+        }
         if !self.send_child(m.to_string().into_bytes(), None) {
             self.gov.untrack(&pkey);
             return Err(PageFailed(
