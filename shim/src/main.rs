@@ -92,8 +92,20 @@ fn main() {
     }
 }
 
-/// Worker threads of the HTTP front's runtime.
-const HTTP_WORKERS: usize = 2;
+/// Worker threads of the HTTP front's runtime, unless `TC_HTTP_WORKERS` says otherwise.
+const HTTP_WORKERS: usize = 1;
+
+/// `TC_HTTP_WORKERS` (1–64; 1 is one thread: the least latency with few callers), else
+/// [`HTTP_WORKERS`].
+fn http_workers() -> anyhow::Result<usize> {
+    match std::env::var("TC_HTTP_WORKERS") {
+        Err(_) => Ok(HTTP_WORKERS),
+        Ok(v) => match v.trim().parse::<usize>() {
+            Ok(n @ 1..=64) => Ok(n),
+            _ => anyhow::bail!("TC_HTTP_WORKERS={v:?}: expected a number of threads from 1 to 64"),
+        },
+    }
+}
 
 fn real_main() -> anyhow::Result<i32> {
     let Cmd::Serve {
@@ -103,18 +115,23 @@ fn real_main() -> anyhow::Result<i32> {
         http,
         command,
     } = Cli::parse().cmd;
-    // stdio: one thread; that proxy serves one client, is I/O-bound, and a message
-    // bouncing between workers costs more than it gains (docs/BENCHMARKS.md, "Shim").
-    // The HTTP front serves many callers at once: two workers let it use a second core
-    // when the callers and the server leave one (+15 % calls/s at 32 callers, "HTTP
-    // front"). One runtime for the whole process either way: the daemon's gRPC channel
-    // runs its connection on the runtime it was opened on. Blocking work (hashing
-    // targets) stays short and bounded by the targets' walk caps.
-    let rt = match &http {
-        None => tokio::runtime::Builder::new_current_thread(),
-        Some(_) => {
+    // One thread by default: the proxy is I/O-bound and a message bouncing between
+    // workers costs more than it gains (docs/BENCHMARKS.md, "Shim"; for the HTTP front,
+    // "HTTP front": on two cores a second worker took a lone caller's added p50 from
+    // 1.3× to 2.6× the floor's, for no clear gain at 32 callers). `TC_HTTP_WORKERS`
+    // gives the HTTP front more on a host with cores to spare. One runtime for the whole
+    // process either way: the daemon's gRPC channel runs its connection on the runtime
+    // it was opened on. Blocking work (hashing targets) stays short and bounded by the
+    // targets' walk caps.
+    let workers = match &http {
+        None => 1,
+        Some(_) => http_workers()?,
+    };
+    let rt = match workers {
+        1 => tokio::runtime::Builder::new_current_thread(),
+        n => {
             let mut b = tokio::runtime::Builder::new_multi_thread();
-            b.worker_threads(HTTP_WORKERS);
+            b.worker_threads(n);
             b
         }
     }
