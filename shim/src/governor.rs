@@ -803,6 +803,37 @@ mod tests {
         );
     }
 
+    /// A request another worker noted a moment ago may not be in flight yet: prune keeps
+    /// it; a stale one (a call whose answer never came) goes once the table is large.
+    #[test]
+    fn prune_spares_requests_noted_moments_ago_and_drops_stale_ones() {
+        let g = Governor::new(
+            &GovernorConfig {
+                max_response_bytes: 1000,
+            },
+            &[],
+        );
+        let call = || Track::Call {
+            tool: "t".into(),
+            args: Value::Null,
+        };
+        for i in 0..100 {
+            g.track(IdKey::of(&json!(i)), call());
+        }
+        // Nothing is in flight by the engine's tables, and all are young: all stay.
+        g.prune(0, |_| false);
+        assert_eq!(g.tracked().len(), 100);
+        // The first 80 age past the grace: they go, the 20 young ones stay.
+        let old = Instant::now() - PRUNE_GRACE - Duration::from_secs(1);
+        for i in 0..80 {
+            g.tracked().get_mut(&IdKey::of(&json!(i))).unwrap().1 = old;
+        }
+        g.prune(0, |k| *k == IdKey::of(&json!(0)));
+        let t = g.tracked();
+        assert_eq!(t.len(), 21, "20 young ones and the one still in flight");
+        assert!(t.contains_key(&IdKey::of(&json!(0))) && t.contains_key(&IdKey::of(&json!(99))));
+    }
+
     #[test]
     fn line_limit_is_the_cap_only_when_every_waiting_request_is_capped() {
         let g = Governor::new(
