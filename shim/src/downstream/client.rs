@@ -88,10 +88,8 @@ impl Client {
             None => url.path().to_string(),
         };
         Ok(Client(Arc::new(Inner {
-            addr: format!(
-                "{}:{port}",
-                host.trim_start_matches('[').trim_end_matches(']')
-            ),
+            // An IPv6 host keeps its brackets: `[::1]:8080` is what connect parses.
+            addr: format!("{host}:{port}"),
             host: HeaderValue::from_str(&authority)?,
             target: target.parse()?,
             tls,
@@ -387,6 +385,22 @@ mod tests {
         c.send(Method::POST, h, Bytes::from_static(b"{}"))
             .await
             .unwrap()
+    }
+
+    #[test]
+    fn the_url_gives_the_address_host_header_and_request_target() {
+        let c = |u: &str| Client::new(&url::Url::parse(u).unwrap(), &[]).unwrap();
+        let v6 = c("http://[::1]:8080/mcp?key=k");
+        assert_eq!(v6.0.addr, "[::1]:8080");
+        assert_eq!(v6.0.host, "[::1]:8080");
+        assert_eq!(v6.0.target, "/mcp?key=k");
+        let named = c("https://mcp.example.com/v1/mcp");
+        assert_eq!(named.0.addr, "mcp.example.com:443");
+        assert_eq!(named.0.host, "mcp.example.com");
+        assert_eq!(named.0.target, "/v1/mcp");
+        assert!(Client::new(&url::Url::parse("ftp://h/mcp").unwrap(), &[]).is_err());
+        let bad_ca = Client::new(&url::Url::parse("https://h/mcp").unwrap(), b"not pem");
+        assert!(bad_ca.is_err());
     }
 
     #[tokio::test]
