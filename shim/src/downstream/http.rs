@@ -246,17 +246,9 @@ impl Conn {
         let Some(tool) = peek.name.as_deref() else {
             return Ok(());
         };
-        let known = match self.shim.param_headers(tool) {
-            Some(d) => Some(d),
-            // Not in the cache (a `list_changed` emptied it while the call waited for its
-            // human): list again rather than send a call the remote must refuse for its
-            // missing headers, after its approval was spent.
-            None => Box::pin(self.shim.ensure_tools(tool))
-                .await
-                .ok()
-                .and_then(|()| self.shim.param_headers(tool)),
-        };
-        let decls = match known {
+        // Listed again if a `list_changed` emptied the cache while the call waited for its
+        // human: a call sent without its headers would be refused after its approval.
+        let decls = match self.shim.param_headers(tool).await {
             Some(Ok(d)) if !d.is_empty() => d,
             None | Some(Ok(_)) => return Ok(()),
             Some(Err(why)) => {

@@ -56,10 +56,15 @@ impl Tool {
 }
 
 impl Shim {
-    /// A known tool's `x-mcp-header` parameters (the HTTP downstream mirrors them, the
-    /// HTTP front checks a caller's headers against them); None when the tool is not in
-    /// the cache.
-    pub fn param_headers(&self, tool: &str) -> Option<Declared> {
+    /// A tool's `x-mcp-header` parameters, for the HTTP downstream to mirror; None when
+    /// the downstream does not list the tool. Every call was judged against a listing, so
+    /// the cache is listed again only when a `list_changed` emptied it since (the call
+    /// waited for its human meanwhile): a tool merely absent is not re-listed per call.
+    pub async fn param_headers(&self, tool: &str) -> Option<Declared> {
+        if self.lock().tools.is_none() {
+            // Boxed: the listing's state would otherwise sit in every POST's task.
+            let _ = Box::pin(self.list_all_tools()).await;
+        }
         self.known_tool(tool).map(|t| t.params())
     }
 
@@ -122,7 +127,7 @@ impl Shim {
     /// Knowing every tool matters for the floor: a tool missing from the cache (on a
     /// page the client never fetched, or added after `list_changed`) triggers a full
     /// re-list rather than being forwarded as if it were not destructive.
-    pub async fn ensure_tools(&self, name: &str) -> Result<(), String> {
+    pub(super) async fn ensure_tools(&self, name: &str) -> Result<(), String> {
         if self
             .lock()
             .tools
