@@ -303,13 +303,21 @@ impl Shim {
         }
     }
 
-    /// One unit from the downstream.
-    pub fn child_frame(self: &Arc<Self>, d: Down) {
+    /// One unit from the downstream; the id it answers, when it is a response (an HTTP
+    /// answer's reader stops at its request's own, without reading the line again).
+    pub fn child_frame(self: &Arc<Self>, d: Down) -> Option<Value> {
         match d {
             Down::Line(l) => self.on_child_line(l),
-            Down::InnerCr(l) => self.on_child_inner_cr(&l),
-            Down::Oversize { bytes, top } => self.on_child_oversize(bytes, top),
-            Down::Eof => {}
+            Down::InnerCr(l) => {
+                self.on_child_inner_cr(&l);
+                None
+            }
+            Down::Oversize { bytes, top } => {
+                let id = top.id.clone().filter(|_| top.is_response());
+                self.on_child_oversize(bytes, top);
+                id
+            }
+            Down::Eof => None,
         }
     }
 

@@ -120,7 +120,9 @@ pub async fn read_child(shim: Arc<Shim>, child_out: tokio::process::ChildStdout)
         shim.client_box().room().await;
         match read_down(&mut r, &mut limit).await {
             Ok(crate::framing::Down::Eof) | Err(_) => break,
-            Ok(d) => shim.child_frame(d),
+            Ok(d) => {
+                shim.child_frame(d);
+            }
         }
     }
 }

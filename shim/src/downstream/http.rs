@@ -3,9 +3,7 @@
 //! governor's line limit as on stdio. Session, GET stream and failures live here.
 
 use std::collections::HashMap;
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -13,8 +11,8 @@ use hyper::header::{HeaderMap, HeaderName, HeaderValue, ACCEPT, CONTENT_TYPE};
 use hyper::{Method, StatusCode};
 use serde_json::{json, Value};
 use tokio::io::BufReader;
-use tokio::sync::oneshot;
-use tokio::task::{AbortHandle, JoinSet};
+use tokio::sync::{oneshot, Notify};
+use tokio::task::AbortHandle;
 
 use super::client::{Client, ClientError, Response};
 use super::remote::{server_token, Peek, Remote};
@@ -22,7 +20,7 @@ use super::sse::{Kind, Lines};
 use crate::framing::{read_down, Down};
 use crate::gate::Shim;
 use crate::mcp_headers;
-use crate::outbox::Receiver;
+use crate::outbox::{Direct, Out, Receiver};
 use crate::results;
 
 const SESSION: &str = "mcp-session-id";
@@ -52,9 +50,30 @@ pub struct Conn {
     http: Client,
     remote: Remote,
     shim: Arc<Shim>,
+    /// Itself, for the tasks [`Direct::take`] starts from a borrowed `self`.
+    me: Weak<Conn>,
     session: Mutex<Session>,
     /// Requests whose POST is in flight, by id: a 2026-07-28 cancellation aborts it.
     inflight: Mutex<HashMap<String, (AbortHandle, bool)>>,
+    /// Told when the last POST in flight ends (shutdown waits for it).
+    settled: Notify,
+}
+
+impl Direct for Conn {
+    /// A request starts its POST from the engine's own send, when nothing is queued ahead
+    /// of it; anything else goes through the queue to [`Conn::write`].
+    fn take(&self, (line, ack): Out) -> Option<Out> {
+        let peek = Peek::of(&line);
+        if self.in_order(&peek) {
+            return Some((line, ack));
+        }
+        // `self` came from a live `Arc`, so this holds; were it gone, the line is queued.
+        let Some(me) = self.me.upgrade() else {
+            return Some((line, ack));
+        };
+        me.spawn_post(line, peek, ack);
+        None
+    }
 }
 
 impl Conn {
@@ -65,75 +84,106 @@ impl Conn {
 
     /// A connection on a shared client (the HTTP front's conversations share one pool).
     pub fn with_client(remote: Remote, shim: Arc<Shim>, http: Client) -> Arc<Conn> {
-        Arc::new(Conn {
+        let conn = Arc::new_cyclic(|me| Conn {
             http,
             remote,
             shim,
             session: Mutex::new(Session::default()),
             inflight: Mutex::new(HashMap::new()),
-        })
+            settled: Notify::new(),
+            me: me.clone(),
+        });
+        let direct: Weak<dyn Direct> = Arc::downgrade(&conn) as Weak<dyn Direct>;
+        conn.shim.child_box().set_direct(direct);
+        conn
     }
 
     fn session(&self) -> std::sync::MutexGuard<'_, Session> {
         self.session.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Drains the engine's downstream queue; returns the POSTs still in flight.
-    pub async fn write(self: &Arc<Self>, mut rx: Receiver) -> JoinSet<()> {
-        let mut tasks = JoinSet::new();
-        loop {
-            // A POST's task is reaped when it ends, not at the next message: an idle
-            // session of the HTTP front would otherwise keep its last one.
-            let next = tokio::select! {
-                Some(_) = tasks.join_next(), if !tasks.is_empty() => continue,
-                next = rx.recv() => next,
-            };
-            let Some((line, ack)) = next else { break };
+    /// Drains the engine's downstream queue: lines that must go in order, and requests
+    /// queued behind them (the rest come straight through [`Direct`]).
+    pub async fn write(self: &Arc<Self>, mut rx: Receiver) {
+        while let Some((line, ack)) = rx.recv().await {
             let n = line.len();
-            if let Some(in_order) = self.dispatch(line, ack, &mut tasks) {
-                in_order.await;
+            let peek = Peek::of(&line);
+            match self.in_order(&peek) {
+                // Boxed: inline, a POST's state would size this loop, which every idle
+                // session of the HTTP front keeps parked.
+                true => Box::pin(self.post(line, peek, ack)).await,
+                false => self.spawn_post(line, peek, ack),
             }
             self.shim.child_box().wrote(n);
         }
         self.shim.child_box().writer_gone();
-        tasks
     }
 
-    /// Starts sending one engine line: a request on a task of its own; anything else is
-    /// returned, to be sent in order. Boxed: inline, a POST's state would size the
-    /// writer's loop, which every idle session of the HTTP front keeps parked.
-    fn dispatch(
-        self: &Arc<Self>,
-        line: Vec<u8>,
-        ack: Option<oneshot::Sender<()>>,
-        tasks: &mut JoinSet<()>,
-    ) -> Option<Pin<Box<dyn Future<Output = ()> + Send + '_>>> {
-        let peek = Peek::of(&line);
-        if let Some(target) = &peek.cancels {
-            if self.abort_modern(target) {
-                // The 2026-07-28 wire cancels by closing the request's stream.
-                return None;
-            }
+    /// Whether a line is sent in order (each accepted before the next goes) rather than
+    /// on a task of its own; a 2026-07-28 cancellation of a request in flight is acted
+    /// on here (the wire cancels by closing the request's stream) and counts as sent.
+    fn in_order(&self, peek: &Peek) -> bool {
+        if peek.cancels.as_ref().is_some_and(|t| self.abort_modern(t)) {
+            return false;
         }
-        let first = peek.method.as_deref() == Some("initialize");
-        if !peek.is_request() || first {
-            // Initialize (its session id is needed by what follows), notifications and
-            // responses are sent in order: each is accepted before the next goes.
-            return Some(Box::pin(self.post(line, peek, ack)));
+        // Initialize's session id is needed by what follows; notifications and responses
+        // keep their order.
+        !peek.is_request() || peek.method.as_deref() == Some("initialize")
+    }
+
+    /// Starts a request's POST on a task of its own, noted in flight until it ends.
+    fn spawn_post(self: &Arc<Self>, line: Vec<u8>, peek: Peek, ack: Option<oneshot::Sender<()>>) {
+        if !peek.is_request() {
+            // A cancellation acted on by `in_order`: nothing to send.
+            return;
         }
         let key = id_key(peek.id.as_ref());
         let modern = peek.modern.is_some();
         let me = Arc::clone(self);
         let k = key.clone();
+        // Boxed before the spawn: the task moves (and, ended, overwrites) only a pointer,
+        // not a POST's whole state, several times per call.
+        let post = Box::pin(async move {
+            me.post(line, peek, ack).await;
+            me.ended(&k);
+        });
         // Held across the spawn: the task's own removal waits for this insertion on any
         // runtime, so no entry outlives its task.
         let mut inflight = self.inflight_lock();
-        let h = tasks.spawn(async move {
-            me.post(line, peek, ack).await;
-            crate::ids::take(&mut me.inflight_lock(), &k);
-        });
-        inflight.insert(key, (h, modern));
-        None
+        let h = tokio::spawn(post);
+        inflight.insert(key, (h.abort_handle(), modern));
+    }
+
+    /// A POST's task ended: its entry goes, and a wait for the last one is told.
+    fn ended(&self, key: &str) {
+        let mut inflight = self.inflight_lock();
+        crate::ids::take(&mut inflight, key);
+        if inflight.is_empty() {
+            self.settled.notify_waiters();
+        }
+    }
+
+    /// Waits until no POST is in flight.
+    pub async fn settled(&self) {
+        loop {
+            let idle = self.settled.notified();
+            tokio::pin!(idle);
+            // Registered before the check, so an end in between is not missed.
+            idle.as_mut().enable();
+            if self.inflight_lock().is_empty() {
+                return;
+            }
+            idle.await;
+        }
+    }
+
+    /// Stops every POST in flight (the conversation ended; nobody waits for answers).
+    pub fn abort_all(&self) {
+        let mut inflight = self.inflight_lock();
+        for (_, (h, _)) in inflight.drain() {
+            h.abort();
+        }
+        self.settled.notify_waiters();
     }
 
     fn inflight_lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (AbortHandle, bool)>> {
@@ -148,6 +198,9 @@ impl Conn {
                 h.abort();
                 // An aborted task never reaches its own removal.
                 crate::ids::take(&mut inflight, &key);
+                if inflight.is_empty() {
+                    self.settled.notify_waiters();
+                }
                 true
             }
             _ => false,
@@ -314,22 +367,11 @@ impl Conn {
                     ))
                 }
             };
-            let top = match &d {
-                Down::Line(l) => {
-                    let mut s = crate::scan::Scanner::new();
-                    s.feed(l);
-                    s.finish()
-                }
-                Down::Oversize { top, .. } => top.clone(),
-                _ => Default::default(),
-            };
-            let ours = id.is_some() && top.is_response() && top.id.as_ref() == id;
-            if ours && initialize {
-                if let Down::Line(l) = &d {
-                    self.learn_version(l);
-                }
+            if initialize {
+                self.learn_version_from(&d, id);
             }
-            self.shim.child_frame(d);
+            let answers = self.shim.child_frame(d);
+            let ours = id.is_some() && answers.as_ref() == id;
             if ours {
                 let body = std::pin::Pin::into_inner(r.into_inner().into_body());
                 body.finish_in_background();
@@ -339,6 +381,20 @@ impl Conn {
         match id {
             Some(_) => Err("the remote MCP server ended its answer without a response".into()),
             None => Ok(()),
+        }
+    }
+
+    /// The version an `initialize` answer agreed on, before the engine passes it on (the
+    /// requests that follow it carry it).
+    fn learn_version_from(&self, d: &Down, id: Option<&Value>) {
+        let Down::Line(l) = d else {
+            return;
+        };
+        let mut s = crate::scan::Scanner::new();
+        s.feed(l);
+        let top = s.finish();
+        if id.is_some() && top.is_response() && top.id.as_ref() == id {
+            self.learn_version(l);
         }
     }
 

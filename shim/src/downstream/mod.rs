@@ -39,14 +39,13 @@ pub async fn run_remote(opts: Options, remote: Remote) -> anyhow::Result<i32> {
     }
     // The client is done: what it sent is still posted, answers in flight get a while.
     shim.child_box().close();
-    if let Ok(mut tasks) = writer.await {
-        let drained = async { while tasks.join_next().await.is_some() {} };
-        if tokio::time::timeout(Duration::from_secs(10), drained)
-            .await
-            .is_err()
-        {
-            tracing::warn!("answers from the remote MCP server still pending 10s after the client closed; dropping them");
-        }
+    let _ = writer.await;
+    if tokio::time::timeout(Duration::from_secs(10), conn.settled())
+        .await
+        .is_err()
+    {
+        tracing::warn!("answers from the remote MCP server still pending 10s after the client closed; dropping them");
+        conn.abort_all();
     }
     shim.finish().await;
     conn.close().await;

@@ -12,9 +12,6 @@ use tc_core::config::VaultConfig;
 
 use crate::mcp_headers;
 
-/// `_meta` key carrying a 2026-07-28 request's protocol version.
-pub const VERSION_META: &str = "io.modelcontextprotocol/protocolVersion";
-
 /// Where the remote server is and what every request to it carries. The header values
 /// (the bearer token among them) are secrets: Debug shows names only. Shared, not copied:
 /// the HTTP front holds one per conversation.
@@ -159,9 +156,17 @@ struct RawParams {
     #[serde(default)]
     uri: Option<Value>,
     #[serde(default, rename = "_meta")]
-    meta: Option<serde_json::Map<String, Value>>,
+    meta: Option<RawMeta>,
     #[serde(default, rename = "requestId")]
     request_id: Option<Value>,
+}
+
+/// The one member of `_meta` the adapter mirrors (the rest is skipped, not built).
+#[derive(Deserialize)]
+struct RawMeta {
+    // `era::META_VERSION` (a literal: serde's attribute takes no constant).
+    #[serde(default, rename = "io.modelcontextprotocol/protocolVersion")]
+    version: Option<Value>,
 }
 
 impl Peek {
@@ -180,7 +185,8 @@ impl Peek {
         let modern = p.as_ref().and_then(|p| {
             p.meta
                 .as_ref()?
-                .get(VERSION_META)?
+                .version
+                .as_ref()?
                 .as_str()
                 .map(String::from)
         });
@@ -235,7 +241,7 @@ mod tests {
     #[test]
     fn a_modern_call_mirrors_method_name_and_version() {
         let line = json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{
-            "name":"echo","arguments":{},"_meta":{VERSION_META:"2026-07-28"}}});
+            "name":"echo","arguments":{},"_meta":{crate::era::META_VERSION:"2026-07-28"}}});
         let p = Peek::of(line.to_string().as_bytes());
         assert!(p.is_request());
         let mut h = HeaderMap::new();
@@ -244,7 +250,7 @@ mod tests {
         assert_eq!(h["mcp-name"], "echo");
         assert_eq!(h["mcp-protocol-version"], "2026-07-28");
         let line = json!({"jsonrpc":"2.0","id":4,"method":"resources/read","params":{
-            "uri":"file:///é x","_meta":{VERSION_META:"2026-07-28"}}});
+            "uri":"file:///é x","_meta":{crate::era::META_VERSION:"2026-07-28"}}});
         let mut h = HeaderMap::new();
         Peek::of(line.to_string().as_bytes()).mirror(&mut h);
         assert_eq!(

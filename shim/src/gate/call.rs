@@ -50,10 +50,12 @@ impl Shim {
     ) {
         let permit = Arc::clone(&self.calls).try_acquire_owned().ok();
         let shim = Arc::clone(self);
-        tokio::spawn(async move {
+        // Boxed before the spawn: the task moves (and, ended, overwrites) only a pointer,
+        // not the call's whole state, several times per call.
+        tokio::spawn(Box::pin(async move {
             let _running = permit;
             shim.handle_call(id, msg, line, sent).await
-        });
+        }));
     }
 
     /// Handles one `tools/call` from the client (every step may answer it instead).

@@ -40,30 +40,33 @@ fn present_value<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<Value>
 }
 
 impl Shim {
-    /// Handles one line from the downstream.
-    pub(super) fn on_child_line(self: &Arc<Self>, line: Vec<u8>) {
-        if self.pass_through(&line) {
+    /// Handles one line from the downstream; the id it answers, when it is a response.
+    pub(super) fn on_child_line(self: &Arc<Self>, line: Vec<u8>) -> Option<Value> {
+        let mut answers = None;
+        if self.pass_through(&line, &mut answers) {
             self.to_client.send(line, None);
-            return;
+            return answers;
         }
         let msg: Value = match serde_json::from_slice(&line) {
             Ok(v) => v,
             Err(e) => {
                 tracing::warn!("dropping malformed line from the downstream: {e}");
-                return;
+                return None;
             }
         };
         if !self.screen_child_request(&msg) {
-            return;
+            return None;
         }
         let is_response = msg.get("method").is_none()
             && (msg.get("result").is_some() || msg.get("error").is_some());
         if is_response {
             if let Some(id) = msg.get("id").cloned() {
-                return self.on_child_answer(id, msg, line);
+                self.on_child_answer(id.clone(), msg, line);
+                return Some(id);
             }
         }
         self.to_client.send(line, None);
+        None
     }
 
     /// A downstream request or notification before the client sees it: reserved and
@@ -200,7 +203,8 @@ impl Shim {
     /// pass. Decided from the line's envelope alone, without building the whole value
     /// (results can be file contents); anything else (not an object, duplicate members,
     /// answers the shim rewrites or consumes) takes the full path.
-    fn pass_through(&self, line: &[u8]) -> bool {
+    /// `answers` is set to the id of an answer that passes.
+    fn pass_through(&self, line: &[u8], answers: &mut Option<Value>) -> bool {
         if line.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
             return false;
         }
@@ -217,7 +221,11 @@ impl Shim {
         let (true, Some(id)) = (env.result || env.error, env.id) else {
             return true;
         };
-        self.pass_answer(&id, line.len())
+        let passes = self.pass_answer(&id, line.len());
+        if passes {
+            *answers = Some(id);
+        }
+        passes
     }
 
     /// [`Shim::pass_through`] of a request or notification (method `m`).

@@ -14,7 +14,7 @@ use super::listen::{self, Filter};
 use crate::framing::Frame;
 use crate::gate::{Parsed, Shim};
 use crate::ids::{self, IdKey};
-use crate::outbox::Receiver;
+use crate::outbox::{Direct, Out, Receiver};
 use crate::results;
 
 /// A message for an HTTP exchange: related to its request, or the request's answer.
@@ -32,7 +32,9 @@ const STREAM_QUEUE: usize = 256;
 const MAX_LISTENERS: usize = 16;
 
 struct Waiter {
-    tx: mpsc::Sender<Msg>,
+    /// None once its exchange was dropped and the cancel is on its way into the engine:
+    /// the id stays taken until then (see `Exchange::drop`), nothing is delivered to it.
+    tx: Option<mpsc::Sender<Msg>>,
     /// Order of arrival: a server message goes to the newest exchange still open…
     seq: u64,
     /// …unless it is progress for the `progressToken` this exchange's request carries.
@@ -117,6 +119,8 @@ impl Conv {
             listen_slots: AtomicU64::new(0),
         });
         tokio::spawn(route(Arc::downgrade(&conv), to_client));
+        let direct: Weak<dyn Direct> = Arc::downgrade(&conv) as Weak<dyn Direct>;
+        conv.shim.client_box().set_direct(direct);
         conv
     }
 
@@ -159,6 +163,7 @@ impl Conv {
             }
             r.next_seq += 1;
             let seq = r.next_seq;
+            let tx = Some(tx);
             r.waiters.insert(key.clone(), Waiter { tx, seq, progress });
         }
         self.touch();
@@ -260,19 +265,10 @@ impl Conv {
     /// Where a message from the engine goes (see [`route`]).
     fn deliver(&self, line: Vec<u8>) {
         let env = envelope(&line);
-        let mut r = self.routes();
         if let Envelope::Answer(k) = &env {
-            match ids::take(&mut r.waiters, k) {
-                // Related messages never take the last place: the answer always fits.
-                Some(w) => {
-                    let _ = w.tx.try_send(Msg::Final(line));
-                }
-                None => tracing::debug!("dropping an answer no HTTP exchange waits for"),
-            }
-            drop(r);
-            self.touch();
-            return;
+            return self.answer(k, line);
         }
+        let mut r = self.routes();
         if let Envelope::ListChanged(m) = &env {
             if self.stateless.load(Ordering::Acquire) {
                 // 2026-07-28: only on the listen streams that asked for it, nowhere else.
@@ -282,12 +278,16 @@ impl Conv {
         }
         // Progress goes with the request it reports on; anything else to the newest.
         let own = match &env {
-            Envelope::Progress(t) => r.waiters.values().find(|w| w.progress.as_ref() == Some(t)),
+            Envelope::Progress(t) => r
+                .waiters
+                .values()
+                .find(|w| w.tx.is_some() && w.progress.as_ref() == Some(t)),
             _ => None,
         };
+        let open = || r.waiters.values().filter(|w| w.tx.is_some());
         let target = own
-            .or_else(|| r.waiters.values().max_by_key(|w| w.seq))
-            .map(|w| w.tx.clone());
+            .or_else(|| open().max_by_key(|w| w.seq))
+            .and_then(|w| w.tx.clone());
         let sent = match target {
             Some(tx) if tx.capacity() > 1 => tx.try_send(Msg::Related(line)).is_ok(),
             Some(_) => {
@@ -317,6 +317,36 @@ impl Conv {
             );
             self.shim
                 .client_frame(Frame::Line(e.to_string().into_bytes()));
+        }
+    }
+}
+
+impl Conv {
+    /// An answer goes to the exchange of its request, if one still waits.
+    fn answer(&self, k: &IdKey, line: Vec<u8>) {
+        let w = ids::take(&mut self.routes().waiters, k);
+        match w.and_then(|w| w.tx) {
+            // Related messages never take the last place: the answer always fits.
+            Some(tx) => {
+                let _ = tx.try_send(Msg::Final(line));
+            }
+            None => tracing::debug!("dropping an answer no HTTP exchange waits for"),
+        }
+        self.touch();
+    }
+}
+
+impl Direct for Conv {
+    /// An answer goes to its exchange from the engine's own send when nothing is queued
+    /// ahead of it (one task hop less per call); everything else through [`route`].
+    /// Under the outbox's lock: this takes the routes lock and never calls the engine.
+    fn take(&self, (line, ack): Out) -> Option<Out> {
+        match envelope(&line) {
+            Envelope::Answer(k) if ack.is_none() => {
+                self.answer(&k, line);
+                None
+            }
+            _ => Some((line, ack)),
         }
     }
 }
@@ -436,16 +466,29 @@ impl Drop for Exchange {
         if self.done {
             return;
         }
-        // The cancel goes in under the routes lock: a new request reusing the id cannot
-        // be admitted in between and be cancelled in its place (routes → engine is the
-        // only order these locks are taken in).
+        // The id stays taken (its waiter emptied) until the cancel is in: a new request
+        // reusing it cannot be admitted in between and be cancelled in its place. The
+        // engine is not called under the routes lock: its answer may come straight back
+        // through `Direct::take`, which takes that lock.
+        {
+            let mut routes = self.conv.routes();
+            match routes.waiters.get_mut(&self.key) {
+                Some(w) if w.tx.is_some() => w.tx = None,
+                _ => return,
+            }
+        }
+        let n = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": self.id, "reason": "the HTTP client went away"}});
+        self.conv
+            .shim
+            .client_frame(Frame::Line(n.to_string().into_bytes()));
         let mut routes = self.conv.routes();
-        if ids::take(&mut routes.waiters, &self.key).is_some() {
-            let n = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
-                "params": {"requestId": self.id, "reason": "the HTTP client went away"}});
-            self.conv
-                .shim
-                .client_frame(Frame::Line(n.to_string().into_bytes()));
+        if routes
+            .waiters
+            .get(&self.key)
+            .is_some_and(|w| w.tx.is_none())
+        {
+            ids::take(&mut routes.waiters, &self.key);
         }
     }
 }

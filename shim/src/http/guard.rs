@@ -69,12 +69,21 @@ pub fn post_headers(h: &HeaderMap) -> Result<(), (StatusCode, &'static str)> {
 /// Whether the `Accept` header lists `mime` (or a wildcard covering it).
 pub fn accepts(h: &HeaderMap, mime: &str) -> bool {
     let (kind, _) = mime.split_once('/').unwrap_or((mime, ""));
+    // On bytes (every POST asks this twice): a media range, its parameters cut off.
+    let covers = |range: &[u8]| {
+        let m = range
+            .split(|&b| b == b';')
+            .next()
+            .unwrap_or(b"")
+            .trim_ascii();
+        m.eq_ignore_ascii_case(mime.as_bytes())
+            || m == b"*/*"
+            || m.strip_suffix(b"/*") == Some(kind.as_bytes())
+    };
     h.get_all(header::ACCEPT)
         .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| v.split(','))
-        .map(|m| m.split(';').next().unwrap_or("").trim())
-        .any(|m| m.eq_ignore_ascii_case(mime) || m == "*/*" || m.strip_suffix("/*") == Some(kind))
+        .filter(|v| v.to_str().is_ok())
+        .any(|v| v.as_bytes().split(|&b| b == b',').any(covers))
 }
 
 #[cfg(test)]

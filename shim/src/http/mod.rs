@@ -47,6 +47,8 @@ struct RemoteSession(Arc<crate::downstream::http::Conn>);
 
 impl Drop for RemoteSession {
     fn drop(&mut self) {
+        // Nobody waits for the answers of POSTs still in flight.
+        self.0.abort_all();
         let conn = Arc::clone(&self.0);
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move { conn.close().await });
@@ -120,8 +122,8 @@ impl Front {
                 let conn = Conn::with_client(remote.clone(), Arc::clone(&shim), http.clone());
                 let writer = Arc::clone(&conn);
                 // Ends when the conversation closes the queue; POSTs still in flight are
-                // dropped with the returned set.
-                tokio::spawn(async move { drop(writer.write(q.to_child).await) });
+                // stopped when the conversation drops its `RemoteSession`.
+                tokio::spawn(async move { writer.write(q.to_child).await });
                 let guard = Box::new(RemoteSession(conn));
                 Ok(Conv::new(shim, caller.into(), q.to_client, guard))
             }
