@@ -334,6 +334,63 @@ fn progress_goes_with_the_request_it_reports_on() {
     }
 }
 
+/// A client that hangs up in the middle of a call: its exchange is dropped, the cancel
+/// goes into the engine (which may answer at once), and the session goes on serving. The
+/// front lets go of the call's id: a request reusing it is the engine's to judge (which
+/// holds it while the server may still answer the cancelled call), never refused by a
+/// waiter the front left behind.
+#[test]
+fn a_hang_up_mid_call_leaves_the_session_serving_and_its_id_to_the_engine() {
+    use std::io::Write;
+    let mut env = Env::with(&Vault::everything("ev"));
+    env.start_tcd();
+    let front = Front::start(&env, "ev");
+    let mut c = Raw::new(&front.url());
+    c.initialize();
+    let session = c.session.clone().unwrap();
+    let url: reqwest::Url = front.url().parse().unwrap();
+    let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+        "name": "trigger-long-running-operation", "arguments": {"duration": 30, "steps": 3}}})
+    .to_string();
+    let mut s = std::net::TcpStream::connect((url.host_str().unwrap(), url.port().unwrap()))
+        .expect("connect to the front");
+    write!(
+        s,
+        "POST {} HTTP/1.1\r\nHost: {}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nMCP-Session-Id: {session}\r\n\
+         MCP-Protocol-Version: 2025-11-25\r\nContent-Length: {}\r\n\r\n{body}",
+        url.path(),
+        url.authority(),
+        body.len()
+    )
+    .unwrap();
+    let v = [("mcp-protocol-version", "2025-11-25")];
+    let echo = |id: u64| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+            "name": "echo", "arguments": {"message": "after the hang-up"}}})
+    };
+    // While the call runs, the front itself refuses its id (400).
+    let busy = wait_until("the call to be in flight", || {
+        let a = c.post(&echo(7), &v);
+        (a.status == 400).then_some(a)
+    });
+    assert!(busy.text.contains("already in use"), "{}", busy.text);
+    drop(s);
+    // Hung up: the front lets the id go; the engine still holds it for the server's
+    // answer to the cancelled call (200, its JSON-RPC error).
+    let held = wait_until("the front to let go of the hung-up call's id", || {
+        let a = c.post(&echo(7), &v);
+        (a.status != 400).then_some(a)
+    });
+    assert_eq!(held.status, 200, "{}", held.text);
+    assert_eq!(held.last()["id"], 7, "{}", held.text);
+    assert!(held.last().get("error").is_some(), "{}", held.text);
+    let next = c.post(&echo(8), &v);
+    assert_eq!(next.status, 200, "{}", next.text);
+    assert_eq!(next.last()["id"], 8, "{}", next.text);
+    assert!(next.text.contains("after the hang-up"), "{}", next.text);
+}
+
 /// A `subscriptions/listen` stream: the next JSON-RPC message on it (30 s at most).
 async fn next_frame(resp: &mut reqwest::Response, buf: &mut String) -> Value {
     loop {
