@@ -341,7 +341,7 @@ fn progress_goes_with_the_request_it_reports_on() {
 /// waiter the front left behind.
 #[test]
 fn a_hang_up_mid_call_leaves_the_session_serving_and_its_id_to_the_engine() {
-    use std::io::Write;
+    use std::io::{Read, Write};
     let mut env = Env::with(&Vault::everything("ev"));
     env.start_tcd();
     let front = Front::start(&env, "ev");
@@ -349,8 +349,10 @@ fn a_hang_up_mid_call_leaves_the_session_serving_and_its_id_to_the_engine() {
     c.initialize();
     let session = c.session.clone().unwrap();
     let url: reqwest::Url = front.url().parse().unwrap();
+    // Progress every second: the first event says the call is in flight.
     let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
-        "name": "trigger-long-running-operation", "arguments": {"duration": 30, "steps": 3}}})
+        "name": "trigger-long-running-operation", "arguments": {"duration": 30, "steps": 30},
+        "_meta": {"progressToken": "p"}}})
     .to_string();
     let mut s = std::net::TcpStream::connect((url.host_str().unwrap(), url.port().unwrap()))
         .expect("connect to the front");
@@ -369,11 +371,18 @@ fn a_hang_up_mid_call_leaves_the_session_serving_and_its_id_to_the_engine() {
         json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
             "name": "echo", "arguments": {"message": "after the hang-up"}}})
     };
+    s.set_read_timeout(Some(std::time::Duration::from_secs(30)))
+        .unwrap();
+    let mut seen = Vec::new();
+    while !String::from_utf8_lossy(&seen).contains("notifications/progress") {
+        let mut buf = [0u8; 4096];
+        let n = s.read(&mut buf).expect("the call's event stream");
+        assert!(n > 0, "the front closed the call's stream: {seen:?}");
+        seen.extend_from_slice(&buf[..n]);
+    }
     // While the call runs, the front itself refuses its id (400).
-    let busy = wait_until("the call to be in flight", || {
-        let a = c.post(&echo(7), &v);
-        (a.status == 400).then_some(a)
-    });
+    let busy = c.post(&echo(7), &v);
+    assert_eq!(busy.status, 400, "{}", busy.text);
     assert!(busy.text.contains("already in use"), "{}", busy.text);
     drop(s);
     // Hung up: the front lets the id go; the engine still holds it for the server's
