@@ -27,7 +27,7 @@ pub const HIGH_WATER: usize = 8 * 1024 * 1024;
 pub trait Direct: Send + Sync {
     /// Takes `out`, or gives it back to be queued. Called under the queue's lock, so it
     /// must not send to this outbox.
-    fn take(&self, out: Out) -> Option<Out>;
+    fn take(self: Arc<Self>, out: Out) -> Option<Out>;
 }
 
 /// What the outbox and its receiver share.
@@ -144,7 +144,7 @@ impl Outbox {
             if q.lines.is_empty() && !q.busy {
                 writer = self.shared.direct.get().and_then(Weak::upgrade);
                 if let Some(w) = &writer {
-                    match w.take(out) {
+                    match Arc::clone(w).take(out) {
                         None => return true,
                         Some(back) => out = back,
                     }
@@ -295,7 +295,7 @@ mod tests {
     struct Taker(Mutex<Vec<Vec<u8>>>);
 
     impl Direct for Taker {
-        fn take(&self, out: Out) -> Option<Out> {
+        fn take(self: Arc<Self>, out: Out) -> Option<Out> {
             if out.0.first() != Some(&b'd') {
                 return Some(out);
             }

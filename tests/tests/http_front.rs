@@ -285,17 +285,23 @@ fn a_body_naming_a_member_twice_is_refused() {
     assert_eq!(disk(&env, "a.txt"), None);
 }
 
-/// Two long calls at once on one session (server-everything's progress tool): each
-/// one's progress comes on its own POST's stream, by its `progressToken`, not on the
-/// newest exchange's.
-#[test]
-fn progress_goes_with_the_request_it_reports_on() {
+/// The front before server-everything, and one legacy session on it (and its id).
+fn everything_session() -> (Env, Front, Raw, String) {
     let mut env = Env::with(&Vault::everything("ev"));
     env.start_tcd();
     let front = Front::start(&env, "ev");
     let mut c = Raw::new(&front.url());
     c.initialize();
     let session = c.session.clone().unwrap();
+    (env, front, c, session)
+}
+
+/// Two long calls at once on one session (server-everything's progress tool): each
+/// one's progress comes on its own POST's stream, by its `progressToken`, not on the
+/// newest exchange's.
+#[test]
+fn progress_goes_with_the_request_it_reports_on() {
+    let (_env, front, _c, session) = everything_session();
     let call = |id: u64, token: &'static str, delay_ms: u64| {
         let (url, session) = (front.url(), session.clone());
         std::thread::spawn(move || {
@@ -342,12 +348,7 @@ fn progress_goes_with_the_request_it_reports_on() {
 #[test]
 fn a_hang_up_mid_call_leaves_the_session_serving_and_its_id_to_the_engine() {
     use std::io::{Read, Write};
-    let mut env = Env::with(&Vault::everything("ev"));
-    env.start_tcd();
-    let front = Front::start(&env, "ev");
-    let mut c = Raw::new(&front.url());
-    c.initialize();
-    let session = c.session.clone().unwrap();
+    let (_env, front, c, session) = everything_session();
     let url: reqwest::Url = front.url().parse().unwrap();
     // Progress every second: the first event says the call is in flight.
     let body = json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {

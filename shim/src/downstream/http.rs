@@ -50,8 +50,6 @@ pub struct Conn {
     http: Client,
     remote: Remote,
     shim: Arc<Shim>,
-    /// Itself, for the tasks [`Direct::take`] starts from a borrowed `self`.
-    me: Weak<Conn>,
     session: Mutex<Session>,
     /// Requests whose POST is in flight, by id: a 2026-07-28 cancellation aborts it.
     inflight: Mutex<HashMap<String, (AbortHandle, bool)>>,
@@ -59,19 +57,26 @@ pub struct Conn {
     settled: Notify,
 }
 
+/// How an engine line is sent (see [`Conn::sending`]).
+enum Sending {
+    /// Accepted by the server before the next line goes.
+    InOrder,
+    /// On a task of its own, concurrently (a request).
+    OwnTask,
+    /// Nothing to send: a 2026-07-28 cancellation, acted on by aborting its request.
+    Done,
+}
+
 impl Direct for Conn {
     /// A request starts its POST from the engine's own send, when nothing is queued ahead
     /// of it; anything else goes through the queue to [`Conn::write`].
-    fn take(&self, (line, ack): Out) -> Option<Out> {
+    fn take(self: Arc<Self>, (line, ack): Out) -> Option<Out> {
         let peek = Peek::of(&line);
-        if self.in_order(&peek) {
-            return Some((line, ack));
+        match self.sending(&peek) {
+            Sending::InOrder => return Some((line, ack)),
+            Sending::OwnTask => self.spawn_post(line, peek, ack),
+            Sending::Done => {}
         }
-        // `self` came from a live `Arc`, so this holds; were it gone, the line is queued.
-        let Some(me) = self.me.upgrade() else {
-            return Some((line, ack));
-        };
-        me.spawn_post(line, peek, ack);
         None
     }
 }
@@ -84,14 +89,13 @@ impl Conn {
 
     /// A connection on a shared client (the HTTP front's conversations share one pool).
     pub fn with_client(remote: Remote, shim: Arc<Shim>, http: Client) -> Arc<Conn> {
-        let conn = Arc::new_cyclic(|me| Conn {
+        let conn = Arc::new(Conn {
             http,
             remote,
             shim,
             session: Mutex::new(Session::default()),
             inflight: Mutex::new(HashMap::new()),
             settled: Notify::new(),
-            me: me.clone(),
         });
         let direct: Weak<dyn Direct> = Arc::downgrade(&conn) as Weak<dyn Direct>;
         conn.shim.child_box().set_direct(direct);
@@ -108,35 +112,34 @@ impl Conn {
         while let Some((line, ack)) = rx.recv().await {
             let n = line.len();
             let peek = Peek::of(&line);
-            match self.in_order(&peek) {
+            match self.sending(&peek) {
                 // Boxed: inline, a POST's state would size this loop, which every idle
                 // session of the HTTP front keeps parked.
-                true => Box::pin(self.post(line, peek, ack)).await,
-                false => self.spawn_post(line, peek, ack),
+                Sending::InOrder => Box::pin(self.post(line, peek, ack)).await,
+                Sending::OwnTask => self.spawn_post(line, peek, ack),
+                Sending::Done => {}
             }
             self.shim.child_box().wrote(n);
         }
         self.shim.child_box().writer_gone();
     }
 
-    /// Whether a line is sent in order (each accepted before the next goes) rather than
-    /// on a task of its own; a 2026-07-28 cancellation of a request in flight is acted
-    /// on here (the wire cancels by closing the request's stream) and counts as sent.
-    fn in_order(&self, peek: &Peek) -> bool {
+    /// How a line is sent; a 2026-07-28 cancellation of a request in flight is acted on
+    /// here (the wire cancels by closing the request's stream).
+    fn sending(&self, peek: &Peek) -> Sending {
         if peek.cancels.as_ref().is_some_and(|t| self.abort_modern(t)) {
-            return false;
+            return Sending::Done;
         }
         // Initialize's session id is needed by what follows; notifications and responses
         // keep their order.
-        !peek.is_request() || peek.method.as_deref() == Some("initialize")
+        if !peek.is_request() || peek.method.as_deref() == Some("initialize") {
+            return Sending::InOrder;
+        }
+        Sending::OwnTask
     }
 
     /// Starts a request's POST on a task of its own, noted in flight until it ends.
     fn spawn_post(self: &Arc<Self>, line: Vec<u8>, peek: Peek, ack: Option<oneshot::Sender<()>>) {
-        if !peek.is_request() {
-            // A cancellation acted on by `in_order`: nothing to send.
-            return;
-        }
         let key = id_key(peek.id.as_ref());
         let modern = peek.modern.is_some();
         let me = Arc::clone(self);
@@ -145,7 +148,7 @@ impl Conn {
         // not a POST's whole state, several times per call.
         let post = Box::pin(async move {
             me.post(line, peek, ack).await;
-            me.ended(&k);
+            me.ended(&mut me.inflight_lock(), &k);
         });
         // Held across the spawn: the task's own removal waits for this insertion on any
         // runtime, so no entry outlives its task.
@@ -154,10 +157,10 @@ impl Conn {
         inflight.insert(key, (h.abort_handle(), modern));
     }
 
-    /// A POST's task ended: its entry goes, and a wait for the last one is told.
-    fn ended(&self, key: &str) {
-        let mut inflight = self.inflight_lock();
-        crate::ids::take(&mut inflight, key);
+    /// A POST's task ended (or was aborted): its entry goes, and a wait for the last one
+    /// is told.
+    fn ended(&self, inflight: &mut HashMap<String, (AbortHandle, bool)>, key: &str) {
+        crate::ids::take(inflight, key);
         if inflight.is_empty() {
             self.settled.notify_waiters();
         }
@@ -197,10 +200,7 @@ impl Conn {
             Some((h, true)) => {
                 h.abort();
                 // An aborted task never reaches its own removal.
-                crate::ids::take(&mut inflight, &key);
-                if inflight.is_empty() {
-                    self.settled.notify_waiters();
-                }
+                self.ended(&mut inflight, &key);
                 true
             }
             _ => false,
@@ -367,8 +367,8 @@ impl Conn {
                     ))
                 }
             };
-            if initialize {
-                self.learn_version_from(&d, id);
+            if let (true, Down::Line(l)) = (initialize, &d) {
+                self.learn_version(l, id);
             }
             let answers = self.shim.child_frame(d);
             let ours = id.is_some() && answers.as_ref() == id;
@@ -384,23 +384,14 @@ impl Conn {
         }
     }
 
-    /// The version an `initialize` answer agreed on, before the engine passes it on (the
-    /// requests that follow it carry it).
-    fn learn_version_from(&self, d: &Down, id: Option<&Value>) {
-        let Down::Line(l) = d else {
-            return;
-        };
-        let mut s = crate::scan::Scanner::new();
-        s.feed(l);
-        let top = s.finish();
-        if id.is_some() && top.is_response() && top.id.as_ref() == id {
-            self.learn_version(l);
-        }
-    }
-
-    fn learn_version(&self, line: &[u8]) {
+    /// The version an `initialize` answer (`id`'s response) agreed on, learnt before the
+    /// engine passes the answer on: the requests that follow it carry it.
+    fn learn_version(&self, line: &[u8], id: Option<&Value>) {
         let v: Value = serde_json::from_slice(line).unwrap_or_default();
-        if let Some(ver) = v["result"]["protocolVersion"].as_str() {
+        let answer = v.get("method").is_none()
+            && (v.get("result").is_some() || v.get("error").is_some())
+            && id.is_some_and(|id| v.get("id") == Some(id));
+        if let Some(ver) = v["result"]["protocolVersion"].as_str().filter(|_| answer) {
             self.session().version = server_token(ver.as_bytes());
         }
     }

@@ -340,7 +340,7 @@ impl Direct for Conv {
     /// An answer goes to its exchange from the engine's own send when nothing is queued
     /// ahead of it (one task hop less per call); everything else through [`route`].
     /// Under the outbox's lock: this takes the routes lock and never calls the engine.
-    fn take(&self, (line, ack): Out) -> Option<Out> {
+    fn take(self: Arc<Self>, (line, ack): Out) -> Option<Out> {
         match envelope(&line) {
             Envelope::Answer(k) if ack.is_none() => {
                 self.answer(&k, line);
