@@ -19,6 +19,7 @@ mod lean;
 mod mcp_headers;
 mod names;
 mod outbox;
+mod peek;
 mod policy;
 mod preview;
 mod regular;

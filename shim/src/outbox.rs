@@ -15,8 +15,26 @@ use std::sync::{Arc, Mutex, MutexGuard, OnceLock, Weak};
 
 use tokio::sync::{oneshot, Notify};
 
-/// A line to write, with an optional acknowledgement once it was written.
-pub type Out = (Vec<u8>, Option<oneshot::Sender<()>>);
+use crate::ids::IdKey;
+use crate::peek::Peek;
+
+/// A line to write.
+pub struct Out {
+    pub line: Vec<u8>,
+    /// Told once the line was written (dropped unsent if it never was).
+    pub ack: Option<oneshot::Sender<()>>,
+    pub known: Known,
+}
+
+/// What the engine already read of a line, so that its writer need not read it again.
+pub enum Known {
+    Nothing,
+    /// An answer to the client request of this id (the HTTP front routes it so).
+    Answers(IdKey),
+    /// A request going downstream exactly as the engine parsed it (the HTTP downstream's
+    /// headers mirror it).
+    Request(Box<Peek>),
+}
 
 /// Readers feeding an outbox wait while more than this many bytes are queued in it.
 pub const HIGH_WATER: usize = 8 * 1024 * 1024;
@@ -132,8 +150,21 @@ impl Outbox {
     /// Queues a line (or hands it to the [`Direct`] writer); false once the outbox is
     /// closed or its writer is gone.
     pub fn send(&self, line: Vec<u8>, ack: Option<oneshot::Sender<()>>) -> bool {
-        let n = line.len();
-        let mut out = (line, ack);
+        self.send_known(line, ack, Known::Nothing)
+    }
+
+    /// [`Outbox::send`] of a line with what the engine knows of it.
+    pub fn send_known(
+        &self,
+        line: Vec<u8>,
+        ack: Option<oneshot::Sender<()>>,
+        known: Known,
+    ) -> bool {
+        self.push(Out { line, ack, known })
+    }
+
+    fn push(&self, mut out: Out) -> bool {
+        let n = out.line.len();
         // Dropped after the lock: the last reference to the writer may go with it.
         let mut writer = None;
         {
@@ -228,8 +259,8 @@ mod tests {
             !waiter.is_finished(),
             "a reader went on past the high-water mark"
         );
-        let (line, _) = rx.recv().await.unwrap();
-        b.wrote(line.len());
+        let out = rx.recv().await.unwrap();
+        b.wrote(out.line.len());
         tokio::time::timeout(Duration::from_secs(5), waiter)
             .await
             .expect("woken once drained")
@@ -252,7 +283,7 @@ mod tests {
         assert!(b.send(b"a".to_vec(), None));
         b.close();
         assert!(!b.send(b"b".to_vec(), None));
-        assert_eq!(rx.recv().await.unwrap().0, b"a");
+        assert_eq!(rx.recv().await.unwrap().line, b"a");
         assert!(rx.recv().await.is_none());
     }
 
@@ -261,7 +292,7 @@ mod tests {
         let (b, mut rx) = Outbox::new();
         assert!(b.send(b"a".to_vec(), None));
         drop(b);
-        assert_eq!(rx.recv().await.unwrap().0, b"a");
+        assert_eq!(rx.recv().await.unwrap().line, b"a");
         assert!(rx.recv().await.is_none());
     }
 
@@ -279,7 +310,7 @@ mod tests {
     async fn a_waiting_receiver_is_woken_and_an_empty_queue_keeps_no_buffer() {
         let (b, mut rx) = Outbox::new();
         let reader = tokio::spawn(async move {
-            let first = rx.recv().await.unwrap().0;
+            let first = rx.recv().await.unwrap().line;
             let capacity = rx.shared.lock().lines.capacity();
             (first, capacity, rx)
         });
@@ -296,10 +327,10 @@ mod tests {
 
     impl Direct for Taker {
         fn take(self: Arc<Self>, out: Out) -> Option<Out> {
-            if out.0.first() != Some(&b'd') {
+            if out.line.first() != Some(&b'd') {
                 return Some(out);
             }
-            self.0.lock().unwrap().push(out.0);
+            self.0.lock().unwrap().push(out.line);
             None
         }
     }
@@ -315,12 +346,12 @@ mod tests {
         assert!(b.send(b"q1".to_vec(), None));
         // Queued behind q1, though the writer would take it.
         assert!(b.send(b"d2".to_vec(), None));
-        assert_eq!(rx.recv().await.unwrap().0, b"q1");
+        assert_eq!(rx.recv().await.unwrap().line, b"q1");
         // The receiver holds d2 (taken, not yet done with): d3 waits behind it.
-        assert_eq!(rx.recv().await.unwrap().0, b"d2");
+        assert_eq!(rx.recv().await.unwrap().line, b"d2");
         assert!(b.send(b"d3".to_vec(), None));
         assert_eq!(taker.0.lock().unwrap().len(), 1, "d3 overtook d2");
-        assert_eq!(rx.recv().await.unwrap().0, b"d3");
+        assert_eq!(rx.recv().await.unwrap().line, b"d3");
         // Asking for the next line says the receiver is done: the writer takes d4.
         let next = tokio::time::timeout(Duration::from_millis(20), rx.recv()).await;
         assert!(next.is_err(), "nothing was queued");
@@ -329,7 +360,7 @@ mod tests {
         // A writer that is gone takes nothing; a closed outbox refuses as before.
         drop(taker);
         assert!(b.send(b"d5".to_vec(), None));
-        assert_eq!(rx.recv().await.unwrap().0, b"d5");
+        assert_eq!(rx.recv().await.unwrap().line, b"d5");
         b.close();
         assert!(!b.send(b"d6".to_vec(), None));
     }

@@ -11,7 +11,7 @@ use tokio::sync::oneshot;
 
 use crate::framing::{read_down, read_frame, write_line, Frame, MAX_LINE};
 use crate::gate::{Options, Shim};
-use crate::outbox::Receiver;
+use crate::outbox::{Out, Receiver};
 
 /// Runs the proxy until the downstream exits; returns the exit code to use.
 pub async fn run(opts: Options, command: Vec<String>) -> anyhow::Result<i32> {
@@ -96,7 +96,7 @@ pub async fn write_child(
     mut rx: Receiver,
     mut child_in: tokio::process::ChildStdin,
 ) {
-    while let Some((line, ack)) = rx.recv().await {
+    while let Some(Out { line, ack, .. }) = rx.recv().await {
         let written = write_line(&mut child_in, &line).await;
         shim.child_box().wrote(line.len());
         if let Err(e) = written {
@@ -130,7 +130,7 @@ pub async fn read_child(shim: Arc<Shim>, child_out: tokio::process::ChildStdout)
 /// Writes the engine's lines to our stdout; an empty line is a flush marker.
 pub(crate) async fn write_client(shim: Arc<Shim>, mut rx: Receiver) {
     let mut out = client_output();
-    while let Some((line, ack)) = rx.recv().await {
+    while let Some(Out { line, ack, .. }) = rx.recv().await {
         if line.is_empty() {
             if let Some(a) = ack {
                 let _ = a.send(());

@@ -19,8 +19,9 @@ use super::remote::{server_token, Peek, Remote};
 use super::sse::{Kind, Lines};
 use crate::framing::{read_down, Down};
 use crate::gate::Shim;
+use crate::ids::IdKey;
 use crate::mcp_headers;
-use crate::outbox::{Direct, Out, Receiver};
+use crate::outbox::{Direct, Known, Out, Receiver};
 use crate::results;
 
 const SESSION: &str = "mcp-session-id";
@@ -40,6 +41,9 @@ const ERROR_BODY: usize = 64 * 1024;
 struct Session {
     id: Option<HeaderValue>,
     version: Option<HeaderValue>,
+    /// A legacy request's base headers for this id and version (most requests only clone
+    /// them); cleared when either changes.
+    headers: Option<HeaderMap>,
     /// The server forgot the session (404): later calls fail with this.
     gone: Option<String>,
     listening: bool,
@@ -52,9 +56,17 @@ pub struct Conn {
     shim: Arc<Shim>,
     session: Mutex<Session>,
     /// Requests whose POST is in flight, by id: a 2026-07-28 cancellation aborts it.
-    inflight: Mutex<HashMap<String, (AbortHandle, bool)>>,
+    inflight: Mutex<HashMap<IdKey, (AbortHandle, bool)>>,
     /// Told when the last POST in flight ends (shutdown waits for it).
     settled: Notify,
+}
+
+/// What a line is, as the engine knew it or read now.
+fn peek(line: &[u8], known: Known) -> Peek {
+    match known {
+        Known::Request(p) => *p,
+        _ => Peek::of(line),
+    }
 }
 
 /// How an engine line is sent (see [`Conn::sending`]).
@@ -70,11 +82,14 @@ enum Sending {
 impl Direct for Conn {
     /// A request starts its POST from the engine's own send, when nothing is queued ahead
     /// of it; anything else goes through the queue to [`Conn::write`].
-    fn take(self: Arc<Self>, (line, ack): Out) -> Option<Out> {
-        let peek = Peek::of(&line);
+    fn take(self: Arc<Self>, mut out: Out) -> Option<Out> {
+        let peek = peek(&out.line, std::mem::replace(&mut out.known, Known::Nothing));
         match self.sending(&peek) {
-            Sending::InOrder => return Some((line, ack)),
-            Sending::OwnTask => self.spawn_post(line, peek, ack),
+            Sending::InOrder => {
+                out.known = Known::Request(Box::new(peek));
+                return Some(out);
+            }
+            Sending::OwnTask => self.spawn_post(out.line, peek, out.ack),
             Sending::Done => {}
         }
         None
@@ -109,9 +124,9 @@ impl Conn {
     /// Drains the engine's downstream queue: lines that must go in order, and requests
     /// queued behind them (the rest come straight through [`Direct`]).
     pub async fn write(self: &Arc<Self>, mut rx: Receiver) {
-        while let Some((line, ack)) = rx.recv().await {
+        while let Some(Out { line, ack, known }) = rx.recv().await {
             let n = line.len();
-            let peek = Peek::of(&line);
+            let peek = peek(&line, known);
             match self.sending(&peek) {
                 // Boxed: inline, a POST's state would size this loop, which every idle
                 // session of the HTTP front keeps parked.
@@ -140,7 +155,7 @@ impl Conn {
 
     /// Starts a request's POST on a task of its own, noted in flight until it ends.
     fn spawn_post(self: &Arc<Self>, line: Vec<u8>, peek: Peek, ack: Option<oneshot::Sender<()>>) {
-        let key = id_key(peek.id.as_ref());
+        let key = IdKey::of(peek.id.as_ref().unwrap_or(&Value::Null));
         let modern = peek.modern.is_some();
         let me = Arc::clone(self);
         let k = key.clone();
@@ -159,7 +174,7 @@ impl Conn {
 
     /// A POST's task ended (or was aborted): its entry goes, and a wait for the last one
     /// is told.
-    fn ended(&self, inflight: &mut HashMap<String, (AbortHandle, bool)>, key: &str) {
+    fn ended(&self, inflight: &mut HashMap<IdKey, (AbortHandle, bool)>, key: &IdKey) {
         crate::ids::take(inflight, key);
         if inflight.is_empty() {
             self.settled.notify_waiters();
@@ -189,12 +204,12 @@ impl Conn {
         self.settled.notify_waiters();
     }
 
-    fn inflight_lock(&self) -> std::sync::MutexGuard<'_, HashMap<String, (AbortHandle, bool)>> {
+    fn inflight_lock(&self) -> std::sync::MutexGuard<'_, HashMap<IdKey, (AbortHandle, bool)>> {
         self.inflight.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn abort_modern(&self, target: &Value) -> bool {
-        let key = id_key(Some(target));
+        let key = IdKey::of(target);
         let mut inflight = self.inflight_lock();
         match inflight.get(&key) {
             Some((h, true)) => {
@@ -264,22 +279,32 @@ impl Conn {
         }
     }
 
-    /// Headers of every request: the configured ones, Accept, the session and version.
+    /// Headers of every request: the configured ones and Accept; a legacy request's
+    /// session and version, a 2026-07-28 request's mirror of its body.
     fn base_headers(&self, peek: &Peek) -> HeaderMap {
-        let mut h = self.remote.headers.clone();
-        h.insert(
-            ACCEPT,
-            HeaderValue::from_static("application/json, text/event-stream"),
-        );
-        if peek.modern.is_none() {
-            let s = self.session();
-            if let Some(id) = &s.id {
-                h.insert(SESSION, id.clone());
-            }
-            if let Some(v) = &s.version {
-                h.insert(VERSION, v.clone());
-            }
-        }
+        let fixed = || {
+            let mut h = self.remote.headers.clone();
+            let accept = HeaderValue::from_static("application/json, text/event-stream");
+            h.insert(ACCEPT, accept);
+            h
+        };
+        let mut h = if peek.modern.is_some() {
+            fixed()
+        } else {
+            let mut guard = self.session();
+            let s = &mut *guard;
+            let legacy = s.headers.get_or_insert_with(|| {
+                let mut h = fixed();
+                if let Some(id) = &s.id {
+                    h.insert(SESSION, id.clone());
+                }
+                if let Some(v) = &s.version {
+                    h.insert(VERSION, v.clone());
+                }
+                h
+            });
+            legacy.clone()
+        };
         peek.mirror(&mut h);
         h
     }
@@ -330,6 +355,7 @@ impl Conn {
         let mut s = self.session();
         s.gone = None;
         s.id = sid.as_deref().and_then(server_token);
+        s.headers = None;
         if sid.is_some() && s.id.is_none() {
             tracing::warn!(
                 "the remote MCP server sent an invalid session id; continuing without one"
@@ -392,7 +418,9 @@ impl Conn {
             && (v.get("result").is_some() || v.get("error").is_some())
             && id.is_some_and(|id| v.get("id") == Some(id));
         if let Some(ver) = v["result"]["protocolVersion"].as_str().filter(|_| answer) {
-            self.session().version = server_token(ver.as_bytes());
+            let mut s = self.session();
+            s.version = server_token(ver.as_bytes());
+            s.headers = None;
         }
     }
 
@@ -541,8 +569,4 @@ async fn error_detail(mut resp: Response) -> String {
     } else {
         format!(": {}", text.trim())
     }
-}
-
-fn id_key(id: Option<&Value>) -> String {
-    id.map(Value::to_string).unwrap_or_default()
 }

@@ -6,11 +6,10 @@ use std::sync::Arc;
 
 use anyhow::{bail, Context};
 use hyper::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION};
-use serde::Deserialize;
-use serde_json::Value;
 use tc_core::config::VaultConfig;
 
 use crate::mcp_headers;
+pub use crate::peek::Peek;
 
 /// Where the remote server is and what every request to it carries. The header values
 /// (the bearer token among them) are secrets: Debug shows names only. Shared, not copied:
@@ -125,88 +124,7 @@ fn bearer(b: &tc_core::config::Bearer) -> anyhow::Result<HeaderValue> {
     Ok(v)
 }
 
-/// What the adapter needs to know of one outgoing message.
-#[derive(Debug, Default)]
-pub struct Peek {
-    pub id: Option<Value>,
-    pub method: Option<String>,
-    /// `Mcp-Name`'s value: `params.name` (tools/call, prompts/get) or `params.uri`
-    /// (resources/read).
-    pub name: Option<String>,
-    /// A 2026-07-28 request's `_meta` protocol version.
-    pub modern: Option<String>,
-    /// `notifications/cancelled`'s `requestId`.
-    pub cancels: Option<Value>,
-}
-
-#[derive(Deserialize)]
-struct Raw {
-    #[serde(default)]
-    id: Option<Value>,
-    #[serde(default)]
-    method: Option<String>,
-    #[serde(default)]
-    params: Option<RawParams>,
-}
-
-#[derive(Deserialize)]
-struct RawParams {
-    #[serde(default)]
-    name: Option<Value>,
-    #[serde(default)]
-    uri: Option<Value>,
-    #[serde(default, rename = "_meta")]
-    meta: Option<RawMeta>,
-    #[serde(default, rename = "requestId")]
-    request_id: Option<Value>,
-}
-
-/// The one member of `_meta` the adapter mirrors (the rest is skipped, not built).
-#[derive(Deserialize)]
-struct RawMeta {
-    // `era::META_VERSION` (a literal: serde's attribute takes no constant).
-    #[serde(default, rename = "io.modelcontextprotocol/protocolVersion")]
-    version: Option<Value>,
-}
-
 impl Peek {
-    /// Reads the envelope of an engine line; a line it cannot read is still sent, just
-    /// without the headers that mirror its body.
-    pub fn of(line: &[u8]) -> Peek {
-        let Ok(raw) = serde_json::from_slice::<Raw>(line) else {
-            return Peek::default();
-        };
-        let p = raw.params;
-        let key = raw.method.as_deref().and_then(mcp_headers::name_key);
-        let name = p.as_ref().and_then(|p| {
-            let v = if key? == "uri" { &p.uri } else { &p.name };
-            v.as_ref()?.as_str().map(String::from)
-        });
-        let modern = p.as_ref().and_then(|p| {
-            p.meta
-                .as_ref()?
-                .version
-                .as_ref()?
-                .as_str()
-                .map(String::from)
-        });
-        let cancels = p
-            .and_then(|p| p.request_id)
-            .filter(|_| raw.method.as_deref() == Some("notifications/cancelled"));
-        Peek {
-            id: raw.id,
-            method: raw.method,
-            name,
-            modern,
-            cancels,
-        }
-    }
-
-    /// A request (method and id), not a notification or a response.
-    pub fn is_request(&self) -> bool {
-        self.method.is_some() && self.id.is_some()
-    }
-
     /// The headers a 2026-07-28 request carries mirroring its body.
     pub fn mirror(&self, h: &mut HeaderMap) {
         let (Some(v), Some(m)) = (&self.modern, &self.method) else {

@@ -20,6 +20,8 @@ use super::{key, Call, SentParams, Shim};
 use crate::confirm;
 use crate::era;
 use crate::mcp_headers;
+use crate::outbox::Known;
+use crate::peek::Peek;
 use crate::policy::{self, PolicyError};
 use crate::results::Shown;
 use crate::targets;
@@ -203,17 +205,18 @@ impl Shim {
         // A tool with a gate entry whose `when` did not hold goes out as the shim read
         // it (re-serialized: duplicate keys collapsed), so a server whose JSON parser
         // keeps another duplicate cannot act on a value the condition never judged.
-        let line = if has_gate || j.args.get("elicit_token").is_some() {
-            stripped(msg)
+        let sent = if has_gate || j.args.get("elicit_token").is_some() {
+            (stripped(msg), Known::Nothing)
         } else {
-            line
+            // Its bytes as they came: what the engine read of them is what they say.
+            (line, Known::Request(Box::new(Peek::of_value(msg))))
         };
         // Its downstream may answer with a round of its own, which the re-sent call
         // must not present to the gate as an answer to our form. Only a modern call
         // can get one; the others keep the downstream answer's fast path.
         let wrap = (has_gate && era::request_meta(msg).is_some())
             .then(|| Wrap::unconfirmed(self.binding(&j.name, &j.args), self.is_lean(id)));
-        self.forward_held(id, line, None, wrap);
+        self.forward_held(id, sent, None, wrap);
     }
 
     /// A call its gate applies to (or that resumes a confirmation): targets, a human's

@@ -15,6 +15,7 @@ use super::refusals::{policy_result, unreachable_result};
 use super::{key, Approval, Call, Held, Shim};
 use crate::daemon_client::DaemonError;
 use crate::era;
+use crate::outbox::Known;
 use crate::results::{self, Shown};
 use crate::targets;
 
@@ -366,7 +367,8 @@ impl Shim {
         };
         let (ack_tx, ack_rx) = oneshot::channel();
         let line = continued(msg, round.state.as_deref());
-        if !self.forward_held(c.id, line, Some(ack_tx), Some(wrap)) || !round.approved {
+        let sent = (line, Known::Nothing);
+        if !self.forward_held(c.id, sent, Some(ack_tx), Some(wrap)) || !round.approved {
             return;
         }
         if ack_rx.await.is_ok() {

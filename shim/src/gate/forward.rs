@@ -10,6 +10,7 @@ use super::refusals::policy_result;
 use super::{key, Approval, Call, Forwarded, Held, Pending, Shim};
 use crate::era;
 use crate::ids;
+use crate::outbox::Known;
 use crate::results;
 
 impl Shim {
@@ -46,7 +47,7 @@ impl Shim {
     pub(super) fn forward_held(
         &self,
         id: &Value,
-        line: Vec<u8>,
+        (line, known): (Vec<u8>, Known),
         ack: Option<oneshot::Sender<()>>,
         wrap: Option<Wrap>,
     ) -> bool {
@@ -69,7 +70,7 @@ impl Shim {
                 },
             );
         }
-        if !self.send_child(line, ack) {
+        if !self.to_child.send_known(line, ack, known) {
             self.lock().pending.remove(&key(id));
             self.send_client(&results::error(
                 id,
@@ -101,7 +102,7 @@ impl Shim {
         let (ack_tx, ack_rx) = oneshot::channel();
         let modern = era::request_meta(msg).is_some();
         let wrap = (modern || resuming).then(|| Wrap::approved(c));
-        if !self.forward_held(c.id, stripped(msg), Some(ack_tx), wrap) {
+        if !self.forward_held(c.id, (stripped(msg), Known::Nothing), Some(ack_tx), wrap) {
             if let Some(r) = &approval.redemption {
                 if let Err(re) = self.daemon.release(r, "cancelled").await {
                     tracing::warn!("release after cancellation failed: {re}");

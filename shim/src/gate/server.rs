@@ -9,6 +9,7 @@ use serde_json::Value;
 use super::{key, reserved_id, reserved_id_error, Forwarded, Pending, Shim};
 use crate::era::{self, Era};
 use crate::ids;
+use crate::outbox::Known;
 use crate::results;
 use crate::roots;
 use crate::value::at;
@@ -44,7 +45,14 @@ impl Shim {
     pub(super) fn on_child_line(self: &Arc<Self>, line: Vec<u8>) -> Option<Value> {
         let mut answers = None;
         if self.pass_through(&line, &mut answers) {
-            self.to_client.send(line, None);
+            match &answers {
+                // Unchanged, so its own id is the client's: the front need not read it.
+                Some(id) => {
+                    let known = Known::Answers(ids::IdKey::of(id));
+                    self.to_client.send_known(line, None, known)
+                }
+                None => self.to_client.send(line, None),
+            };
             return answers;
         }
         let msg: Value = match serde_json::from_slice(&line) {

@@ -14,7 +14,7 @@ use super::listen::{self, Filter};
 use crate::framing::Frame;
 use crate::gate::{Parsed, Shim};
 use crate::ids::{self, IdKey};
-use crate::outbox::{Direct, Out, Receiver};
+use crate::outbox::{Direct, Known, Out, Receiver};
 use crate::results;
 
 /// A message for an HTTP exchange: related to its request, or the request's answer.
@@ -340,21 +340,27 @@ impl Direct for Conv {
     /// An answer goes to its exchange from the engine's own send when nothing is queued
     /// ahead of it (one task hop less per call); everything else through [`route`].
     /// Under the outbox's lock: this takes the routes lock and never calls the engine.
-    fn take(self: Arc<Self>, (line, ack): Out) -> Option<Out> {
-        match envelope(&line) {
-            Envelope::Answer(k) if ack.is_none() => {
-                self.answer(&k, line);
-                None
-            }
-            _ => Some((line, ack)),
+    fn take(self: Arc<Self>, out: Out) -> Option<Out> {
+        if out.ack.is_some() {
+            return Some(out);
         }
+        // Read here only when the engine did not say which request the line answers.
+        let k = match out.known {
+            Known::Answers(k) => k,
+            _ => match envelope(&out.line) {
+                Envelope::Answer(k) => k,
+                _ => return Some(out),
+            },
+        };
+        self.answer(&k, out.line);
+        None
     }
 }
 
 /// Drains the engine's client queue into the exchanges; ends when the engine or the
 /// conversation goes away.
 async fn route(conv: Weak<Conv>, mut rx: Receiver) {
-    while let Some((line, ack)) = rx.recv().await {
+    while let Some(Out { line, ack, .. }) = rx.recv().await {
         let Some(c) = conv.upgrade() else { break };
         c.shim.client_box().wrote(line.len());
         if line.is_empty() {

@@ -57,7 +57,7 @@ pub fn post_headers(h: &HeaderMap) -> Result<(), (StatusCode, &'static str)> {
             "unsupported media type: POST a JSON-RPC message as application/json",
         ));
     }
-    if !(accepts(h, "application/json") && accepts(h, "text/event-stream")) {
+    if !accepts(h, &["application/json", "text/event-stream"]) {
         return Err((
             StatusCode::NOT_ACCEPTABLE,
             "not acceptable: the client must accept both application/json and text/event-stream",
@@ -66,24 +66,38 @@ pub fn post_headers(h: &HeaderMap) -> Result<(), (StatusCode, &'static str)> {
     Ok(())
 }
 
-/// Whether the `Accept` header lists `mime` (or a wildcard covering it).
-pub fn accepts(h: &HeaderMap, mime: &str) -> bool {
-    let (kind, _) = mime.split_once('/').unwrap_or((mime, ""));
-    // On bytes (every POST asks this twice): a media range, its parameters cut off.
-    let covers = |range: &[u8]| {
-        let m = range
-            .split(|&b| b == b';')
-            .next()
-            .unwrap_or(b"")
-            .trim_ascii();
-        m.eq_ignore_ascii_case(mime.as_bytes())
-            || m == b"*/*"
-            || m.strip_suffix(b"/*") == Some(kind.as_bytes())
-    };
-    h.get_all(header::ACCEPT)
+/// Whether the `Accept` header lists every one of `mimes` (at most 8), or wildcards
+/// covering them.
+pub fn accepts(h: &HeaderMap, mimes: &[&str]) -> bool {
+    let all = (1u8 << mimes.len().min(8)) - 1;
+    let mut seen = 0u8;
+    // One pass on bytes (every POST asks this): a media range, its parameters cut off.
+    for v in h
+        .get_all(header::ACCEPT)
         .iter()
         .filter(|v| v.to_str().is_ok())
-        .any(|v| v.as_bytes().split(|&b| b == b',').any(covers))
+    {
+        for range in v.as_bytes().split(|&b| b == b',') {
+            let m = range
+                .split(|&b| b == b';')
+                .next()
+                .unwrap_or(b"")
+                .trim_ascii();
+            for (i, mime) in mimes.iter().take(8).enumerate() {
+                let kind = mime.split_once('/').map_or(*mime, |(k, _)| k);
+                if m.eq_ignore_ascii_case(mime.as_bytes())
+                    || m == b"*/*"
+                    || m.strip_suffix(b"/*") == Some(kind.as_bytes())
+                {
+                    seen |= 1 << i;
+                }
+            }
+            if seen == all {
+                return true;
+            }
+        }
+    }
+    seen == all
 }
 
 #[cfg(test)]
