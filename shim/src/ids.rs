@@ -96,24 +96,20 @@ pub fn answer_id(id: &Value) -> Value {
     }
 }
 
-/// Removes `k` from a table of requests. An emptied table that had grown gives its
-/// buckets back, since an idle conversation of the HTTP front would otherwise keep room
-/// for every request it once had in flight; the smallest table stays, so a conversation
-/// with one request at a time does not allocate and free it on every call.
+/// Removes `k` from a table of requests; an emptied table gives its buckets back, since
+/// an idle conversation of the HTTP front would otherwise keep room for every request it
+/// once had in flight.
 pub fn take<K, Q, V>(map: &mut HashMap<K, V>, k: &Q) -> Option<V>
 where
     K: std::borrow::Borrow<Q> + std::hash::Hash + Eq,
     Q: std::hash::Hash + Eq + ?Sized,
 {
     let v = map.remove(k);
-    if map.is_empty() && map.capacity() > SMALLEST_TABLE {
+    if map.is_empty() && map.capacity() > 0 {
         *map = HashMap::new();
     }
     v
 }
-
-/// The capacity of the smallest table the standard `HashMap` allocates (4 buckets).
-const SMALLEST_TABLE: usize = 3;
 
 /// A table of requests in flight by [`IdKey`], each stamped with when it was added.
 #[derive(Debug)]
@@ -276,24 +272,14 @@ mod tests {
     }
 
     #[test]
-    fn an_emptied_table_that_had_grown_gives_its_buckets_back() {
+    fn an_emptied_table_keeps_no_buckets() {
         let mut t = IdTable::default();
-        for i in 0..5 {
-            t.insert(IdKey::of(&json!(i)), i);
-        }
-        assert!(t.map.capacity() > SMALLEST_TABLE);
-        for i in 0..4 {
-            assert_eq!(t.remove(&IdKey::of(&json!(i))), Some(i));
-        }
+        t.insert(IdKey::of(&json!(1)), "a");
+        t.insert(IdKey::of(&json!(2)), "b");
+        assert_eq!(t.remove(&IdKey::of(&json!(1))), Some("a"));
         assert!(t.map.capacity() > 0, "a table in use keeps its buckets");
-        assert_eq!(t.remove(&IdKey::of(&json!(4))), Some(4));
+        assert_eq!(t.remove(&IdKey::of(&json!(2))), Some("b"));
         assert_eq!(t.map.capacity(), 0);
-        assert_eq!(t.remove(&IdKey::of(&json!(4))), None);
-        // One request at a time: the smallest table stays.
-        t.insert(IdKey::of(&json!(9)), 9);
-        let small = t.map.capacity();
-        assert!(small > 0 && small <= SMALLEST_TABLE, "{small}");
-        assert_eq!(t.remove(&IdKey::of(&json!(9))), Some(9));
-        assert_eq!(t.map.capacity(), small);
+        assert_eq!(t.remove(&IdKey::of(&json!(2))), None);
     }
 }

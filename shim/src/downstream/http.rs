@@ -41,9 +41,6 @@ const ERROR_BODY: usize = 64 * 1024;
 struct Session {
     id: Option<HeaderValue>,
     version: Option<HeaderValue>,
-    /// A legacy request's base headers for this id and version (most requests only clone
-    /// them); cleared when either changes.
-    headers: Option<HeaderMap>,
     /// The server forgot the session (404): later calls fail with this.
     gone: Option<String>,
     listening: bool,
@@ -282,29 +279,20 @@ impl Conn {
     /// Headers of every request: the configured ones and Accept; a legacy request's
     /// session and version, a 2026-07-28 request's mirror of its body.
     fn base_headers(&self, peek: &Peek) -> HeaderMap {
-        let fixed = || {
-            let mut h = self.remote.headers.clone();
-            let accept = HeaderValue::from_static("application/json, text/event-stream");
-            h.insert(ACCEPT, accept);
-            h
-        };
-        let mut h = if peek.modern.is_some() {
-            fixed()
-        } else {
-            let mut guard = self.session();
-            let s = &mut *guard;
-            let legacy = s.headers.get_or_insert_with(|| {
-                let mut h = fixed();
-                if let Some(id) = &s.id {
-                    h.insert(SESSION, id.clone());
-                }
-                if let Some(v) = &s.version {
-                    h.insert(VERSION, v.clone());
-                }
-                h
-            });
-            legacy.clone()
-        };
+        let mut h = self.remote.headers.clone();
+        h.insert(
+            ACCEPT,
+            HeaderValue::from_static("application/json, text/event-stream"),
+        );
+        if peek.modern.is_none() {
+            let s = self.session();
+            if let Some(id) = &s.id {
+                h.insert(SESSION, id.clone());
+            }
+            if let Some(v) = &s.version {
+                h.insert(VERSION, v.clone());
+            }
+        }
         peek.mirror(&mut h);
         h
     }
@@ -355,7 +343,6 @@ impl Conn {
         let mut s = self.session();
         s.gone = None;
         s.id = sid.as_deref().and_then(server_token);
-        s.headers = None;
         if sid.is_some() && s.id.is_none() {
             tracing::warn!(
                 "the remote MCP server sent an invalid session id; continuing without one"
@@ -418,9 +405,7 @@ impl Conn {
             && (v.get("result").is_some() || v.get("error").is_some())
             && id.is_some_and(|id| v.get("id") == Some(id));
         if let Some(ver) = v["result"]["protocolVersion"].as_str().filter(|_| answer) {
-            let mut s = self.session();
-            s.version = server_token(ver.as_bytes());
-            s.headers = None;
+            self.session().version = server_token(ver.as_bytes());
         }
     }
 
