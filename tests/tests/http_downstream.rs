@@ -326,7 +326,10 @@ fn http_downstream_sends_bearer_and_session_headers_and_never_logs_the_token() {
 
 /// The Python `MCPServer` fixture (`http_py_server.py`) on a free port.
 fn python_server() -> Server {
-    let port = tc_tests::free_port();
+    python_server_on(tc_tests::free_port())
+}
+
+fn python_server_on(port: u16) -> Server {
     let mut cmd = Command::new(peers().join("venv/bin/python"));
     cmd.arg(fixture("http_py_server.py")).arg(port.to_string());
     Server::start(cmd, port)
@@ -384,6 +387,54 @@ fn http_downstream_python_mcpserver_passes_calls_in_both_eras() {
     );
     assert_eq!(text(&r), "wiped db", "{r}");
     assert!(c.close().success());
+}
+
+/// A remote that forgets the session (restarted: the Python SDK answers 404 for an id it
+/// does not know) ends the HTTP front's session too: the call that found out gets a clear
+/// error, the front's session id then reads 404 (the spec's signal to initialize again),
+/// and the client's new session gets a new session at the remote. tc-shim never
+/// re-initializes on its own behind a client's back.
+#[test]
+fn a_remote_that_forgets_the_session_ends_the_front_session_and_a_new_one_works() {
+    let port = tc_tests::free_port();
+    let mut server = python_server_on(port);
+    let mut env = Env::new(&remote_vault("py", &server.url(), ""));
+    env.start_tcd();
+    let front = http::Front::start(&env, "py");
+    let mut c = http::Raw::new(&front.url());
+    // `Raw::call` gives the result itself.
+    let said = |r: Value| {
+        r["content"][0]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    c.initialize();
+    assert_eq!(said(c.call(1, "shout", json!({"text": "a"}))), "A");
+    let before = c.session.clone().unwrap();
+
+    server.stop();
+    let _server = python_server_on(port);
+    let e = c.call(2, "shout", json!({"text": "b"}));
+    assert_eq!(e["data"]["reason"], "session_gone", "{e}");
+    assert!(
+        e["message"].as_str().unwrap().contains("initialize again"),
+        "{e}"
+    );
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+        "params": {"name": "shout", "arguments": {"text": "c"}}});
+    let a = c.post(&call, &[("mcp-protocol-version", "2025-11-25")]);
+    assert_eq!(
+        a.status, 404,
+        "the front's session outlived the remote's: {}",
+        a.text
+    );
+
+    // A new session, as the spec asks of a client on 404: initialize without the old id.
+    c.session = None;
+    c.initialize();
+    assert_ne!(c.session.as_deref(), Some(before.as_str()));
+    assert_eq!(said(c.call(4, "shout", json!({"text": "d"}))), "D");
 }
 
 /// SEP-2243: a tool's `x-mcp-header` argument rides in `Mcp-Param-{Name}`. The Python SDK's

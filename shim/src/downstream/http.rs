@@ -3,7 +3,7 @@
 //! governor's line limit as on stdio. Session, GET stream and failures live here.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -56,6 +56,9 @@ pub struct Conn {
     inflight: Mutex<HashMap<IdKey, (AbortHandle, bool)>>,
     /// Told when the last POST in flight ends (shutdown waits for it).
     settled: Notify,
+    /// Run once when the server forgets the session (404), after the request that found
+    /// out was answered: the HTTP front ends its own session then.
+    forgotten: OnceLock<Box<dyn Fn() + Send + Sync>>,
 }
 
 /// What a line is, as the engine knew it or read now.
@@ -108,10 +111,16 @@ impl Conn {
             session: Mutex::new(Session::default()),
             inflight: Mutex::new(HashMap::new()),
             settled: Notify::new(),
+            forgotten: OnceLock::new(),
         });
         let direct: Weak<dyn Direct> = Arc::downgrade(&conn) as Weak<dyn Direct>;
         conn.shim.child_box().set_direct(direct);
         conn
+    }
+
+    /// Sets what runs once the server forgets the session (see `forgotten`); set once.
+    pub fn when_forgotten(&self, f: Box<dyn Fn() + Send + Sync>) {
+        let _ = self.forgotten.set(f);
     }
 
     fn session(&self) -> std::sync::MutexGuard<'_, Session> {
@@ -454,8 +463,9 @@ impl Conn {
         let id = {
             let mut s = self.session();
             // Stops the GET stream from being reopened.
-            s.gone = Some("tc-shim is shutting down".into());
-            s.id.clone()
+            let forgotten = s.gone.replace("tc-shim is shutting down".into()).is_some();
+            // A session the server forgot has nothing to end.
+            s.id.clone().filter(|_| !forgotten)
         };
         let Some(id) = id else {
             return;
@@ -478,12 +488,20 @@ impl Conn {
         let detail = error_detail(resp).await;
         if status == StatusCode::NOT_FOUND && sent_session {
             let why = "the remote MCP server ended the session (HTTP 404): its state is gone; \
-                       restart the MCP client to start a new one (tc-shim does not re-initialize \
-                       on its own: the client's view of the server may no longer hold)"
+                       start a new MCP session (through tc-shim's HTTP front: initialize again, \
+                       its session ended too; over stdio: restart the MCP client). tc-shim does \
+                       not re-initialize on its own: the client's view of the server may no \
+                       longer hold"
                 .to_string();
-            tracing::warn!("{why}");
-            self.session().gone = Some(why.clone());
-            return self.fail(id, &why, json!({"reason": "session_gone", "status": 404}));
+            let first = self.session().gone.replace(why.clone()).is_none();
+            if first {
+                tracing::warn!("{why}");
+            }
+            self.fail(id, &why, json!({"reason": "session_gone", "status": 404}));
+            if let Some(f) = self.forgotten.get().filter(|_| first) {
+                f();
+            }
+            return;
         }
         let why = format!(
             "the remote MCP server {} answered HTTP {status}{detail}",

@@ -254,6 +254,13 @@ impl Conv {
         self.gone.load(Ordering::Acquire)
     }
 
+    /// [`Conv::downstream_gone`] from a synchronous caller: gone at once (the session's
+    /// id reads 404 from now on), pending requests answered and closed on a task.
+    pub fn end_with_downstream(self: Arc<Self>) {
+        self.gone.store(true, Ordering::Release);
+        tokio::spawn(async move { self.downstream_gone().await });
+    }
+
     /// The downstream went away: what is pending gets its error, then the conversation
     /// closes.
     pub async fn downstream_gone(&self) {

@@ -124,8 +124,17 @@ impl Front {
                 // Ends when the conversation closes the queue; POSTs still in flight are
                 // stopped when the conversation drops its `RemoteSession`.
                 tokio::spawn(async move { writer.write(q.to_child).await });
-                let guard = Box::new(RemoteSession(conn));
-                Ok(Conv::new(shim, caller.into(), q.to_client, guard))
+                let guard = Box::new(RemoteSession(Arc::clone(&conn)));
+                let conv = Conv::new(shim, caller.into(), q.to_client, guard);
+                // A server that forgot the session ends this one too: its id then reads
+                // 404 here, which is how a client learns to initialize a new session.
+                let weak = Arc::downgrade(&conv);
+                conn.when_forgotten(Box::new(move || {
+                    if let Some(c) = weak.upgrade() {
+                        c.end_with_downstream();
+                    }
+                }));
+                Ok(conv)
             }
         }
     }
