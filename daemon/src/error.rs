@@ -33,6 +33,19 @@ impl DaemonError {
     }
 }
 
+/// A blob that does not open is `invalid`, whatever the cause (`seal.rs`).
+impl From<crate::seal::SealError> for DaemonError {
+    fn from(e: crate::seal::SealError) -> Self {
+        DaemonError::refused(Reason::Invalid, e.to_string())
+    }
+}
+
+impl From<crate::seal::SealError> for Status {
+    fn from(e: crate::seal::SealError) -> Status {
+        DaemonError::from(e).into()
+    }
+}
+
 /// The gRPC code each refusal travels under; clients read the reason, people the code.
 fn code_for(reason: Reason) -> Code {
     match reason {

@@ -748,7 +748,7 @@ impl Ledger {
         b.check()?;
         match self
             .open_blob(|s| s.keys.cursor, blob, b)
-            .and_then(|s| seal::decode_inner(&s.inner))
+            .and_then(|s| Ok(seal::decode_inner(&s.inner)?))
         {
             Ok(p) => Ok(p),
             Err(e) => {

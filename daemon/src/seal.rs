@@ -3,6 +3,9 @@
 //!
 //! - [`seal`] / [`open`]: encode and verify (constant-time tag check, `subtle::ct_eq`).
 //! - [`Sealed`]: the payload: binding, fingerprint, expiry, nonce, opaque inner bytes.
+//!
+//! It depends on nothing else of the daemon (its errors become `invalid` refusals in
+//! `error.rs`), so `fuzz/` compiles this file as it is, without the daemon's tree.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use base64::Engine;
@@ -10,14 +13,22 @@ use hmac::{Hmac, Mac};
 use serde::{Deserialize, Serialize};
 use sha2::Sha256;
 use subtle::ConstantTimeEq;
-use tc_core::Reason;
-
-use crate::error::DaemonError;
 
 /// Version prefix; anything else is `invalid`.
 const PREFIX: &str = "tc1.";
 /// A sealed blob larger than this is refused before any decoding work.
 pub use tc_core::MAX_SEALED_LEN;
+
+/// Why a blob does not open; both are refused as `invalid`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SealError {
+    /// Garbage, tampering and "sealed under another key" look the same, on purpose.
+    #[error("not issued by this tcd (or tampered with, or from before a secret rotation)")]
+    NotIssued,
+    /// Authenticated inner bytes that do not decode: a bug.
+    #[error("sealed payload is malformed")]
+    Malformed,
+}
 
 /// What a request state or cursor carries.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
@@ -51,13 +62,8 @@ pub fn seal(key: &[u8; 32], s: &Sealed) -> String {
 
 /// Verifies and decodes a sealed blob. Every failure to authenticate is `invalid`:
 /// garbage, tampering and "sealed under another key" look the same, on purpose.
-pub fn open(key: &[u8; 32], blob: &str) -> Result<Sealed, DaemonError> {
-    let invalid = || {
-        DaemonError::refused(
-            Reason::Invalid,
-            "not issued by this tcd (or tampered with, or from before a secret rotation)",
-        )
-    };
+pub fn open(key: &[u8; 32], blob: &str) -> Result<Sealed, SealError> {
+    let invalid = || SealError::NotIssued;
     if blob.len() > MAX_SEALED_LEN {
         return Err(invalid());
     }
@@ -95,14 +101,15 @@ pub fn encode_inner(bytes: &[u8]) -> String {
 }
 
 /// Decodes [`Sealed::inner`] (authenticated already, so a failure is a bug, reported as invalid).
-pub fn decode_inner(s: &str) -> Result<Vec<u8>, DaemonError> {
-    B64.decode(s)
-        .map_err(|_| DaemonError::refused(Reason::Invalid, "sealed payload is malformed"))
+pub fn decode_inner(s: &str) -> Result<Vec<u8>, SealError> {
+    B64.decode(s).map_err(|_| SealError::Malformed)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::DaemonError;
+    use tc_core::Reason;
 
     fn sample() -> Sealed {
         Sealed {
@@ -117,8 +124,9 @@ mod tests {
         }
     }
 
-    fn reason(r: Result<Sealed, DaemonError>) -> Reason {
-        match r {
+    /// The refusal a failure becomes (the one mapping, in `error.rs`).
+    fn reason(r: Result<Sealed, SealError>) -> Reason {
+        match r.map_err(DaemonError::from) {
             Err(DaemonError::Refused { reason, .. }) => reason,
             other => panic!("expected a refusal, got {other:?}"),
         }
@@ -174,7 +182,9 @@ mod tests {
 #[cfg(test)]
 mod fuzz {
     use super::*;
+    use crate::error::DaemonError;
     use proptest::prelude::*;
+    use tc_core::Reason;
 
     /// The key the corpus's valid and `macd-*` blobs are sealed under.
     const CORPUS_KEY: [u8; 32] = [0x42; 32];
@@ -190,9 +200,9 @@ mod fuzz {
         }
     }
 
-    fn reason(r: &Result<Sealed, DaemonError>) -> Option<Reason> {
-        match r {
-            Err(DaemonError::Refused { reason, .. }) => Some(*reason),
+    fn reason(r: &Result<Sealed, SealError>) -> Option<Reason> {
+        match r.as_ref().map_err(|e| DaemonError::from(e.clone())) {
+            Err(DaemonError::Refused { reason, .. }) => Some(reason),
             _ => None,
         }
     }
@@ -284,8 +294,10 @@ mod fuzz {
             let text = String::from_utf8_lossy(&bytes);
             let outcome = std::panic::catch_unwind(|| match open(&CORPUS_KEY, &text) {
                 Ok(_) => "opened",
-                Err(DaemonError::Refused { reason, .. }) => reason.as_str(),
-                Err(_) => "not a refusal",
+                Err(e) => match DaemonError::from(e) {
+                    DaemonError::Refused { reason, .. } => reason.as_str(),
+                    _ => "not a refusal",
+                },
             });
             let want_ok = name.starts_with("valid-") || name.starts_with("macd-ok-");
             match outcome {

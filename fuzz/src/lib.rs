@@ -1,5 +1,6 @@
 //! The shim's input parsers, compiled from the shim's own sources (tc-shim is a binary
-//! crate), for the cargo-fuzz targets in `fuzz_targets/`.
+//! crate), and the daemon's sealed-blob codec, compiled from its file (so the fuzz build
+//! does not build the daemon's tree, SQLite included), for the targets in `fuzz_targets/`.
 #![allow(dead_code)]
 
 #[path = "../../shim/src/framing.rs"]
@@ -18,6 +19,8 @@ pub mod results;
 pub mod scan;
 #[path = "../../shim/src/unique.rs"]
 pub mod unique;
+#[path = "../../daemon/src/seal.rs"]
+pub mod seal;
 
 use std::future::Future;
 use std::pin::pin;
