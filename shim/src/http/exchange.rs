@@ -267,7 +267,7 @@ pub async fn get_stream(
             .insert(header::ALLOW, HeaderValue::from_static("POST"));
         return r;
     }
-    if !guard::accepts(&headers, &["text/event-stream"]) {
+    if !guard::accepts(&headers, ["text/event-stream"]) {
         return plain(
             StatusCode::NOT_ACCEPTABLE,
             "not acceptable: a GET must accept text/event-stream",

@@ -57,7 +57,7 @@ pub fn post_headers(h: &HeaderMap) -> Result<(), (StatusCode, &'static str)> {
             "unsupported media type: POST a JSON-RPC message as application/json",
         ));
     }
-    if !accepts(h, &["application/json", "text/event-stream"]) {
+    if !accepts(h, ["application/json", "text/event-stream"]) {
         return Err((
             StatusCode::NOT_ACCEPTABLE,
             "not acceptable: the client must accept both application/json and text/event-stream",
@@ -66,38 +66,27 @@ pub fn post_headers(h: &HeaderMap) -> Result<(), (StatusCode, &'static str)> {
     Ok(())
 }
 
-/// Whether the `Accept` header lists every one of `mimes` (at most 8), or wildcards
-/// covering them.
-pub fn accepts(h: &HeaderMap, mimes: &[&str]) -> bool {
-    let all = (1u8 << mimes.len().min(8)) - 1;
-    let mut seen = 0u8;
+/// Whether the `Accept` header lists every one of `mimes`, or wildcards covering them.
+pub fn accepts<const N: usize>(h: &HeaderMap, mimes: [&str; N]) -> bool {
+    let kinds = mimes.map(|m| m.split_once('/').map_or(m, |(k, _)| k));
+    let mut seen = [false; N];
     // One pass on bytes (every POST asks this): a media range, its parameters cut off.
-    for v in h
-        .get_all(header::ACCEPT)
-        .iter()
-        .filter(|v| v.to_str().is_ok())
-    {
+    let values = h.get_all(header::ACCEPT).into_iter();
+    for v in values.filter(|v| v.to_str().is_ok()) {
         for range in v.as_bytes().split(|&b| b == b',') {
             let m = range
                 .split(|&b| b == b';')
                 .next()
                 .unwrap_or(b"")
                 .trim_ascii();
-            for (i, mime) in mimes.iter().take(8).enumerate() {
-                let kind = mime.split_once('/').map_or(*mime, |(k, _)| k);
-                if m.eq_ignore_ascii_case(mime.as_bytes())
+            for ((mime, kind), seen) in mimes.iter().zip(kinds).zip(&mut seen) {
+                *seen |= m.eq_ignore_ascii_case(mime.as_bytes())
                     || m == b"*/*"
-                    || m.strip_suffix(b"/*") == Some(kind.as_bytes())
-                {
-                    seen |= 1 << i;
-                }
-            }
-            if seen == all {
-                return true;
+                    || m.strip_suffix(b"/*") == Some(kind.as_bytes());
             }
         }
     }
-    seen == all
+    seen.iter().all(|&s| s)
 }
 
 #[cfg(test)]
@@ -155,5 +144,12 @@ mod tests {
         );
         let wild = headers(&[("content-type", "application/json"), ("accept", "*/*")]);
         assert!(post_headers(&wild).is_ok());
+        // Spread over two Accept headers, with parameters and letter case: still both.
+        let split = headers(&[
+            ("content-type", "application/json"),
+            ("accept", "Application/JSON;q=0.9"),
+            ("accept", "text/*"),
+        ]);
+        assert!(post_headers(&split).is_ok());
     }
 }
