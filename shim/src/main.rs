@@ -93,14 +93,15 @@ fn main() {
     }
 }
 
-/// Worker threads of the HTTP front's runtime, unless `TC_HTTP_WORKERS` says otherwise.
-const HTTP_WORKERS: usize = 1;
+/// The HTTP front's threads at most, by default: one per core up to this many.
+const HTTP_WORKERS_MAX: usize = 4;
 
-/// `TC_HTTP_WORKERS` (1–64; 1 is one thread: the least latency with few callers), else
-/// [`HTTP_WORKERS`].
+/// `TC_HTTP_WORKERS` (1–64), else one thread per core up to [`HTTP_WORKERS_MAX`].
 fn http_workers() -> anyhow::Result<usize> {
     match std::env::var("TC_HTTP_WORKERS") {
-        Err(_) => Ok(HTTP_WORKERS),
+        Err(_) => Ok(std::thread::available_parallelism()
+            .map_or(1, |n| n.get())
+            .min(HTTP_WORKERS_MAX)),
         Ok(v) => match v.trim().parse::<usize>() {
             Ok(n @ 1..=64) => Ok(n),
             _ => anyhow::bail!("TC_HTTP_WORKERS={v:?}: expected a number of threads from 1 to 64"),
@@ -116,28 +117,21 @@ fn real_main() -> anyhow::Result<i32> {
         http,
         command,
     } = Cli::parse().cmd;
-    // One thread by default: the proxy is I/O-bound and a message bouncing between
-    // workers costs more than it gains (docs/BENCHMARKS.md, "Shim"; for the HTTP front,
-    // "HTTP front": on two cores a second worker took a lone caller's added p50 from
-    // 1.3× to 2.6× the floor's, for no clear gain at 32 callers). `TC_HTTP_WORKERS`
-    // gives the HTTP front more on a host with cores to spare. One runtime for the whole
-    // process either way: the daemon's gRPC channel runs its connection on the runtime
-    // it was opened on. Blocking work (hashing targets) stays short and bounded by the
-    // targets' walk caps.
+    // One single-threaded runtime: the proxy is I/O-bound and a message bouncing between
+    // the workers of a multi-threaded one costs more than it gains (docs/BENCHMARKS.md,
+    // "Shim"; for the HTTP front, "HTTP front": on two cores a second worker took a lone
+    // caller's added p50 from 1.3× to 2.6× the floor's). The HTTP front adds threads of
+    // its own that each serve whole connections (`http/workers.rs`). This runtime lives
+    // as long as the process serves: the daemon's gRPC channel runs its connection on
+    // the runtime it was opened on. Blocking work (hashing targets) stays short and
+    // bounded by the targets' walk caps.
     let workers = match &http {
         None => 1,
         Some(_) => http_workers()?,
     };
-    let rt = match workers {
-        1 => tokio::runtime::Builder::new_current_thread(),
-        n => {
-            let mut b = tokio::runtime::Builder::new_multi_thread();
-            b.worker_threads(n);
-            b
-        }
-    }
-    .enable_all()
-    .build()?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
     let guarded = tc_core::guarded::client(config.as_deref(), socket.as_deref())?;
     if guarded.is_some() {
         // Another process of the same uid (the agent) may not ptrace us or read our
@@ -256,6 +250,7 @@ fn real_main() -> anyhow::Result<i32> {
                 }
                 None => http::Downstream::Command(command),
             },
+            workers,
         };
         drop(gov);
         let code = rt.block_on(http::serve(setup));

@@ -60,6 +60,61 @@ fn a_legacy_session_gets_elicit_required_and_the_cli_route_runs_the_call() {
     assert!(code(&r).is_some(), "a spent token ran again: {r}");
 }
 
+/// The front's threads (`workers.rs`): one session used over a fresh connection per
+/// request meets every thread in turn (connections are handed round robin), while its
+/// engine stays on the thread that took `initialize`. Its calls, gated and approved, run
+/// as on one connection, and SIGTERM still ends the front cleanly.
+#[test]
+fn one_session_over_connections_on_every_worker_thread() {
+    let mut env = fs_vault("", None);
+    env.start_tcd();
+    let mut front = Front::start_with(&env, "fs", &[("TC_HTTP_WORKERS", "3")]);
+    let threads = thread_names(front.pid());
+    for t in ["tc-http-1", "tc-http-2"] {
+        assert!(threads.iter().any(|n| n == t), "no thread {t}: {threads:?}");
+    }
+    let mut first = Raw::new(&front.url());
+    first.initialize();
+    let fresh = || {
+        let mut c = Raw::new(&front.url());
+        c.session = first.session.clone();
+        c
+    };
+    let args = json!({"path": "spread.txt", "content": "from every thread"});
+    let r = fresh().call(1, "write_file", args.clone());
+    assert_elicit_required(&r, "write_file", "fs", &args);
+    assert_eq!(
+        disk(&env, "spread.txt"),
+        None,
+        "the gated call ran unapproved"
+    );
+    let token = tcctl_elicit(&env, &r);
+    let r = fresh().call(2, "write_file", with_token(&args, &token));
+    assert_ne!(r["isError"], true, "{r}");
+    assert_eq!(
+        disk(&env, "spread.txt").as_deref(),
+        Some("from every thread")
+    );
+    for id in 3..9 {
+        let r = fresh().call(id, "read_text_file", json!({"path": "spread.txt"}));
+        assert_eq!(r["content"][0]["text"], "from every thread", "{r}");
+    }
+    drop(first);
+    let st = front
+        .terminate(std::time::Duration::from_secs(10))
+        .expect("tc-shim did not exit on SIGTERM");
+    assert!(st.success(), "{st:?}: {}", front.stderr());
+}
+
+/// The names of a process's threads.
+fn thread_names(pid: u32) -> Vec<String> {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .unwrap()
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("comm")).ok())
+        .map(|n| n.trim().to_string())
+        .collect()
+}
+
 #[test]
 fn the_front_door_refuses_rebinding_foreign_origins_and_query_tokens() {
     let (_env, front) = started("");

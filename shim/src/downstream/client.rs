@@ -59,7 +59,16 @@ struct Inner {
     /// The request target: the url's path and query.
     target: Uri,
     tls: Option<(TlsConnector, ServerName<'static>)>,
-    idle: Mutex<Vec<(Sender, Instant)>>,
+    idle: Mutex<Vec<Idle>>,
+}
+
+/// A pooled connection: when it went idle, and the thread whose runtime drives it. The
+/// HTTP front runs a runtime per thread (`http/workers.rs`); a request sent on another
+/// thread's connection would cross threads twice.
+struct Idle {
+    s: Sender,
+    since: Instant,
+    thread: std::thread::ThreadId,
 }
 
 /// An answer: status, headers and a [`Body`].
@@ -125,7 +134,7 @@ impl Client {
             },
         };
         let (parts, inner) = resp.into_parts();
-        let back = Some((s, Arc::downgrade(&self.0)));
+        let back = Some((s, Arc::downgrade(&self.0), std::thread::current().id()));
         let mut body = Body { inner, back };
         body.give_back_if_done();
         Ok(Response::from_parts(parts, body))
@@ -133,10 +142,15 @@ impl Client {
 }
 
 impl Inner {
-    /// An idle connection ready for a request, if one is left.
+    /// An idle connection of this thread ready for a request, if one is left.
     async fn checkout(&self) -> Option<Sender> {
+        let me = std::thread::current().id();
         loop {
-            let (mut s, since) = self.lock().pop()?;
+            let Idle { mut s, since, .. } = {
+                let mut idle = self.lock();
+                let i = idle.iter().rposition(|c| c.thread == me)?;
+                idle.remove(i)
+            };
             if s.is_closed() || since.elapsed() > IDLE_FOR {
                 continue;
             }
@@ -174,14 +188,20 @@ impl Inner {
         ClientError::Http(self.addr.clone(), e)
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<(Sender, Instant)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Idle>> {
         self.idle.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn give_back(&self, s: Sender) {
+    /// Pools `s`, on the thread whose runtime drives it (where its request was sent).
+    fn give_back(&self, s: Sender, thread: std::thread::ThreadId) {
         let mut idle = self.lock();
+        if idle.len() >= IDLE_MAX {
+            // Another thread's connections are only taken there: make room from the dead.
+            idle.retain(|c| !c.s.is_closed() && c.since.elapsed() <= IDLE_FOR);
+        }
         if idle.len() < IDLE_MAX && !s.is_closed() {
-            idle.push((s, Instant::now()));
+            let since = Instant::now();
+            idle.push(Idle { s, since, thread });
         }
     }
 }
@@ -234,7 +254,8 @@ fn tls(host: &str, extra: &[u8]) -> anyhow::Result<(TlsConnector, ServerName<'st
 /// the body has ended; a body dropped before its end takes the connection with it.
 pub struct Body {
     inner: Incoming,
-    back: Option<(Sender, Weak<Inner>)>,
+    /// The connection, its pool, and the thread it was sent on (whose runtime drives it).
+    back: Option<(Sender, Weak<Inner>, std::thread::ThreadId)>,
 }
 
 impl Body {
@@ -303,9 +324,9 @@ impl Body {
     }
 
     fn give_back(&mut self) {
-        if let Some((s, pool)) = self.back.take() {
+        if let Some((s, pool, thread)) = self.back.take() {
             if let Some(p) = pool.upgrade() {
-                p.give_back(s);
+                p.give_back(s, thread);
             }
         }
     }

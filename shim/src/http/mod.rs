@@ -13,6 +13,7 @@ mod guard;
 mod listen;
 mod modern;
 mod sessions;
+mod workers;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -66,6 +67,8 @@ pub struct Setup {
     pub paged: Vec<Paged>,
     pub prompt_ttl: Duration,
     pub downstream: Downstream,
+    /// Threads serving connections (`workers.rs`), this one included.
+    pub workers: usize,
 }
 
 /// The state every handler shares.
@@ -198,8 +201,7 @@ pub async fn serve(s: Setup) -> anyhow::Result<i32> {
         "tc-shim: serving over Streamable HTTP at http://{addr}/mcp (auth: {:?})",
         s.front.auth.mode
     );
-    axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown_signal())
+    workers::serve(listener, app, s.workers, shutdown_signal())
         .await
         .context("HTTP front")?;
     table.close_all();

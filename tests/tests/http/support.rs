@@ -21,6 +21,11 @@ pub struct Front {
 impl Front {
     /// Starts the front for `vault` and waits until it accepts connections.
     pub fn start(env: &Env, vault: &str) -> Front {
+        Front::start_with(env, vault, &[])
+    }
+
+    /// As [`Front::start`], with extra environment variables for tc-shim.
+    pub fn start_with(env: &Env, vault: &str, vars: &[(&str, &str)]) -> Front {
         let port = tc_tests::free_port();
         let log = env.tmp.path().join(format!("http-{vault}-{port}.log"));
         let mut argv = env.shim_argv(vault);
@@ -28,6 +33,7 @@ impl Front {
         argv.push(format!("127.0.0.1:{port}"));
         let child = Command::new(&argv[0])
             .args(&argv[1..])
+            .envs(vars.iter().copied())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(&log).unwrap())
@@ -52,6 +58,24 @@ impl Front {
 
     pub fn stderr(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Sends SIGTERM and waits up to `within` for tc-shim to exit; its status, if it did.
+    pub fn terminate(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
+        nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Some(st) = self.child.try_wait().unwrap() {
+                return Some(st);
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        None
     }
 }
 

@@ -1,0 +1,146 @@
+//! The HTTP front's threads: one accept loop hands each connection, whole, to one of `n`
+//! single-threaded runtimes, which serves it with axum as `axum::serve` would.
+//!
+//! Why not one multi-threaded runtime: a message bouncing between its workers costs a
+//! cross-thread wake at every hop (exchange → engine → downstream → back). Here a
+//! connection's exchanges, and the engine and downstream tasks its `initialize` started,
+//! run on the thread that took the connection; other threads only meet through the
+//! session table and a session used over several connections. Why not `SO_REUSEPORT`
+//! listeners: another process of the same user could join the port's group and be handed
+//! some of the callers' connections (bearer tokens included).
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use axum::serve::Listener;
+use axum::Router;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot, watch};
+
+/// A connection the accept loop took, on its way to the thread that serves it.
+type Handed = (std::net::TcpStream, SocketAddr);
+
+/// Serves `app` on `listener` with `n` threads (this one included) until `stop` resolves,
+/// then waits, as `axum::serve`'s graceful shutdown does, for every connection to end.
+pub async fn serve(
+    listener: TcpListener,
+    app: Router,
+    n: usize,
+    stop: impl std::future::Future<Output = ()>,
+) -> anyhow::Result<()> {
+    let addr = listener.local_addr()?;
+    let (stopping, stopped) = watch::channel(false);
+    let mut hands = Vec::with_capacity(n);
+    let mut ended = Vec::with_capacity(n);
+    let (tx, rx) = mpsc::unbounded_channel();
+    hands.push(tx);
+    let own = tokio::spawn(serve_handed(rx, addr, app.clone(), stopped.clone()));
+    for k in 1..n {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (done, end) = oneshot::channel::<()>();
+        let (app, stopped) = (app.clone(), stopped.clone());
+        std::thread::Builder::new()
+            .name(format!("tc-http-{k}"))
+            .spawn(move || {
+                match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(rt) => rt.block_on(serve_handed(rx, addr, app, stopped)),
+                    Err(e) => tracing::error!("HTTP front thread {k}: no runtime: {e}"),
+                }
+                drop(done);
+            })?;
+        hands.push(tx);
+        ended.push(end);
+    }
+    let mut stop = std::pin::pin!(stop);
+    let mut next = 0usize;
+    loop {
+        let (tcp, peer) = tokio::select! {
+            c = listener.accept() => match c {
+                Ok(c) => c,
+                Err(e) => { accept_failed(e).await; continue; }
+            },
+            _ = &mut stop => break,
+        };
+        // Round robin: callers are spread over the threads by connection; each
+        // connection's requests then stay where it is.
+        let k = next % hands.len();
+        next = next.wrapping_add(1);
+        match tcp.into_std() {
+            Ok(s) => {
+                // A thread that is gone (its runtime failed to start) drops the
+                // connection: the client sees it closed and may retry.
+                let _ = hands[k].send((s, peer));
+            }
+            Err(e) => tracing::warn!("HTTP front: could not hand over a connection: {e}"),
+        }
+    }
+    drop(listener);
+    drop(hands);
+    let _ = stopping.send(true);
+    let _ = own.await;
+    for end in ended {
+        let _ = end.await;
+    }
+    Ok(())
+}
+
+/// One thread's share: the connections handed to it, served until `stopped` turns true.
+async fn serve_handed(
+    rx: mpsc::UnboundedReceiver<Handed>,
+    addr: SocketAddr,
+    app: Router,
+    mut stopped: watch::Receiver<bool>,
+) {
+    let stop = async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    };
+    let _ = axum::serve(Queue { rx, addr }, app)
+        .with_graceful_shutdown(stop)
+        .await;
+}
+
+/// The connections handed to one thread, as axum's [`Listener`].
+struct Queue {
+    rx: mpsc::UnboundedReceiver<Handed>,
+    addr: SocketAddr,
+}
+
+impl Listener for Queue {
+    type Io = TcpStream;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (TcpStream, SocketAddr) {
+        loop {
+            let Some((s, peer)) = self.rx.recv().await else {
+                // The accept loop stopped: no more connections; shutdown is under way.
+                return std::future::pending().await;
+            };
+            // Registered with this thread's reactor; `into_std` left it non-blocking.
+            match TcpStream::from_std(s) {
+                Ok(t) => return (t, peer),
+                Err(e) => tracing::warn!("HTTP front: a handed connection failed: {e}"),
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        Ok(self.addr)
+    }
+}
+
+/// As axum's accept loop: a connection that failed before it was taken is skipped; any
+/// other error (out of file descriptors) pauses accepting for a second.
+async fn accept_failed(e: std::io::Error) {
+    use std::io::ErrorKind::*;
+    if matches!(
+        e.kind(),
+        ConnectionRefused | ConnectionAborted | ConnectionReset
+    ) {
+        return;
+    }
+    tracing::error!("HTTP front: accept failed: {e}");
+    tokio::time::sleep(Duration::from_secs(1)).await;
+}
