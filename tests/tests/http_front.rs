@@ -63,7 +63,8 @@ fn a_legacy_session_gets_elicit_required_and_the_cli_route_runs_the_call() {
 /// The front's threads (`workers.rs`): one session used over a fresh connection per
 /// request meets every thread in turn (connections are handed round robin), while its
 /// engine stays on the thread that took `initialize`. Its calls, gated and approved, run
-/// as on one connection, and SIGTERM still ends the front cleanly.
+/// as on one connection; SIGTERM ends the front, and a GET stream held open is ended by
+/// the front first (it once kept the graceful shutdown waiting for ever).
 #[test]
 fn one_session_over_connections_on_every_worker_thread() {
     let mut env = fs_vault("", None);
@@ -99,11 +100,48 @@ fn one_session_over_connections_on_every_worker_thread() {
         let r = fresh().call(id, "read_text_file", json!({"path": "spread.txt"}));
         assert_eq!(r["content"][0]["text"], "from every thread", "{r}");
     }
+    // A GET stream held open does not keep the front from ending.
+    let stream = open_get_stream(&front, first.session.as_deref().unwrap());
     drop(first);
     let st = front
         .terminate(std::time::Duration::from_secs(10))
         .expect("tc-shim did not exit on SIGTERM");
     assert!(st.success(), "{st:?}: {}", front.stderr());
+    assert!(
+        !front.stderr().contains("still open"),
+        "the stop waited out its drain instead of ending the stream: {}",
+        front.stderr()
+    );
+    // …and it was ended by the front (the chunked body's last chunk), not cut off.
+    let mut rest = Vec::new();
+    let mut stream = stream;
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+        .unwrap();
+    let _ = std::io::Read::read_to_end(&mut stream, &mut rest);
+    assert!(
+        rest.ends_with(b"0\r\n\r\n"),
+        "the GET stream was not ended cleanly: {:?}",
+        String::from_utf8_lossy(&rest)
+    );
+}
+
+/// A legacy session's GET stream on a connection of its own, its headers read, held open.
+fn open_get_stream(front: &Front, sid: &str) -> std::net::TcpStream {
+    use std::io::{BufRead, Write};
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", front.port)).unwrap();
+    write!(
+        s,
+        "GET /mcp HTTP/1.1\r\nHost: 127.0.0.1:{}\r\nAccept: text/event-stream\r\n\
+         Mcp-Session-Id: {sid}\r\nMCP-Protocol-Version: 2025-11-25\r\n\r\n",
+        front.port
+    )
+    .unwrap();
+    let mut r = std::io::BufReader::new(s.try_clone().unwrap());
+    let mut status = String::new();
+    r.read_line(&mut status).unwrap();
+    assert!(status.contains(" 200 "), "GET stream: {status:?}");
+    s
 }
 
 /// The names of a process's threads.

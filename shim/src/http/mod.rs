@@ -201,7 +201,17 @@ pub async fn serve(s: Setup) -> anyhow::Result<i32> {
         "tc-shim: serving over Streamable HTTP at http://{addr}/mcp (auth: {:?})",
         s.front.auth.mode
     );
-    workers::serve(listener, app, s.workers, shutdown_signal())
+    // On SIGINT/SIGTERM the conversations end first: a GET or listen stream a client
+    // holds open, or a call waiting on its server, would otherwise hold the connection
+    // the graceful shutdown waits for.
+    let stop = {
+        let table = Arc::clone(&table);
+        async move {
+            shutdown_signal().await;
+            table.close_all();
+        }
+    };
+    workers::serve(listener, app, s.workers, stop)
         .await
         .context("HTTP front")?;
     table.close_all();

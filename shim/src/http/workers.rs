@@ -17,11 +17,15 @@ use axum::Router;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{mpsc, oneshot, watch};
 
+/// How long a stop waits for open connections to finish their answers.
+const DRAIN_FOR: Duration = Duration::from_secs(5);
+
 /// A connection the accept loop took, on its way to the thread that serves it.
 type Handed = (std::net::TcpStream, SocketAddr);
 
 /// Serves `app` on `listener` with `n` threads (this one included) until `stop` resolves,
-/// then waits, as `axum::serve`'s graceful shutdown does, for every connection to end.
+/// then lets every connection finish its answer, as `axum::serve`'s graceful shutdown
+/// does, for at most [`DRAIN_FOR`].
 pub async fn serve(
     listener: TcpListener,
     app: Router,
@@ -39,16 +43,15 @@ pub async fn serve(
         let (tx, rx) = mpsc::unbounded_channel();
         let (done, end) = oneshot::channel::<()>();
         let (app, stopped) = (app.clone(), stopped.clone());
+        // Built here so that a runtime that cannot start fails `serve`, not one
+        // connection in n.
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
         std::thread::Builder::new()
             .name(format!("tc-http-{k}"))
             .spawn(move || {
-                match tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                {
-                    Ok(rt) => rt.block_on(serve_handed(rx, addr, app, stopped)),
-                    Err(e) => tracing::error!("HTTP front thread {k}: no runtime: {e}"),
-                }
+                rt.block_on(serve_handed(rx, addr, app, stopped));
                 drop(done);
             })?;
         hands.push(tx);
@@ -66,23 +69,41 @@ pub async fn serve(
         };
         // Round robin: callers are spread over the threads by connection; each
         // connection's requests then stay where it is.
-        let k = next % hands.len();
-        next = next.wrapping_add(1);
-        match tcp.into_std() {
-            Ok(s) => {
-                // A thread that is gone (its runtime failed to start) drops the
-                // connection: the client sees it closed and may retry.
-                let _ = hands[k].send((s, peer));
+        let mut conn = match tcp.into_std() {
+            Ok(s) => (s, peer),
+            Err(e) => {
+                tracing::warn!("HTTP front: could not hand over a connection: {e}");
+                continue;
             }
-            Err(e) => tracing::warn!("HTTP front: could not hand over a connection: {e}"),
+        };
+        // A thread that is gone (it panicked) is passed over for the next one.
+        let mut handed = false;
+        for _ in 0..hands.len() {
+            let k = next % hands.len();
+            next = next.wrapping_add(1);
+            match hands[k].send(conn) {
+                Ok(()) => {
+                    handed = true;
+                    break;
+                }
+                Err(mpsc::error::SendError(c)) => conn = c,
+            }
         }
+        anyhow::ensure!(handed, "every thread serving HTTP connections has stopped");
     }
     drop(listener);
     drop(hands);
     let _ = stopping.send(true);
-    let _ = own.await;
-    for end in ended {
-        let _ = end.await;
+    let drained = async {
+        let _ = own.await;
+        for end in ended {
+            let _ = end.await;
+        }
+    };
+    if tokio::time::timeout(DRAIN_FOR, drained).await.is_err() {
+        tracing::warn!(
+            "HTTP front: connections still open {DRAIN_FOR:?} after the stop; ending anyway"
+        );
     }
     Ok(())
 }
