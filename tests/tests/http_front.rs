@@ -596,6 +596,23 @@ fn listen_streams_get_the_list_changes_they_asked_for_and_nothing_else() {
             );
         }
 
+        // The server advertises tools and prompts `listChanged`, not resources: a kind it
+        // never sends is not acknowledged.
+        let mut both = post(
+            json!("r-sub"),
+            "subscriptions/listen",
+            json!({"notifications": {"resourcesListChanged": true, "toolsListChanged": true}}),
+        )
+        .await
+        .unwrap();
+        let ack = next_frame(&mut both, &mut String::new()).await;
+        assert_eq!(
+            ack["params"]["notifications"],
+            json!({"toolsListChanged": true}),
+            "{ack}"
+        );
+        drop(both);
+
         let call = post(
             json!(1),
             "tools/call",

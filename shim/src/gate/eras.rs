@@ -47,10 +47,16 @@ impl Shim {
         }
     }
 
-    /// Whether the downstream speaks the legacy era (its `list_changed` notifications come
-    /// unasked), finding out first on behalf of a modern request with envelope `meta`.
-    pub async fn downstream_is_legacy(&self, meta: &Value) -> Result<bool, String> {
-        Ok(self.ensure_down_era(meta).await? == Era::Legacy)
+    /// A legacy downstream's `capabilities` (which `list_changed` notifications it sends
+    /// unasked; null when the client did the handshake itself), or None for a 2026-07-28
+    /// one; found out first on behalf of a modern request with envelope `meta`.
+    pub async fn legacy_capabilities(&self, meta: &Value) -> Result<Option<Value>, String> {
+        if self.ensure_down_era(meta).await? != Era::Legacy {
+            return Ok(None);
+        }
+        let st = self.lock();
+        let caps = st.down_init.as_ref().and_then(|i| i.get("capabilities"));
+        Ok(Some(caps.cloned().unwrap_or(Value::Null)))
     }
 
     /// Finds out (once) which era the downstream speaks, on behalf of a modern client

@@ -2,9 +2,10 @@
 //! notifications its conversation's downstream sends, acknowledged first, each tagged.
 //!
 //! tc honours `toolsListChanged`, `promptsListChanged` and `resourcesListChanged` when the
-//! downstream speaks the legacy era (it sends them unasked); it subscribes to nothing
-//! downstream, so for a 2026-07-28 downstream and for `resourceSubscriptions`/`taskIds`
-//! the acknowledgement honours nothing. Nothing the caller did not ask for is sent.
+//! downstream speaks the legacy era and its `initialize` advertised that kind's
+//! `listChanged` (it then sends them unasked); it subscribes to nothing downstream, so for
+//! a 2026-07-28 downstream and for `resourceSubscriptions`/`taskIds` the acknowledgement
+//! honours nothing. Nothing the caller did not ask for is sent.
 
 use std::sync::Arc;
 
@@ -23,13 +24,23 @@ use crate::value::at;
 /// The `_meta` key tagging every message of a subscription with its request id.
 pub const SUBSCRIPTION_ID: &str = "io.modelcontextprotocol/subscriptionId";
 
-/// The list-changed kinds a subscription may ask for: its filter key and the method.
-const KINDS: [(&str, &str); 3] = [
-    ("toolsListChanged", "notifications/tools/list_changed"),
-    ("promptsListChanged", "notifications/prompts/list_changed"),
+/// The list-changed kinds a subscription may ask for: its filter key, the method, and
+/// the legacy server capability that advertises it.
+const KINDS: [(&str, &str, &str); 3] = [
+    (
+        "toolsListChanged",
+        "notifications/tools/list_changed",
+        "tools",
+    ),
+    (
+        "promptsListChanged",
+        "notifications/prompts/list_changed",
+        "prompts",
+    ),
     (
         "resourcesListChanged",
         "notifications/resources/list_changed",
+        "resources",
     ),
 ];
 
@@ -41,9 +52,24 @@ impl Filter {
     /// The filter a request asks for; `None` when `params.notifications` is not an object.
     fn requested(msg: &Value) -> Option<Filter> {
         let n = at(msg, &["params", "notifications"])?.as_object()?;
-        Some(Filter(KINDS.map(|(k, _)| {
+        Some(Filter(KINDS.map(|(k, _, _)| {
             n.get(k).and_then(Value::as_bool) == Some(true)
         })))
+    }
+
+    /// What a legacy server's `capabilities` say it sends: `{"tools": {"listChanged":
+    /// true}}` and the like.
+    fn advertised(caps: &Value) -> Filter {
+        Filter(
+            KINDS.map(|(_, _, c)| {
+                at(caps, &[c, "listChanged"]).and_then(Value::as_bool) == Some(true)
+            }),
+        )
+    }
+
+    /// The kinds both filters pass.
+    fn and(self, other: Filter) -> Filter {
+        Filter(std::array::from_fn(|i| self.0[i] && other.0[i]))
     }
 
     /// Whether a notification `method` passes this filter.
@@ -51,13 +77,13 @@ impl Filter {
         KINDS
             .iter()
             .zip(self.0)
-            .any(|((_, m), on)| on && *m == method)
+            .any(|((_, m, _), on)| on && *m == method)
     }
 
     fn honoured(&self) -> Value {
         let on = KINDS.iter().zip(self.0).filter(|(_, on)| *on);
         let m: Map<String, Value> = on
-            .map(|((k, _), _)| (k.to_string(), Value::Bool(true)))
+            .map(|((k, _, _), _)| (k.to_string(), Value::Bool(true)))
             .collect();
         Value::Object(m)
     }
@@ -65,7 +91,7 @@ impl Filter {
 
 /// Whether a notification method is one a subscription can carry.
 pub fn is_list_changed(method: &str) -> bool {
-    KINDS.iter().any(|(_, m)| *m == method)
+    KINDS.iter().any(|(_, m, _)| *m == method)
 }
 
 /// A notification line tagged with the subscription it goes out on.
@@ -118,14 +144,14 @@ pub async fn serve(conv: &Arc<Conv>, id: Value, req: Request) -> Response {
             m,
         );
     };
-    let legacy = match conv.shim.downstream_is_legacy(&req.meta).await {
-        Ok(l) => l,
+    let filter = match conv.shim.legacy_capabilities(&req.meta).await {
+        Ok(Some(caps)) => asked.and(Filter::advertised(&caps)),
+        Ok(None) => Filter::default(),
         Err(e) => {
             tracing::warn!("subscriptions/listen: could not find out the downstream's era: {e}");
-            false
+            Filter::default()
         }
     };
-    let filter = if legacy { asked } else { Filter::default() };
     let ack = json!({"jsonrpc": "2.0", "method": "notifications/subscriptions/acknowledged",
         "params": {"notifications": filter.honoured(), "_meta": {SUBSCRIPTION_ID: &id}}});
     let Some(rx) = conv.listen(id.clone(), filter) else {
@@ -163,6 +189,20 @@ mod tests {
         assert!(!f.wants("notifications/resources/updated"));
         assert_eq!(f.honoured(), json!({"promptsListChanged": true}));
         assert!(Filter::requested(&json!({"params": {"notifications": []}})).is_none());
+    }
+
+    #[test]
+    fn only_kinds_the_server_advertised_are_honoured() {
+        let msg = json!({"params": {"notifications": {"promptsListChanged": true,
+            "toolsListChanged": true, "resourcesListChanged": true}}});
+        let asked = Filter::requested(&msg).unwrap();
+        let caps = json!({"tools": {"listChanged": true}, "prompts": {},
+            "resources": {"listChanged": "yes"}});
+        let f = asked.and(Filter::advertised(&caps));
+        assert_eq!(f.honoured(), json!({"toolsListChanged": true}));
+        assert!(!f.wants("notifications/prompts/list_changed"));
+        let none = asked.and(Filter::advertised(&Value::Null));
+        assert_eq!(none.honoured(), json!({}));
     }
 
     #[test]
