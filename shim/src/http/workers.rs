@@ -34,26 +34,12 @@ pub async fn serve(
 ) -> anyhow::Result<()> {
     let addr = listener.local_addr()?;
     let (stopping, stopped) = watch::channel(false);
-    let mut hands = Vec::with_capacity(n);
-    let mut ended = Vec::with_capacity(n);
     let (tx, rx) = mpsc::unbounded_channel();
-    hands.push(tx);
     let own = tokio::spawn(serve_handed(rx, addr, app.clone(), stopped.clone()));
+    let mut hands = vec![tx];
+    let mut ended = Vec::with_capacity(n);
     for k in 1..n {
-        let (tx, rx) = mpsc::unbounded_channel();
-        let (done, end) = oneshot::channel::<()>();
-        let (app, stopped) = (app.clone(), stopped.clone());
-        // Built here so that a runtime that cannot start fails `serve`, not one
-        // connection in n.
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()?;
-        std::thread::Builder::new()
-            .name(format!("tc-http-{k}"))
-            .spawn(move || {
-                rt.block_on(serve_handed(rx, addr, app, stopped));
-                drop(done);
-            })?;
+        let (tx, end) = start_thread(k, addr, app.clone(), stopped.clone())?;
         hands.push(tx);
         ended.push(end);
     }
@@ -67,29 +53,13 @@ pub async fn serve(
             },
             _ = &mut stop => break,
         };
-        // Round robin: callers are spread over the threads by connection; each
-        // connection's requests then stay where it is.
-        let mut conn = match tcp.into_std() {
-            Ok(s) => (s, peer),
-            Err(e) => {
-                tracing::warn!("HTTP front: could not hand over a connection: {e}");
-                continue;
-            }
-        };
-        // A thread that is gone (it panicked) is passed over for the next one.
-        let mut handed = false;
-        for _ in 0..hands.len() {
-            let k = next % hands.len();
-            next = next.wrapping_add(1);
-            match hands[k].send(conn) {
-                Ok(()) => {
-                    handed = true;
-                    break;
-                }
-                Err(mpsc::error::SendError(c)) => conn = c,
-            }
+        match tcp.into_std() {
+            Ok(s) => anyhow::ensure!(
+                hand((s, peer), &hands, &mut next),
+                "every thread serving HTTP connections has stopped"
+            ),
+            Err(e) => tracing::warn!("HTTP front: could not hand over a connection: {e}"),
         }
-        anyhow::ensure!(handed, "every thread serving HTTP connections has stopped");
     }
     drop(listener);
     drop(hands);
@@ -106,6 +76,44 @@ pub async fn serve(
         );
     }
     Ok(())
+}
+
+/// Starts thread `k` with a runtime of its own: where to hand it connections, and what
+/// ends when it has served its last. The runtime is built here, so one that cannot start
+/// fails `serve` rather than one connection in n.
+fn start_thread(
+    k: usize,
+    addr: SocketAddr,
+    app: Router,
+    stopped: watch::Receiver<bool>,
+) -> anyhow::Result<(mpsc::UnboundedSender<Handed>, oneshot::Receiver<()>)> {
+    let (tx, rx) = mpsc::unbounded_channel();
+    let (done, end) = oneshot::channel::<()>();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new()
+        .name(format!("tc-http-{k}"))
+        .spawn(move || {
+            rt.block_on(serve_handed(rx, addr, app, stopped));
+            drop(done);
+        })?;
+    Ok((tx, end))
+}
+
+/// Hands a connection to the next thread, round robin: callers are spread over the
+/// threads by connection, and each connection's requests then stay where it is. A thread
+/// that is gone (it panicked) is passed over; false when every one is.
+fn hand(mut conn: Handed, hands: &[mpsc::UnboundedSender<Handed>], next: &mut usize) -> bool {
+    for _ in 0..hands.len() {
+        let k = *next % hands.len();
+        *next = next.wrapping_add(1);
+        match hands[k].send(conn) {
+            Ok(()) => return true,
+            Err(mpsc::error::SendError(c)) => conn = c,
+        }
+    }
+    false
 }
 
 /// One thread's share: the connections handed to it, served until `stopped` turns true.
@@ -164,4 +172,34 @@ async fn accept_failed(e: std::io::Error) {
     }
     tracing::error!("HTTP front: accept failed: {e}");
     tokio::time::sleep(Duration::from_secs(1)).await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conn() -> Handed {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        (std::net::TcpStream::connect(addr).unwrap(), addr)
+    }
+
+    #[test]
+    fn connections_go_round_robin_and_past_a_thread_that_is_gone() {
+        let (tx0, mut rx0) = mpsc::unbounded_channel();
+        let (tx1, rx1) = mpsc::unbounded_channel();
+        let (tx2, mut rx2) = mpsc::unbounded_channel();
+        let hands = [tx0, tx1, tx2];
+        let mut next = 0;
+        assert!(hand(conn(), &hands, &mut next));
+        assert!(rx0.try_recv().is_ok());
+        drop(rx1);
+        // Thread 1 is gone: its turn goes to thread 2.
+        assert!(hand(conn(), &hands, &mut next));
+        assert!(rx2.try_recv().is_ok());
+        assert!(hand(conn(), &hands, &mut next));
+        assert!(rx0.try_recv().is_ok());
+        drop((rx0, rx2));
+        assert!(!hand(conn(), &hands, &mut next), "handed to no thread");
+    }
 }
