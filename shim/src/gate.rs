@@ -226,7 +226,9 @@ pub struct Options {
     pub caller: String,
     /// How long the legacy route waits for the human (the confirmation TTL).
     pub prompt_ttl: Duration,
-    /// The approval page's base URL (`[approvals] listen`), for the URL route.
+    /// The approval page's base URL (`[approvals] listen`), for the URL routes: the
+    /// 2026-07-28 one (a link inside `input_required`) on every front, the legacy one (an
+    /// `elicitation/create` of the shim's own) only where `server_requests`.
     pub page: Option<String>,
     pub gov: Governor,
     /// The front can carry the shim's own requests to the client (`elicitation/create`):
@@ -251,7 +253,6 @@ impl Shim {
     pub fn start(o: Options) -> (Arc<Shim>, Queues) {
         let (child_box, to_child) = Outbox::new();
         let (client_box, to_client) = Outbox::new();
-        let page = o.page.filter(|_| o.server_requests);
         let shim = Arc::new(Shim {
             calls: Arc::new(Semaphore::new(CALL_PERMITS as usize)),
             policy: o.policy,
@@ -264,7 +265,7 @@ impl Shim {
             next_id: AtomicU64::new(1),
             probe: tokio::sync::Mutex::new(()),
             prompt_ttl: o.prompt_ttl,
-            page,
+            page: o.page,
             gov: o.gov,
             events: OnceLock::new(),
             barrier: Arc::new(Barrier::default()),

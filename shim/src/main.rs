@@ -243,6 +243,7 @@ fn real_main() -> anyhow::Result<i32> {
             governor: cfg.governor.clone(),
             paged: v.paged.clone(),
             prompt_ttl,
+            page: page.clone(),
             downstream: match remote {
                 Some(r) => {
                     let client = r.client()?;

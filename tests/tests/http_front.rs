@@ -275,6 +275,88 @@ fn the_modern_round_trip_runs_over_http_and_headers_must_match_the_body() {
     assert_eq!(disk(&env, "note.txt").as_deref(), Some("modern"));
 }
 
+/// Route 3u over HTTP: a 2026-07-28 caller that declares URL mode, with `[approvals]
+/// listen` set, gets its request's page link inside `input_required` (no request of the
+/// shim's own is needed); the re-sent call runs once the human approved that request, and
+/// its state is spent. A legacy session declaring URL mode on the same front still gets
+/// the CLI route, even on a vault that opts in to the legacy prompts: over HTTP the shim
+/// sends no request of its own.
+#[test]
+fn a_modern_url_caller_gets_the_page_link_and_runs_once_approved() {
+    let port = tc_tests::free_port();
+    let mut env = fs_vault("legacy_elicitation_shim = true", None);
+    let text = std::fs::read_to_string(&env.config).unwrap();
+    let text = format!("{text}\n[approvals]\nlisten = \"127.0.0.1:{port}\"\n");
+    std::fs::write(&env.config, text).unwrap();
+    env.start_tcd();
+    let front = Front::start(&env, "fs");
+    let c = Raw::new(&front.url());
+    let args = json!({"path": "linked.txt", "content": "approved on the page"});
+    let call = |id: u64, extra: Value| -> Value {
+        let mut params = json!({"arguments": args});
+        for (k, v) in extra.as_object().unwrap() {
+            params[k] = v.clone();
+        }
+        let (mut body, headers) = modern_call(id, "write_file", params);
+        body["params"]["_meta"]["io.modelcontextprotocol/clientCapabilities"] =
+            json!({"elicitation": {"url": {}}});
+        let h: Vec<(&str, &str)> = headers.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let a = c.post(&body, &h);
+        assert_eq!(a.status, 200, "{}", a.text);
+        a.last()["result"].clone()
+    };
+    let r = call(1, json!({}));
+    assert_eq!(r["resultType"], "input_required", "{r}");
+    let prompt = &r["inputRequests"]["confirm"]["params"];
+    assert_eq!(prompt["mode"], "url", "{r}");
+    let prefix = format!("http://127.0.0.1:{port}/requests/");
+    let id = prompt["url"]
+        .as_str()
+        .and_then(|u| u.strip_prefix(&prefix))
+        .unwrap_or_else(|| panic!("no page link: {r}"))
+        .to_string();
+    let state = r["requestState"]
+        .as_str()
+        .expect("requestState")
+        .to_string();
+    assert_eq!(disk(&env, "linked.txt"), None, "ran before any approval");
+
+    let o = env.tcd.tcctl(&["approve", &id, "--yes"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let resent =
+        json!({"requestState": state, "inputResponses": {"confirm": {"action": "accept"}}});
+    let r = call(2, resent.clone());
+    assert_ne!(r["isError"], true, "{r}");
+    assert_eq!(
+        disk(&env, "linked.txt").as_deref(),
+        Some("approved on the page")
+    );
+    // The state is spent: the same round 2 again runs nothing.
+    std::fs::remove_file(env.root.join("linked.txt")).unwrap();
+    let r = call(3, resent);
+    assert!(code(&r).is_some(), "a spent state ran again: {r}");
+    assert_eq!(disk(&env, "linked.txt"), None);
+
+    let mut legacy = Raw::new(&front.url());
+    let init = legacy.post(
+        &json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25", "capabilities": {"elicitation": {"url": {}}},
+            "clientInfo": {"name": "raw", "version": "0"}}}),
+        &[],
+    );
+    let sid = init.headers.get("mcp-session-id").expect("MCP-Session-Id");
+    legacy.session = Some(sid.to_str().unwrap().to_string());
+    let v = [("mcp-protocol-version", "2025-11-25")];
+    let n = legacy.post(
+        &json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        &v,
+    );
+    assert_eq!(n.status, 202, "{}", n.text);
+    let r = legacy.call(1, "write_file", args.clone());
+    assert_elicit_required(&r, "write_file", "fs", &args);
+    assert_eq!(disk(&env, "linked.txt"), None);
+}
+
 #[test]
 fn a_modern_decline_over_http_is_a_hard_stop() {
     let (env, front) = started("");

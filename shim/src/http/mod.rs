@@ -66,6 +66,8 @@ pub struct Setup {
     pub governor: GovernorConfig,
     pub paged: Vec<Paged>,
     pub prompt_ttl: Duration,
+    /// The approval page's base URL, for 2026-07-28 callers that declare URL mode.
+    pub page: Option<String>,
     pub downstream: Downstream,
     /// Threads serving connections (`workers.rs`), this one included.
     pub workers: usize,
@@ -81,6 +83,7 @@ pub(crate) struct Front {
     governor: GovernorConfig,
     paged: Vec<Paged>,
     prompt_ttl: Duration,
+    page: Option<String>,
     downstream: Downstream,
     max_body: usize,
 }
@@ -93,7 +96,7 @@ impl Front {
             daemon: Arc::clone(&self.daemon),
             caller: caller.to_string(),
             prompt_ttl: self.prompt_ttl,
-            page: None,
+            page: self.page.clone(),
             gov: Governor::new(&self.governor, &self.paged),
             server_requests: false,
             remote_downstream: matches!(self.downstream, Downstream::Remote(..)),
@@ -176,6 +179,7 @@ pub async fn serve(s: Setup) -> anyhow::Result<i32> {
         governor: s.governor,
         paged: s.paged,
         prompt_ttl: s.prompt_ttl,
+        page: s.page,
         downstream: s.downstream,
         max_body: s.front.max_body_bytes,
     });
