@@ -119,7 +119,9 @@ impl Client {
         *req.method_mut() = method;
         *req.uri_mut() = self.0.target.clone();
         *req.headers_mut() = headers;
-        let (mut s, pooled) = match self.0.checkout().await {
+        // This thread's runtime drives a connection opened here; only its own are lent.
+        let thread = std::thread::current().id();
+        let (mut s, pooled) = match self.0.checkout(thread).await {
             Some(s) => (s, true),
             None => (self.0.connect().await?, false),
         };
@@ -134,7 +136,7 @@ impl Client {
             },
         };
         let (parts, inner) = resp.into_parts();
-        let back = Some((s, Arc::downgrade(&self.0), std::thread::current().id()));
+        let back = Some((s, Arc::downgrade(&self.0), thread));
         let mut body = Body { inner, back };
         body.give_back_if_done();
         Ok(Response::from_parts(parts, body))
@@ -142,9 +144,8 @@ impl Client {
 }
 
 impl Inner {
-    /// An idle connection of this thread ready for a request, if one is left.
-    async fn checkout(&self) -> Option<Sender> {
-        let me = std::thread::current().id();
+    /// An idle connection of thread `me` ready for a request, if one is left.
+    async fn checkout(&self, me: std::thread::ThreadId) -> Option<Sender> {
         loop {
             let Idle { mut s, since, .. } = {
                 let mut idle = self.lock();

@@ -27,7 +27,7 @@ type Handed = (std::net::TcpStream, SocketAddr);
 /// then lets every connection finish its answer, as `axum::serve`'s graceful shutdown
 /// does, for at most [`DRAIN_FOR`].
 pub async fn serve(
-    listener: TcpListener,
+    mut listener: TcpListener,
     app: Router,
     n: usize,
     stop: impl std::future::Future<Output = ()>,
@@ -46,11 +46,10 @@ pub async fn serve(
     let mut stop = std::pin::pin!(stop);
     let mut next = 0usize;
     loop {
+        // axum's accept: a connection that failed before it was taken is skipped, and
+        // any other error (out of file descriptors) pauses accepting for a second.
         let (tcp, peer) = tokio::select! {
-            c = listener.accept() => match c {
-                Ok(c) => c,
-                Err(e) => { accept_failed(e).await; continue; }
-            },
+            c = Listener::accept(&mut listener) => c,
             _ = &mut stop => break,
         };
         match tcp.into_std() {
@@ -158,20 +157,6 @@ impl Listener for Queue {
     fn local_addr(&self) -> std::io::Result<SocketAddr> {
         Ok(self.addr)
     }
-}
-
-/// As axum's accept loop: a connection that failed before it was taken is skipped; any
-/// other error (out of file descriptors) pauses accepting for a second.
-async fn accept_failed(e: std::io::Error) {
-    use std::io::ErrorKind::*;
-    if matches!(
-        e.kind(),
-        ConnectionRefused | ConnectionAborted | ConnectionReset
-    ) {
-        return;
-    }
-    tracing::error!("HTTP front: accept failed: {e}");
-    tokio::time::sleep(Duration::from_secs(1)).await;
 }
 
 #[cfg(test)]

@@ -68,14 +68,7 @@ impl Front {
     pub fn terminate(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
         let pid = nix::unistd::Pid::from_raw(self.child.id() as i32);
         nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
-        let deadline = Instant::now() + within;
-        while Instant::now() < deadline {
-            if let Some(st) = self.child.try_wait().unwrap() {
-                return Some(st);
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        None
+        tc_tests::wait_timeout(&mut self.child, within)
     }
 }
 
