@@ -86,12 +86,22 @@ pub enum Command {
         #[arg(long)]
         user: String,
     },
-    /// The approval page (`[approvals] listen`): print its URL, or open it.
+    /// Open the approval page: a link that opens a page session of your own, once,
+    /// within a minute (printed; in a desktop session also opened in the browser).
+    Page {
+        /// Open the page on this raised request.
+        #[arg(long)]
+        request: Option<String>,
+        /// Only print the link.
+        #[arg(long)]
+        print: bool,
+    },
+    /// The approval page: `tcctl approvals open` is `tcctl page`.
     Approvals {
         #[command(subcommand)]
         command: ApprovalsCommand,
     },
-    /// Passkeys for approving on the page (root in guarded mode).
+    /// Passkeys for approving on the page: add, list, confirm (guarded mode), remove.
     Passkey {
         #[command(subcommand)]
         command: PasskeyCommand,
@@ -152,7 +162,7 @@ pub enum EnrollCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum ApprovalsCommand {
-    /// Print the page's URL; in a desktop session also open it in the browser.
+    /// As `tcctl page`: a one-time link to the page, printed (and opened on a desktop).
     Open {
         /// Only print the URL.
         #[arg(long)]
@@ -162,6 +172,28 @@ pub enum ApprovalsCommand {
 
 #[derive(Debug, Subcommand)]
 pub enum PasskeyCommand {
-    /// Print a one-time code to type into the page's "add a passkey" form (ten minutes).
-    Add,
+    /// Print a one-time code to type into the page's "add a passkey" form (ten minutes);
+    /// the passkey is yours (root in guarded mode: `--user` names whose).
+    Add {
+        /// Guarded mode, root: the human the passkey is for (user name or uid).
+        #[arg(long)]
+        user: Option<String>,
+    },
+    /// Your passkeys (root: everyone's), with owner, state and last use.
+    List {
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Guarded mode: confirm a passkey registered on the page with your authenticator
+    /// code (root: without one); until then it approves nothing.
+    Confirm {
+        /// The credential id, or its first 8+ hex digits (`tcctl passkey list`).
+        credential: String,
+    },
+    /// Remove a passkey of yours (root: anyone's).
+    Remove {
+        /// The credential id, or its first 8+ hex digits (`tcctl passkey list`).
+        credential: String,
+    },
 }

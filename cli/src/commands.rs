@@ -60,12 +60,20 @@ pub async fn run(args: Cli) -> Result<(), CliError> {
         Command::Policy {
             command: PolicyCommand::Check,
         } => policy_check(&config),
+        Command::Page { request, print } => crate::page::open(socket, request, print).await,
         Command::Approvals {
             command: ApprovalsCommand::Open { print },
-        } => crate::page::open(&config, print),
-        Command::Passkey {
-            command: PasskeyCommand::Add,
-        } => crate::page::passkey_add(&config, socket).await,
+        } => crate::page::open(socket, None, print).await,
+        Command::Passkey { command } => match command {
+            PasskeyCommand::Add { user } => crate::page::passkey_add(socket, user).await,
+            PasskeyCommand::List { json } => crate::page::passkey_list(socket, json).await,
+            PasskeyCommand::Confirm { credential } => {
+                crate::page::passkey_confirm(socket, credential).await
+            }
+            PasskeyCommand::Remove { credential } => {
+                crate::page::passkey_remove(socket, credential).await
+            }
+        },
         Command::Token {
             command: crate::token::TokenCommand::Mint(a),
         } => crate::token::mint(&config, socket, a).await,

@@ -24,8 +24,13 @@ pub(crate) fn tty_error(e: TtyError) -> CliError {
 /// Reads the human's code for an approval from the controlling terminal (never from an
 /// argument, the environment or a pipe); `what` says what is being approved.
 pub fn read_approval_code(what: &str) -> Result<v1::Factor, CliError> {
+    read_code_for(&format!("approve {what}"))
+}
+
+/// Reads the human's code from the controlling terminal to `action` (a verb phrase).
+pub fn read_code_for(action: &str) -> Result<v1::Factor, CliError> {
     let totp = tty::read_code(&format!(
-        "tc (guarded mode): approve {what}?\nEnter the 6-digit code from your authenticator app to approve (Ctrl-C to refuse): "
+        "tc (guarded mode): {action}?\nEnter the 6-digit code from your authenticator app to go ahead (Ctrl-C to refuse): "
     ))
     .map_err(tty_error)?;
     Ok(v1::Factor { totp })

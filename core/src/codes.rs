@@ -192,6 +192,12 @@ pub mod events {
     pub const FACTOR_REPLAYED: &str = "tc.factor.replayed";
     /// A passkey was registered on the approval page (with a code from `tcctl passkey add`).
     pub const PASSKEY_ADDED: &str = "tc.passkey.added";
+    /// A passkey registered in guarded mode was confirmed (its human's code, or root).
+    pub const PASSKEY_CONFIRMED: &str = "tc.passkey.confirmed";
+    /// A passkey was removed (`tcctl passkey remove`).
+    pub const PASSKEY_REMOVED: &str = "tc.passkey.removed";
+    /// The approval page was opened with a `tcctl page` link (a new page session).
+    pub const PAGE_OPENED: &str = "tc.page.opened";
     /// A bearer token for an HTTP caller was minted (`tcctl token mint`); never the token.
     pub const BEARER_MINTED: &str = "tc.bearer.minted";
 

@@ -8,6 +8,7 @@
 //! - [`preview`]: a gate's preview: its limits and its lines as shown.
 //! - [`codes`]: refusal reasons (daemon) and error codes (MCP-facing).
 //! - [`guarded`]: guarded mode's fixed locations, root-ownership check, tighten-only merge.
+//! - [`owner`]: the human a guarded-mode binding belongs to, carried in its caller.
 
 pub mod codes;
 pub mod config;
@@ -17,6 +18,7 @@ pub mod fuzz_corpus;
 pub mod guarded;
 pub mod hash;
 pub mod origin;
+pub mod owner;
 pub mod paths;
 pub mod preview;
 

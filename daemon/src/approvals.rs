@@ -53,8 +53,12 @@ pub struct RaiseText<'a> {
 pub enum Proof<'a> {
     /// A uid (the peer) and, in guarded mode, their TOTP code.
     Code(&'a Approver),
-    /// A WebAuthn assertion with user verification, verified by the page for this id.
-    Passkey,
+    /// A WebAuthn assertion with user verification, verified by the page for this id:
+    /// the credential it came from and the human that credential belongs to.
+    Passkey {
+        owner: Option<u32>,
+        credential: &'a str,
+    },
 }
 
 impl Proof<'_> {
@@ -63,7 +67,15 @@ impl Proof<'_> {
         match self {
             Proof::Code(Approver { code: Some(_), .. }) => "totp",
             Proof::Code(_) => "none",
-            Proof::Passkey => "passkey",
+            Proof::Passkey { .. } => "passkey",
+        }
+    }
+
+    /// The passkey credential the approval event names, if one was used.
+    fn credential(&self) -> Option<&str> {
+        match self {
+            Proof::Passkey { credential, .. } => Some(credential),
+            Proof::Code(_) => None,
         }
     }
 }
@@ -372,7 +384,16 @@ impl Ledger {
             }
             let who = match proof {
                 Proof::Code(who) => who.clone(),
-                Proof::Passkey => Approver { uid: row.uid.unwrap_or(u32::MAX), code: None },
+                Proof::Passkey { owner, .. } => {
+                    // A passkey approves for the human it belongs to, never for another.
+                    if guarded && (owner.is_none() || owner != row.uid) {
+                        return Err(DaemonError::refused(
+                            Reason::NotPermitted,
+                            "guarded mode: this passkey belongs to another user; only the user whose session raised a request may approve it",
+                        ));
+                    }
+                    Approver { uid: row.uid.unwrap_or(u32::MAX), code: None }
+                }
             };
             if guarded && matches!(proof, Proof::Code(_)) {
                 // Another human's request is theirs to approve, with their own factor.
@@ -398,24 +419,31 @@ impl Ledger {
                 "UPDATE raised SET status = 'approved', token_id = ?2, expires_at = ?3 WHERE request_id = ?1",
             )?
             .execute(params![id, token_id, exp])?;
-            evs.push(event(&row, events::APPROVED, json!({ "request_id": id, "uid": who.uid, "expires_at_ms": exp, "factor": proof.factor() })));
+            evs.push(event(&row, events::APPROVED, json!({ "request_id": id, "uid": who.uid, "expires_at_ms": exp, "factor": proof.factor(), "credential": proof.credential() })));
             Ok(Ok(Approved { binding: b.clone(), state_fp: row.state_fp.clone(), expires_at_ms: exp }))
         })
     }
 
     /// Declines the raised request `id`: its retries get `declined` with `reason` for one
     /// TTL from now (or until its own expiry, if later). An approval not yet redeemed is
-    /// withdrawn; one already redeemed cannot be.
+    /// withdrawn; one already redeemed cannot be. In guarded mode only the human whose
+    /// session raised it (or root) may: the agent is told the human said no.
     pub fn decline(&self, id: &str, reason: &str, uid: Option<u32>) -> Result<(), DaemonError> {
         if !is_request_id(id) {
             return Err(no_request(id));
         }
         let reason = capped(reason, REASON_MAX);
         let now = now_ms();
+        let guarded = self.mode() == tc_core::config::Mode::Guarded;
         self.store.write(|tx, evs| {
             let Some(row) = by_id(tx, id)? else {
                 return Err(no_request(id));
             };
+            if guarded && uid != Some(0) && (uid.is_none() || uid != row.uid) {
+                // The same answer as for an id that does not exist: another human's
+                // request ids are not confirmed to exist.
+                return Err(no_request(id));
+            }
             let tok = token(tx, row.token_id)?;
             match status_at(&row.status, row.expires_at, now) {
                 EXPIRED => {

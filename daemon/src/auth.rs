@@ -58,7 +58,9 @@ pub const WHO: &[(&str, Who)] = &[
     ("SealCursor", Who::Humans),
     ("OpenCursor", Who::Humans),
     ("AppendEvent", Who::Humans),
+    // A human sees their own requests and events only (service.rs filters).
     ("ListPending", Who::Humans),
+    ("ListEvents", Who::Humans),
     ("Counters", Who::Humans),
     ("Approve", Who::Humans),
     ("Decline", Who::Humans),
@@ -69,9 +71,13 @@ pub const WHO: &[(&str, Who)] = &[
     ("ConfirmFactor", Who::Root),
     ("UnlockFactor", Who::Root),
     ("RotateSecret", Who::Root),
-    ("ListEvents", Who::Root),
-    // A passkey approves any request on the page: registering one is root's.
-    ("PasskeyCode", Who::Root),
+    // The page and passkeys act for the peer's own uid; a human's new passkey approves
+    // nothing until that human's code (or root) confirms it.
+    ("OpenPage", Who::Humans),
+    ("PasskeyCode", Who::Humans),
+    ("ListPasskeys", Who::Humans),
+    ("ConfirmPasskey", Who::Humans),
+    ("RemovePasskey", Who::Humans),
     // A bearer token names any caller it likes: minting one is root's.
     ("MintToken", Who::Root),
 ];
@@ -260,9 +266,13 @@ mod tests {
             "ConfirmFactor",
             "UnlockFactor",
             "RotateSecret",
-            "ListEvents",
+            "MintToken",
         ] {
             assert_eq!(who(&p(m)), Who::Root, "{m}");
+        }
+        // A human reads their own events and requests (the service filters by uid).
+        for m in ["ListEvents", "ListPending", "OpenPage", "PasskeyCode"] {
+            assert_eq!(who(&p(m)), Who::Humans, "{m}");
         }
         // Unknown methods, and paths outside the service, are root's alone.
         assert!(a.check(Some(1000), &p("NewThing")).is_err());

@@ -37,12 +37,13 @@ pub struct Binding {
 impl Binding {
     /// Refuses empty fields and malformed hashes before they reach the database.
     pub fn check(&self) -> Result<(), DaemonError> {
-        for (name, v) in [
-            ("vault", &self.vault),
-            ("tool", &self.tool),
-            ("caller", &self.caller),
+        // A guarded-mode caller carries its owner's " (uid N)" (at most 17 bytes more).
+        for (name, v, max) in [
+            ("vault", &self.vault, 256),
+            ("tool", &self.tool, 256),
+            ("caller", &self.caller, 256 + 17),
         ] {
-            if v.is_empty() || v.len() > 256 {
+            if v.is_empty() || v.len() > max {
                 return Err(DaemonError::refused(
                     Reason::BadArgument,
                     format!("{name} must be 1..=256 bytes"),
@@ -66,6 +67,8 @@ impl Binding {
             args_hash: self.args_hash.clone(),
             state_fp: state_fp.to_string(),
             detail,
+            // The store reads the owner from the qualified caller.
+            owner: None,
         }
     }
 }
@@ -190,6 +193,14 @@ pub struct Pending {
     pub reason: String,
     /// The gate's preview, as the raiser sent it (capped).
     pub preview: String,
+}
+
+/// A ledger on a fresh store in a temporary directory, for unit tests.
+#[cfg(test)]
+pub(crate) fn scratch() -> (tempfile::TempDir, Ledger) {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let store = Store::open(&dir.path().join("db")).expect("store");
+    (dir, Ledger::new(store, Secret::ephemeral(), 300))
 }
 
 /// The ledger: the store plus the keys that hash tokens and seal blobs.

@@ -226,6 +226,7 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
             cache_dir: cache_dir.clone(),
             started: Instant::now(),
             policy: opts.policy.clone(),
+            page: page_addr,
         },
         draining.clone(),
     );

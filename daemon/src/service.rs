@@ -1,6 +1,7 @@
 //! The tc.v1 `Confirm` service: turns RPCs into [`Ledger`] calls on the store thread
 //! and results into replies, with the one error mapping from [`crate::error`].
 
+use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
@@ -16,6 +17,7 @@ use crate::auth;
 use crate::error::DaemonError;
 use crate::factor::{self, Approver};
 use crate::ledger::{Binding, Ledger};
+use crate::page;
 use crate::shutdown::Switch;
 use crate::store::NewEvent;
 
@@ -26,6 +28,8 @@ pub struct Info {
     pub started: Instant,
     /// The config file tcd loaded and its text (`GetPolicy`).
     pub policy: Option<(PathBuf, String)>,
+    /// Where the approval page listens, when it is on (`OpenPage`).
+    pub page: Option<SocketAddr>,
 }
 
 /// The service object.
@@ -91,27 +95,63 @@ impl Service {
     }
 }
 
-fn binding(b: Option<v1::Binding>) -> Result<Binding, Status> {
-    let b = b.ok_or_else(|| {
-        Status::from(DaemonError::refused(
-            tc_core::Reason::BadArgument,
-            "binding is required",
-        ))
-    })?;
-    Ok(Binding {
-        vault: b.vault,
-        tool: b.tool,
-        caller: b.caller,
-        args_hash: b.args_hash,
-    })
-}
+impl Service {
+    /// The binding as the ledger keeps it: in guarded mode its caller names the human
+    /// whose session sent it (`tc_core::owner`), so one human's request, token, state or
+    /// cursor is never another's, whatever the two send.
+    fn binding<T>(&self, r: &Request<T>, b: Option<v1::Binding>) -> Result<Binding, Status> {
+        let b = b.ok_or_else(|| {
+            Status::from(DaemonError::refused(
+                tc_core::Reason::BadArgument,
+                "binding is required",
+            ))
+        })?;
+        let mut b = Binding {
+            vault: b.vault,
+            tool: b.tool,
+            caller: b.caller,
+            args_hash: b.args_hash,
+        };
+        b.check()?;
+        if self.ledger.mode() == Mode::Guarded {
+            b.caller = tc_core::owner::qualify(&b.caller, self.peer_uid(r)?);
+        }
+        Ok(b)
+    }
 
-fn to_proto(b: &Binding) -> v1::Binding {
-    v1::Binding {
-        vault: b.vault.clone(),
-        tool: b.tool.clone(),
-        caller: b.caller.clone(),
-        args_hash: b.args_hash.clone(),
+    /// The peer's uid; in guarded mode a peer the transport cannot name is refused
+    /// (personal mode: tcd's one user, 0 standing for it).
+    fn peer_uid<T>(&self, r: &Request<T>) -> Result<u32, DaemonError> {
+        match auth::peer(r) {
+            Some(p) => Ok(p.uid),
+            None if self.ledger.mode() == Mode::Personal => Ok(0),
+            None => Err(DaemonError::refused(
+                Reason::NotPermitted,
+                "guarded mode: the caller's uid is unknown",
+            )),
+        }
+    }
+
+    /// Whose rows the peer of `r` may see: `None` for all (personal mode, root).
+    fn visible_owner<T>(&self, r: &Request<T>) -> Result<Option<u32>, DaemonError> {
+        match self.ledger.mode() {
+            Mode::Personal => Ok(None),
+            Mode::Guarded => Ok(Some(self.peer_uid(r)?).filter(|u| *u != 0)),
+        }
+    }
+
+    /// A binding as its client knows it: the owner is said by `raised_by_uid`.
+    fn to_proto(&self, b: &Binding) -> v1::Binding {
+        let caller = match self.ledger.mode() {
+            Mode::Guarded => tc_core::owner::unqualified(&b.caller),
+            Mode::Personal => &b.caller,
+        };
+        v1::Binding {
+            vault: b.vault.clone(),
+            tool: b.tool.clone(),
+            caller: caller.to_string(),
+            args_hash: b.args_hash.clone(),
+        }
     }
 }
 
@@ -144,8 +184,8 @@ impl Confirm for Service {
         r: Request<v1::RaiseRequest>,
     ) -> Result<Response<v1::RaiseReply>, Status> {
         let uid = crate::auth::peer(&r).map(|p| p.uid);
+        let b = self.binding(&r, r.get_ref().binding.clone())?;
         let r = r.into_inner();
-        let b = binding(r.binding)?;
         let raised = self
             .run(move |l| {
                 let text = crate::approvals::RaiseText {
@@ -166,8 +206,8 @@ impl Confirm for Service {
 
     async fn mint(&self, r: Request<v1::MintRequest>) -> Result<Response<v1::MintReply>, Status> {
         let approver = self.approver(&r, r.get_ref().factor.as_ref())?;
+        let b = self.binding(&r, r.get_ref().binding.clone())?;
         let r = r.into_inner();
-        let b = binding(r.binding)?;
         let (token, expires_at_ms, state_fp) = self
             .run(move |l| l.mint(&b, r.state_fp.as_deref(), &approver))
             .await?;
@@ -182,8 +222,8 @@ impl Confirm for Service {
         &self,
         r: Request<v1::RedeemRequest>,
     ) -> Result<Response<v1::RedeemReply>, Status> {
+        let b = self.binding(&r, r.get_ref().binding.clone())?;
         let r = r.into_inner();
-        let b = binding(r.binding)?;
         let redemption_id = self
             .run(move |l| {
                 if r.approved_request && r.token.is_empty() {
@@ -210,8 +250,8 @@ impl Confirm for Service {
         &self,
         r: Request<v1::RecordConsumedRequest>,
     ) -> Result<Response<v1::RecordConsumedReply>, Status> {
+        let b = self.binding(&r, r.get_ref().binding.clone())?;
         let r = r.into_inner();
-        let b = binding(r.binding)?;
         self.run(move |l| l.consumed(&b, &r.state_fp, &r.route, &r.redemption_id))
             .await?;
         Ok(Response::new(v1::RecordConsumedReply {}))
@@ -221,8 +261,8 @@ impl Confirm for Service {
         &self,
         r: Request<v1::SealStateRequest>,
     ) -> Result<Response<v1::SealStateReply>, Status> {
+        let b = self.binding(&r, r.get_ref().binding.clone())?;
         let r = r.into_inner();
-        let b = binding(r.binding)?;
         let (request_state, expires_at_ms) = self
             .run(move |l| l.seal_state(&b, &r.state_fp, &r.inner))
             .await?;
@@ -236,8 +276,8 @@ impl Confirm for Service {
         &self,
         r: Request<v1::OpenStateRequest>,
     ) -> Result<Response<v1::OpenStateReply>, Status> {
+        let b = self.binding(&r, r.get_ref().binding.clone())?;
         let r = r.into_inner();
-        let b = binding(r.binding)?;
         let s = self
             .run(move |l| l.open_state(&r.request_state, &b, r.consume, &r.current_state_fp))
             .await?;
@@ -253,8 +293,8 @@ impl Confirm for Service {
         &self,
         r: Request<v1::SealCursorRequest>,
     ) -> Result<Response<v1::SealCursorReply>, Status> {
+        let b = self.binding(&r, r.get_ref().binding.clone())?;
         let r = r.into_inner();
-        let b = binding(r.binding)?;
         let (cursor, expires_at_ms) = self.run(move |l| l.seal_cursor(&b, &r.position)).await?;
         Ok(Response::new(v1::SealCursorReply {
             cursor,
@@ -266,8 +306,8 @@ impl Confirm for Service {
         &self,
         r: Request<v1::OpenCursorRequest>,
     ) -> Result<Response<v1::OpenCursorReply>, Status> {
+        let b = self.binding(&r, r.get_ref().binding.clone())?;
         let r = r.into_inner();
-        let b = binding(r.binding)?;
         let position = self.run(move |l| l.open_cursor(&r.cursor, &b)).await?;
         Ok(Response::new(v1::OpenCursorReply { position }))
     }
@@ -276,7 +316,14 @@ impl Confirm for Service {
         &self,
         r: Request<v1::AppendEventRequest>,
     ) -> Result<Response<v1::AppendEventReply>, Status> {
-        let r = r.into_inner();
+        let owner = match self.ledger.mode() {
+            Mode::Guarded => Some(self.peer_uid(&r)?),
+            Mode::Personal => None,
+        };
+        let mut r = r.into_inner();
+        if let Some(uid) = owner {
+            r.caller = tc_core::owner::qualify(&r.caller, uid);
+        }
         let detail = if r.detail_json.is_empty() {
             serde_json::json!({})
         } else {
@@ -299,6 +346,7 @@ impl Confirm for Service {
             args_hash: r.args_hash,
             state_fp: r.state_fp,
             detail,
+            owner,
         };
         let id = self
             .run(move |l| l.append_client_event(&r.kind, ev))
@@ -312,6 +360,8 @@ impl Confirm for Service {
         &self,
         r: Request<v1::ListEventsRequest>,
     ) -> Result<Response<Self::ListEventsStream>, Status> {
+        // A guarded human follows their own events only (root: all).
+        let owner = self.visible_owner(&r)?;
         let r = r.into_inner();
         let (tx, rx) = tokio::sync::mpsc::channel(256);
         let ledger = self.ledger.clone();
@@ -331,7 +381,7 @@ impl Confirm for Service {
                 let l = ledger.clone();
                 let batch = match ledger
                     .store
-                    .call(move || l.store.events_after(after, batch_limit))
+                    .call(move || l.store.events_for(after, batch_limit, owner))
                     .await
                 {
                     Ok(b) => b,
@@ -383,13 +433,17 @@ impl Confirm for Service {
         &self,
         r: Request<v1::ListPendingRequest>,
     ) -> Result<Response<v1::ListPendingReply>, Status> {
+        // A guarded human sees their own requests only: another's arguments and previews
+        // are the content of files they may not be able to read (root: all).
+        let owner = self.visible_owner(&r)?;
         let vault = r.into_inner().vault;
         let rows = self.run(move |l| l.pending(&vault)).await?;
         Ok(Response::new(v1::ListPendingReply {
             requests: rows
                 .into_iter()
+                .filter(|p| owner.is_none() || p.raised_by_uid == owner)
                 .map(|p| v1::PendingRequest {
-                    binding: Some(to_proto(&p.binding)),
+                    binding: Some(self.to_proto(&p.binding)),
                     state_fp: p.state_fp,
                     summary: p.summary,
                     raised_at_ms: p.raised_at_ms,
@@ -453,7 +507,7 @@ impl Confirm for Service {
         };
         let a = self.run(move |l| l.approve(&r.request_id, &who)).await?;
         Ok(Response::new(v1::ApproveReply {
-            binding: Some(to_proto(&a.binding)),
+            binding: Some(self.to_proto(&a.binding)),
             state_fp: a.state_fp,
             expires_at_ms: a.expires_at_ms,
         }))
@@ -528,23 +582,61 @@ impl Confirm for Service {
         }))
     }
 
+    async fn open_page(
+        &self,
+        r: Request<v1::OpenPageRequest>,
+    ) -> Result<Response<v1::OpenPageReply>, Status> {
+        let uid = self.peer_uid(&r)?;
+        let addr = self.info.page;
+        let id = r.into_inner().request_id;
+        let reply = self
+            .run(move |l| page::rpc::open_page(l, addr, uid, id))
+            .await?;
+        Ok(Response::new(reply))
+    }
+
     async fn passkey_code(
         &self,
         r: Request<v1::PasskeyCodeRequest>,
     ) -> Result<Response<v1::PasskeyCodeReply>, Status> {
-        // Root only in guarded mode (WHO, and again here: defence in depth).
-        if self.ledger.mode() == Mode::Guarded && auth::peer(&r).map(|p| p.uid) != Some(0) {
-            return Err(DaemonError::refused(
-                Reason::NotPermitted,
-                "guarded mode: only root may register a passkey (`sudo tcctl passkey add`)",
-            )
-            .into());
-        }
-        let (code, expires_at_ms) = self.run(crate::page::codes::issue).await?;
-        Ok(Response::new(v1::PasskeyCodeReply {
-            code,
-            expires_at_ms,
-        }))
+        let uid = self.peer_uid(&r)?;
+        let user = r.into_inner().user;
+        let reply = self
+            .run(move |l| page::rpc::passkey_code(l, uid, &user))
+            .await?;
+        Ok(Response::new(reply))
+    }
+
+    async fn list_passkeys(
+        &self,
+        r: Request<v1::ListPasskeysRequest>,
+    ) -> Result<Response<v1::ListPasskeysReply>, Status> {
+        let uid = self.peer_uid(&r)?;
+        Ok(Response::new(
+            self.run(move |l| page::rpc::list(l, uid)).await?,
+        ))
+    }
+
+    async fn confirm_passkey(
+        &self,
+        r: Request<v1::ConfirmPasskeyRequest>,
+    ) -> Result<Response<v1::ConfirmPasskeyReply>, Status> {
+        let uid = self.peer_uid(&r)?;
+        let r = r.into_inner();
+        Ok(Response::new(
+            self.run(move |l| page::rpc::confirm(l, uid, r)).await?,
+        ))
+    }
+
+    async fn remove_passkey(
+        &self,
+        r: Request<v1::RemovePasskeyRequest>,
+    ) -> Result<Response<v1::RemovePasskeyReply>, Status> {
+        let uid = self.peer_uid(&r)?;
+        let c = r.into_inner().credential;
+        Ok(Response::new(
+            self.run(move |l| page::rpc::remove(l, uid, &c)).await?,
+        ))
     }
 
     async fn mint_token(

@@ -180,6 +180,23 @@ pub(crate) const MIGRATIONS: &[&str] = &[
         expires_at INTEGER NOT NULL
     );
     "#,
+    // 10 (whose is what): the uid each event, passkey and registration code belongs to
+    // (NULL: the daemon's own, or written before owners existed); a passkey registered in
+    // guarded mode waits inactive until its human confirms it with their code; and the
+    // one-time links `tcctl page` opens the page with (their SHA-256 only).
+    r#"
+    ALTER TABLE events ADD COLUMN owner_uid INTEGER;
+    CREATE INDEX events_owner ON events (owner_uid, id);
+    ALTER TABLE passkeys ADD COLUMN owner_uid INTEGER;
+    ALTER TABLE passkeys ADD COLUMN active INTEGER NOT NULL DEFAULT 1;
+    ALTER TABLE passkey_codes ADD COLUMN owner_uid INTEGER;
+    CREATE TABLE page_links (
+        link_hash BLOB PRIMARY KEY,
+        uid INTEGER NOT NULL,
+        request_id TEXT,
+        expires_at INTEGER NOT NULL
+    );
+    "#,
 ];
 
 /// The schema version this build writes.
@@ -195,6 +212,8 @@ pub struct NewEvent {
     pub args_hash: String,
     pub state_fp: String,
     pub detail: serde_json::Value,
+    /// The human it concerns (guarded mode); when unset, the uid a qualified caller names.
+    pub owner: Option<u32>,
 }
 
 /// A committed event as read back.
@@ -579,12 +598,22 @@ impl Store {
 
     /// Events with `id > after`, oldest first, at most `limit`.
     pub fn events_after(&self, after: i64, limit: u32) -> Result<Vec<EventRow>, DaemonError> {
+        self.events_for(after, limit, None)
+    }
+
+    /// [`Store::events_after`], only those `owner` owns when given (a guarded human's view).
+    pub fn events_for(
+        &self,
+        after: i64,
+        limit: u32,
+        owner: Option<u32>,
+    ) -> Result<Vec<EventRow>, DaemonError> {
         self.read(|c| {
             let mut st = c.prepare_cached(
                 "SELECT id, at_ms, kind, vault, tool, caller, args_hash, state_fp, detail
-                 FROM events WHERE id > ?1 ORDER BY id LIMIT ?2",
+                 FROM events WHERE id > ?1 AND (?3 IS NULL OR owner_uid = ?3) ORDER BY id LIMIT ?2",
             )?;
-            let rows = st.query_map(params![after, limit], |r| {
+            let rows = st.query_map(params![after, limit, owner], |r| {
                 Ok(EventRow {
                     id: r.get(0)?,
                     at_ms: r.get(1)?,
@@ -866,8 +895,8 @@ fn insert_event(tx: &Connection, ev: &NewEvent) -> Result<(i64, u64), DaemonErro
         .map(|f| f.len() as u64)
         .sum::<u64>();
     tx.prepare_cached(
-        "INSERT INTO events (at_ms, kind, vault, tool, caller, args_hash, state_fp, detail)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        "INSERT INTO events (at_ms, kind, vault, tool, caller, args_hash, state_fp, detail, owner_uid)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
     )?
     .execute(params![
         tc_core::now_ms(),
@@ -877,7 +906,8 @@ fn insert_event(tx: &Connection, ev: &NewEvent) -> Result<(i64, u64), DaemonErro
         ev.caller,
         ev.args_hash,
         ev.state_fp,
-        detail
+        detail,
+        ev.owner.or_else(|| tc_core::owner::of(&ev.caller))
     ])?;
     Ok((tx.last_insert_rowid(), bytes))
 }

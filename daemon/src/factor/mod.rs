@@ -43,10 +43,16 @@ pub fn delay_ms(failures: u32) -> i64 {
     (FIRST_DELAY_MS << doublings).min(MAX_DELAY_MS)
 }
 
+/// A factor event, owned by the uid its detail names (the human sees their own).
 fn event(kind: &'static str, detail: serde_json::Value) -> NewEvent {
+    let owner = detail
+        .get("uid")
+        .and_then(serde_json::Value::as_u64)
+        .and_then(|u| u32::try_from(u).ok());
     NewEvent {
         kind,
         detail,
+        owner,
         ..Default::default()
     }
 }

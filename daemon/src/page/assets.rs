@@ -2,6 +2,10 @@
 //! HTML shell, its one script and its one stylesheet.
 
 pub const INDEX_HTML: &str = include_str!("assets/index.html");
+/// What a visitor without a session sees: how to open the page, nothing else.
+pub const CLOSED_HTML: &str = include_str!("assets/closed.html");
+/// What a spent, expired or forged `/open` link shows.
+pub const SPENT_HTML: &str = include_str!("assets/spent.html");
 pub const PAGE_JS: &str = include_str!("assets/page.js");
 pub const PAGE_CSS: &str = include_str!("assets/page.css");
 
@@ -25,7 +29,11 @@ mod tests {
         });
         assert!(!handler, "inline event handler");
         assert!(!INDEX_HTML.contains("style="), "inline style");
-        for a in [INDEX_HTML, PAGE_JS, PAGE_CSS] {
+        for shell in [CLOSED_HTML, SPENT_HTML] {
+            assert!(!shell.contains("<script"), "the closed shells run nothing");
+            assert!(shell.contains("tcctl page"));
+        }
+        for a in [INDEX_HTML, CLOSED_HTML, SPENT_HTML, PAGE_JS, PAGE_CSS] {
             assert!(
                 !a.contains("https://") && !a.contains("//cdn"),
                 "remote reference"

@@ -1,5 +1,6 @@
 //! One-time passkey registration codes: `tcctl passkey add` gets one (PasskeyCode RPC),
-//! the human types it into the page. Stored as SHA-256 only; single use; ten minutes.
+//! the human types it into a page session of their own. Stored as SHA-256 only; bound to
+//! the human it was issued for; single use; ten minutes.
 
 use rand::Rng;
 use rusqlite::params;
@@ -11,13 +12,16 @@ use crate::ledger::Ledger;
 
 const ALPHABET: &[u8] = b"23456789abcdefghjkmnpqrstuvwxyz";
 /// 12 characters of 31: ~59 bits, against guessing through the page (which also voids
-/// every code after [`MAX_FAILURES`] wrong ones).
+/// the human's codes after [`MAX_FAILURES`] wrong ones from their sessions).
 const LEN: usize = 12;
 pub const TTL_MS: i64 = 10 * 60 * 1000;
-/// Codes outstanding at once (the oldest go first).
+/// Codes outstanding at once per human (the oldest go first).
 const MAX_LIVE: i64 = 4;
-/// Wrong codes typed into the page before every outstanding code is voided.
+/// Wrong codes typed into one human's page sessions before their outstanding codes are
+/// voided (only their own sessions can type them).
 pub const MAX_FAILURES: u32 = 20;
+/// Wrong codes one page session may type before it may type no more.
+pub const MAX_SESSION_FAILURES: u32 = 5;
 
 /// The code as typed: case, spaces and dashes do not matter.
 fn normalise(code: &str) -> String {
@@ -31,8 +35,8 @@ fn hash(code: &str) -> Vec<u8> {
     Sha256::digest(normalise(code).as_bytes()).to_vec()
 }
 
-/// A new code and its expiry (runs on the store thread).
-pub fn issue(l: &Ledger) -> Result<(String, i64), DaemonError> {
+/// A new code for `owner` and its expiry (runs on the store thread).
+pub fn issue(l: &Ledger, owner: u32) -> Result<(String, i64), DaemonError> {
     let mut rng = rand::rngs::OsRng;
     let raw: String = (0..LEN)
         .map(|_| ALPHABET[rng.gen_range(0..ALPHABET.len())] as char)
@@ -47,34 +51,38 @@ pub fn issue(l: &Ledger) -> Result<(String, i64), DaemonError> {
         )?;
         tx.execute(
             "DELETE FROM passkey_codes WHERE code_hash IN (SELECT code_hash FROM passkey_codes
-             ORDER BY expires_at DESC LIMIT -1 OFFSET ?1)",
-            params![MAX_LIVE - 1],
+             WHERE owner_uid = ?2 ORDER BY expires_at DESC LIMIT -1 OFFSET ?1)",
+            params![MAX_LIVE - 1, owner],
         )?;
         tx.execute(
-            "INSERT INTO passkey_codes (code_hash, expires_at) VALUES (?1, ?2)",
-            params![hash(&raw), exp],
+            "INSERT INTO passkey_codes (code_hash, expires_at, owner_uid) VALUES (?1, ?2, ?3)",
+            params![hash(&raw), exp, owner],
         )?;
         Ok(Ok(()))
     })?;
     Ok((shown, exp))
 }
 
-/// Spends `code`: true when it was live (it is gone either way).
-pub fn redeem(l: &Ledger, code: &str) -> Result<bool, DaemonError> {
+/// Spends `owner`'s `code`: true when it was live. Another human's code is left alone
+/// (it is not theirs to spend).
+pub fn redeem(l: &Ledger, code: &str, owner: u32) -> Result<bool, DaemonError> {
     let now = now_ms();
     l.store.write(|tx, _| {
         let n = tx.execute(
-            "DELETE FROM passkey_codes WHERE code_hash = ?1 AND expires_at > ?2",
-            params![hash(code), now],
+            "DELETE FROM passkey_codes WHERE code_hash = ?1 AND expires_at > ?2 AND owner_uid = ?3",
+            params![hash(code), now, owner],
         )?;
         Ok(Ok(n == 1))
     })
 }
 
-/// Voids every outstanding code (too many wrong ones were typed).
-pub fn void_all(l: &Ledger) -> Result<(), DaemonError> {
+/// Voids `owner`'s outstanding codes (too many wrong ones were typed in their sessions).
+pub fn void(l: &Ledger, owner: u32) -> Result<(), DaemonError> {
     l.store.write(|tx, _| {
-        tx.execute("DELETE FROM passkey_codes", [])?;
+        tx.execute(
+            "DELETE FROM passkey_codes WHERE owner_uid = ?1",
+            params![owner],
+        )?;
         Ok(Ok(()))
     })
 }
@@ -82,6 +90,19 @@ pub fn void_all(l: &Ledger) -> Result<(), DaemonError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_code_is_spent_once_and_only_by_its_owner() {
+        let (_dir, l) = crate::ledger::scratch();
+        let (code, _) = issue(&l, 1000).unwrap();
+        assert!(!redeem(&l, &code, 1001).unwrap(), "another human's code");
+        assert!(redeem(&l, &code, 1000).unwrap());
+        assert!(!redeem(&l, &code, 1000).unwrap(), "single use");
+        let (code, _) = issue(&l, 1000).unwrap();
+        void(&l, 1001).unwrap();
+        void(&l, 1000).unwrap();
+        assert!(!redeem(&l, &code, 1000).unwrap(), "voided");
+    }
 
     #[test]
     fn codes_match_whatever_the_case_and_dashes() {

@@ -59,15 +59,16 @@ fn row(at_ms: i64, kind: &str, v: String, t: String, c: String, detail: &str) ->
     }
 }
 
-/// The latest history rows (runs on the store thread).
-pub fn recent(l: &Ledger) -> Result<Vec<HistoryRow>, DaemonError> {
+/// The latest history rows, only `owner`'s when given (runs on the store thread).
+pub fn recent(l: &Ledger, owner: Option<u32>) -> Result<Vec<HistoryRow>, DaemonError> {
     l.store.read(|c| {
         let mut st = c.prepare_cached(
             "SELECT at_ms, kind, vault, tool, caller, detail FROM events
-             WHERE kind IN (?1, ?2, ?3, ?4) ORDER BY id DESC LIMIT ?5",
+             WHERE kind IN (?1, ?2, ?3, ?4) AND (?6 IS NULL OR owner_uid = ?6)
+             ORDER BY id DESC LIMIT ?5",
         )?;
         let rows = st.query_map(
-            params![KINDS[0], KINDS[1], KINDS[2], KINDS[3], LIMIT],
+            params![KINDS[0], KINDS[1], KINDS[2], KINDS[3], LIMIT, owner],
             |r| {
                 let kind: String = r.get(1)?;
                 let detail: String = r.get(5)?;

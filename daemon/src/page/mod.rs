@@ -1,21 +1,26 @@
-//! The approval page (DESIGN 11): tcd serves the raised requests, Approve (passkey, or
-//! TOTP in guarded mode), Decline and the history on loopback HTTP, from its own runtime.
+//! The approval page: tcd serves the raised requests, Approve (passkey, or TOTP in
+//! guarded mode), Decline and the history on loopback HTTP, from its own runtime, to the
+//! human whose `tcctl page` link opened the session, and to nobody else.
 //!
 //! - [`listen_addr`]: `[approvals] listen`, refused unless loopback.
 //! - [`start`]: binds and serves until `draining` flips.
-//! - A request's view is `/requests/<ID>` (`ApprovalsConfig::request_url`).
+//! - A request's view is `/requests/<ID>` (`ApprovalsConfig::request_url`); a session is
+//!   opened at `/open?t=…` ([`links`]).
 
 pub mod assets;
 pub mod codes;
 pub mod history;
+pub mod links;
 pub mod passkeys;
 pub mod routes;
+pub mod rpc;
 pub mod security;
 pub mod sse;
 pub mod view;
 
+use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
 use tokio::task::JoinHandle;
@@ -30,8 +35,51 @@ pub struct Page {
     pub sessions: security::Sessions,
     pub webauthn: webauthn_rs::Webauthn,
     pub draining: Switch,
-    /// Wrong registration codes typed so far (all codes are voided past a limit).
-    pub code_failures: std::sync::atomic::AtomicU32,
+    /// Wrong registration codes typed in each human's sessions (their codes are voided
+    /// past a limit).
+    pub code_failures: Mutex<HashMap<u32, u32>>,
+}
+
+/// Who a page session shows things to, and what it may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Viewer {
+    pub uid: u32,
+    /// Sees every human's requests (personal mode's one human; root in guarded mode).
+    pub all: bool,
+    /// May look but not approve or decline (root in guarded mode: each human answers
+    /// their own requests).
+    pub read_only: bool,
+}
+
+impl Page {
+    /// The viewer a session of `uid` is.
+    pub fn viewer(&self, uid: u32) -> Viewer {
+        match self.ledger.mode() {
+            tc_core::config::Mode::Personal => Viewer {
+                uid,
+                all: true,
+                read_only: false,
+            },
+            tc_core::config::Mode::Guarded => Viewer {
+                uid,
+                all: uid == 0,
+                read_only: uid == 0,
+            },
+        }
+    }
+
+    /// Counts a wrong registration code typed in one of `uid`'s sessions; true when that
+    /// was one too many, and `uid`'s codes are to be voided (the count starts again).
+    pub fn code_failure(&self, uid: u32) -> bool {
+        let mut m = self.code_failures.lock().unwrap_or_else(|p| p.into_inner());
+        let n = m.entry(uid).or_default();
+        *n += 1;
+        if *n >= codes::MAX_FAILURES {
+            m.remove(&uid);
+            return true;
+        }
+        false
+    }
 }
 
 /// `[approvals] listen`, parsed: None when unset; an error for anything not loopback.

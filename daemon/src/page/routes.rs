@@ -1,11 +1,12 @@
-//! The page's routes: the shell and its assets, the state (JSON and SSE), Decline,
-//! Approve (passkey assertion, or TOTP in guarded mode) and passkey registration. Every
-//! POST passes the CSRF check first; every decision is the ledger's.
+//! The page's routes: `/open` (a `tcctl page` link becomes a session), the shell and its
+//! assets, the state (JSON and SSE), Decline, Approve (passkey assertion, or TOTP in
+//! guarded mode) and passkey registration. Everything but the assets and the closed
+//! shell needs a session; every POST passes the CSRF check too; every decision is the
+//! ledger's.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use axum::extract::{Path, State};
+use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -14,7 +15,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use webauthn_rs::prelude::{PublicKeyCredential, RegisterPublicKeyCredential};
 
-use super::{assets, codes, passkeys, security, sse, Page};
+use super::{assets, codes, links, passkeys, security, sse, Page, Viewer};
 use crate::approvals::{is_request_id, Proof};
 use crate::error::DaemonError;
 use crate::factor::Approver;
@@ -26,6 +27,7 @@ pub fn router(page: Arc<Page>) -> Router {
     Router::new()
         .route("/", get(index))
         .route("/requests/{id}", get(index))
+        .route("/open", get(open))
         .route(
             "/assets/page.js",
             get(|| asset("text/javascript", assets::PAGE_JS)),
@@ -96,10 +98,29 @@ fn csrf(page: &Page, h: &HeaderMap) -> Result<(), Refusal> {
     }
 }
 
-fn session(page: &Page, h: &HeaderMap) -> Result<(), Refusal> {
+/// The viewer of the request's session: every route but the shell needs one.
+fn session(page: &Page, h: &HeaderMap) -> Result<Viewer, Refusal> {
     page.sessions
-        .with(h, |_| ())
-        .ok_or_else(|| forbidden("forbidden: no page session (reload the page)"))
+        .with(h, |s| page.viewer(s.uid))
+        .ok_or_else(|| {
+            Refusal(
+                StatusCode::UNAUTHORIZED,
+                "no page session: run `tcctl page` on your terminal and open the link it prints"
+                    .into(),
+            )
+        })
+}
+
+/// A POST's session: CSRF-checked, and allowed to act (root's guarded view is read-only).
+fn acting(page: &Page, h: &HeaderMap) -> Result<Viewer, Refusal> {
+    csrf(page, h)?;
+    let v = session(page, h)?;
+    if v.read_only {
+        return Err(forbidden(
+            "root's page session is read-only: each human approves and declines their own requests",
+        ));
+    }
+    Ok(v)
 }
 
 fn request_id(id: &str) -> Result<(), Refusal> {
@@ -114,27 +135,77 @@ async fn asset(kind: &'static str, body: &'static str) -> Response {
     ([(header::CONTENT_TYPE, kind)], body).into_response()
 }
 
-/// The shell (also for `/requests/<ID>`, which the script scrolls to): a new session.
-async fn index(State(page): State<Arc<Page>>) -> Response {
-    let (sid, token) = page.sessions.open();
+fn html(status: StatusCode, body: String) -> Response {
     (
+        status,
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        body,
+    )
+        .into_response()
+}
+
+/// The shell (also for `/requests/<ID>`, which the script scrolls to) for a session;
+/// without one, only how to open the page.
+async fn index(State(page): State<Arc<Page>>, h: HeaderMap) -> Response {
+    match page.sessions.with(&h, |s| s.csrf.clone()) {
+        Some(csrf) => html(StatusCode::OK, assets::index(&csrf)),
+        None => html(StatusCode::UNAUTHORIZED, assets::CLOSED_HTML.into()),
+    }
+}
+
+#[derive(Deserialize)]
+struct OpenQuery {
+    #[serde(default)]
+    t: String,
+}
+
+/// A `tcctl page` link: spent once, it opens a session of the uid that minted it and
+/// goes on to the page (or the request it named).
+async fn open(State(page): State<Arc<Page>>, Query(q): Query<OpenQuery>) -> Response {
+    let t = q.t;
+    let opened = match ledger(&page, move |l| links::spend(l, &t)).await {
+        Ok(o) => o,
+        Err(r) => return r.into_response(),
+    };
+    let Some(o) = opened else {
+        return html(StatusCode::FORBIDDEN, assets::SPENT_HTML.into());
+    };
+    let (sid, _) = page.sessions.open(o.uid);
+    let uid = o.uid;
+    let _ = ledger(&page, move |l| {
+        l.store.write(|_, evs| {
+            evs.push(crate::store::NewEvent {
+                kind: tc_core::codes::events::PAGE_OPENED,
+                detail: json!({ "uid": uid }),
+                owner: Some(uid),
+                ..Default::default()
+            });
+            Ok(Ok(()))
+        })
+    })
+    .await;
+    let to = match o.request_id {
+        Some(id) if is_request_id(&id) => format!("/requests/{id}"),
+        _ => "/".into(),
+    };
+    (
+        StatusCode::SEE_OTHER,
         [
-            (header::CONTENT_TYPE, "text/html; charset=utf-8".to_string()),
             (header::SET_COOKIE, security::set_cookie(&sid)),
+            (header::LOCATION, to),
         ],
-        assets::index(&token),
     )
         .into_response()
 }
 
 async fn state(State(page): State<Arc<Page>>, h: HeaderMap) -> Answer {
-    session(&page, &h)?;
-    Ok(Json(sse::snapshot(&page).await?).into_response())
+    let v = session(&page, &h)?;
+    Ok(Json(sse::snapshot(&page, v).await?).into_response())
 }
 
 async fn events(State(page): State<Arc<Page>>, h: HeaderMap) -> Answer {
-    session(&page, &h)?;
-    Ok(sse::feed(page).into_response())
+    let v = session(&page, &h)?;
+    Ok(sse::feed(page, v).into_response())
 }
 
 /// Runs a ledger call on the store thread.
@@ -158,10 +229,10 @@ async fn decline(
     h: HeaderMap,
     Json(b): Json<DeclineBody>,
 ) -> Answer {
-    csrf(&page, &h)?;
+    let v = acting(&page, &h)?;
     request_id(&id)?;
     let i = id.clone();
-    ledger(&page, move |l| l.decline(&i, &b.reason, None)).await?;
+    ledger(&page, move |l| l.decline(&i, &b.reason, Some(v.uid))).await?;
     Ok(Json(json!({ "declined": id })).into_response())
 }
 
@@ -171,13 +242,13 @@ async fn approve_start(
     Path(id): Path<String>,
     h: HeaderMap,
 ) -> Answer {
-    csrf(&page, &h)?;
+    let v = acting(&page, &h)?;
     request_id(&id)?;
-    let keys = ledger(&page, passkeys::all).await?;
+    let keys = ledger(&page, move |l| passkeys::usable(l, v.uid)).await?;
     if keys.is_empty() {
         return Err(Refusal(
             StatusCode::CONFLICT,
-            "no passkey is registered: run `tcctl passkey add` and add one on this page".into(),
+            "no passkey of yours is registered and confirmed: run `tcctl passkey add` and add one on this page".into(),
         ));
     }
     let (options, state) = page
@@ -208,7 +279,7 @@ async fn approve_finish(
     h: HeaderMap,
     Json(b): Json<AssertionBody>,
 ) -> Answer {
-    csrf(&page, &h)?;
+    acting(&page, &h)?;
     request_id(&id)?;
     let state = page
         .sessions
@@ -231,8 +302,22 @@ async fn approve_finish(
     }
     let i = id.clone();
     let approved = ledger(&page, move |l| {
+        let credential = hex::encode::<&[u8]>(res.cred_id().as_ref());
+        // Only an active credential approves, for the human it belongs to.
+        let Some(owner) = passkeys::owner(l, &credential)? else {
+            return Err(DaemonError::refused(
+                tc_core::Reason::NotPermitted,
+                "this passkey is not registered or not confirmed; nothing was approved",
+            ));
+        };
         passkeys::used(l, &res)?;
-        l.approve_with(&i, Proof::Passkey)
+        l.approve_with(
+            &i,
+            Proof::Passkey {
+                owner,
+                credential: &credential,
+            },
+        )
     })
     .await?;
     Ok(Json(json!({ "approved": id, "expires_at_ms": approved.expires_at_ms })).into_response())
@@ -243,15 +328,15 @@ struct TotpBody {
     code: String,
 }
 
-/// Guarded mode: approves `id` with the TOTP code of the uid that raised it (the ledger's
-/// factor check applies: delays, lockout, replays).
+/// Guarded mode: approves `id` with the session's human's TOTP code (the ledger's checks
+/// apply: only the human who raised it, delays, lockout, replays).
 async fn approve_totp(
     State(page): State<Arc<Page>>,
     Path(id): Path<String>,
     h: HeaderMap,
     Json(b): Json<TotpBody>,
 ) -> Answer {
-    csrf(&page, &h)?;
+    let v = acting(&page, &h)?;
     request_id(&id)?;
     if page.ledger.mode() != tc_core::config::Mode::Guarded {
         return Err(Refusal(
@@ -261,21 +346,10 @@ async fn approve_totp(
     }
     let i = id.clone();
     let approved = ledger(&page, move |l| {
-        let uid = l
-            .pending("")?
-            .into_iter()
-            .find(|p| p.request_id == i)
-            .and_then(|p| p.raised_by_uid);
-        let Some(uid) = uid else {
-            return Err(DaemonError::refused(
-                tc_core::Reason::Unknown,
-                "no request with this id and a known uid is waiting",
-            ));
-        };
         l.approve(
             &i,
             &Approver {
-                uid,
+                uid: v.uid,
                 code: Some(b.code),
             },
         )
@@ -289,31 +363,38 @@ struct CodeBody {
     code: String,
 }
 
-/// Spends a registration code from `tcctl passkey add` and starts a registration.
+/// Spends a registration code of the session's human from `tcctl passkey add` and starts
+/// a registration. Wrong codes count per session and per human: nobody else's.
 async fn passkey_start(
     State(page): State<Arc<Page>>,
     h: HeaderMap,
     Json(b): Json<CodeBody>,
 ) -> Answer {
-    csrf(&page, &h)?;
-    if page.code_failures.load(Ordering::SeqCst) >= codes::MAX_FAILURES {
+    let v = acting(&page, &h)?;
+    let spent = page
+        .sessions
+        .with(&h, |s| s.code_failures >= codes::MAX_SESSION_FAILURES)
+        .unwrap_or(true);
+    if spent {
         return Err(forbidden(
-            "too many wrong codes: registration is closed until tcd restarts",
+            "too many wrong codes in this session: open a new one with `tcctl page`",
         ));
     }
-    if !ledger(&page, move |l| codes::redeem(l, &b.code)).await? {
-        if page.code_failures.fetch_add(1, Ordering::SeqCst) + 1 >= codes::MAX_FAILURES {
-            ledger(&page, codes::void_all).await?;
+    if !ledger(&page, move |l| codes::redeem(l, &b.code, v.uid)).await? {
+        page.sessions.with(&h, |s| s.code_failures += 1);
+        if page.code_failure(v.uid) {
+            ledger(&page, move |l| codes::void(l, v.uid)).await?;
         }
         return Err(forbidden(
             "wrong or expired code (get one with `tcctl passkey add`)",
         ));
     }
-    let keys = ledger(&page, passkeys::all).await?;
+    let keys = ledger(&page, move |l| passkeys::usable(l, v.uid)).await?;
     let exclude = keys.iter().map(|k| k.cred_id().clone()).collect();
+    let label = format!("tc approver (uid {})", v.uid);
     let (options, state) = page
         .webauthn
-        .start_passkey_registration(passkeys::USER, "tc", "tc approver", Some(exclude))
+        .start_passkey_registration(passkeys::user(v.uid), &label, &label, Some(exclude))
         .map_err(|e| Refusal(StatusCode::INTERNAL_SERVER_ERROR, format!("webauthn: {e}")))?;
     page.sessions
         .with(&h, |s| s.registering = Some(state))
@@ -333,7 +414,7 @@ async fn passkey_finish(
     h: HeaderMap,
     Json(b): Json<RegisterBody>,
 ) -> Answer {
-    csrf(&page, &h)?;
+    let v = acting(&page, &h)?;
     let state = page
         .sessions
         .with(&h, |s| s.registering.take())
@@ -353,6 +434,9 @@ async fn passkey_finish(
     } else {
         b.name
     };
-    ledger(&page, move |l| passkeys::add(l, &pk, &name)).await?;
-    Ok(Json(json!({ "registered": true })).into_response())
+    let id = ledger(&page, move |l| passkeys::add(l, &pk, &name, v.uid)).await?;
+    // Guarded mode: it approves nothing until its human confirms it with their code.
+    let confirm = (page.ledger.mode() == tc_core::config::Mode::Guarded)
+        .then(|| format!("tcctl passkey confirm {}", &id[..id.len().min(16)]));
+    Ok(Json(json!({ "registered": true, "credential": id, "confirm": confirm })).into_response())
 }

@@ -1,8 +1,9 @@
 //! The page's front door: `Host` and `Origin` on every request (DNS rebinding, cross-site
-//! requests: 403), strict response headers, and per-page-load sessions with a CSRF token.
+//! requests: 403), strict response headers, and the sessions a `tcctl page` link opens.
 //!
-//! A session is a random id in an HttpOnly SameSite=Strict cookie; its CSRF token is in
-//! the page (a meta tag) and must come back in the `x-tc-csrf` header of every POST.
+//! A session belongs to the uid that minted its link over the Unix socket. Its id is in an
+//! HttpOnly SameSite=Strict cookie; its CSRF token is in the page (a meta tag) and must
+//! come back in the `x-tc-csrf` header of every POST. Nothing is shown or done without one.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -21,8 +22,9 @@ use super::Page;
 
 pub const COOKIE: &str = "tc_page";
 pub const CSRF_HEADER: &str = "x-tc-csrf";
-/// Sessions kept at once (the oldest goes first); one per page load.
-const MAX_SESSIONS: usize = 32;
+/// Sessions kept at once per uid (that uid's oldest goes first): one human's links can
+/// never push out another's session.
+const MAX_SESSIONS_PER_UID: usize = 8;
 /// A session's life: a page left open longer is reloaded.
 const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
 
@@ -90,10 +92,14 @@ pub async fn front_door(State(page): State<Arc<Page>>, req: Request, next: Next)
     resp
 }
 
-/// One page load.
+/// One page session, opened by one `tcctl page` link.
 pub struct Session {
+    /// The uid whose link opened it: whose requests it shows and for whom it acts.
+    pub uid: u32,
     pub csrf: String,
     created: Instant,
+    /// Wrong registration codes typed in this session.
+    pub code_failures: u32,
     /// A passkey registration under way (started with a valid code).
     pub registering: Option<PasskeyRegistration>,
     /// Approvals under way: the WebAuthn challenge issued for each request id, single use.
@@ -110,21 +116,24 @@ fn random_hex() -> String {
 }
 
 impl Sessions {
-    /// A new session: (cookie value, CSRF token).
-    pub fn open(&self) -> (String, String) {
+    /// A new session of `uid`: (cookie value, CSRF token).
+    pub fn open(&self, uid: u32) -> (String, String) {
         let (sid, csrf) = (random_hex(), random_hex());
         let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
         m.retain(|_, s| s.created.elapsed() < SESSION_TTL);
-        while m.len() >= MAX_SESSIONS {
+        while m.values().filter(|s| s.uid == uid).count() >= MAX_SESSIONS_PER_UID {
             let oldest = m
                 .iter()
+                .filter(|(_, s)| s.uid == uid)
                 .min_by_key(|(_, s)| s.created)
                 .map(|(k, _)| k.clone());
             oldest.map(|k| m.remove(&k));
         }
         let s = Session {
+            uid,
             csrf: csrf.clone(),
             created: Instant::now(),
+            code_failures: 0,
             registering: None,
             approving: HashMap::new(),
         };
@@ -200,9 +209,26 @@ mod tests {
     }
 
     #[test]
+    fn one_uid_opening_sessions_never_evicts_another_uids() {
+        let s = Sessions::default();
+        let (mine, _) = s.open(1000);
+        let mut h = HeaderMap::new();
+        h.insert(header::COOKIE, hv(&format!("{COOKIE}={mine}")));
+        for _ in 0..10 * MAX_SESSIONS_PER_UID {
+            s.open(1001);
+        }
+        assert_eq!(s.with(&h, |x| x.uid), Some(1000));
+        // A uid's own sessions are capped: its oldest goes.
+        for _ in 0..MAX_SESSIONS_PER_UID {
+            s.open(1000);
+        }
+        assert_eq!(s.with(&h, |x| x.uid), None);
+    }
+
+    #[test]
     fn csrf_needs_the_session_cookie_and_its_token() {
         let s = Sessions::default();
-        let (sid, csrf) = s.open();
+        let (sid, csrf) = s.open(1000);
         let mut h = HeaderMap::new();
         h.insert(header::COOKIE, hv(&format!("a=b; {COOKIE}={sid}")));
         assert!(!s.csrf_ok(&h));
@@ -210,7 +236,7 @@ mod tests {
         assert!(!s.csrf_ok(&h));
         h.insert(CSRF_HEADER, hv(&csrf));
         assert!(s.csrf_ok(&h));
-        let (_, other) = s.open();
+        let (_, other) = s.open(1000);
         h.insert(CSRF_HEADER, hv(&other));
         assert!(!s.csrf_ok(&h), "another session's token");
     }

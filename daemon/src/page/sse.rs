@@ -12,7 +12,7 @@ use tokio_stream::Stream;
 
 use super::history::{self, HistoryRow};
 use super::view::RequestView;
-use super::{passkeys, Page};
+use super::{passkeys, Page, Viewer};
 use crate::error::DaemonError;
 
 /// How often the state is re-sent without a commit (expiries are not commits).
@@ -22,28 +22,37 @@ const TICK: Duration = Duration::from_secs(5);
 #[derive(Debug, Serialize)]
 pub struct State {
     pub mode: &'static str,
+    /// The session's uid, and whether it may only look (root in guarded mode).
+    pub uid: u32,
+    pub read_only: bool,
     pub passkeys: u32,
     pub now_ms: i64,
     pub requests: Vec<RequestView>,
     pub history: Vec<HistoryRow>,
 }
 
-/// The state now, read on the store thread.
-pub async fn snapshot(page: &Page) -> Result<State, DaemonError> {
+/// The state now as `v` may see it (their own requests and history, unless they see
+/// all), read on the store thread.
+pub async fn snapshot(page: &Page, v: Viewer) -> Result<State, DaemonError> {
     let l = page.ledger.clone();
+    let owner = (!v.all).then_some(v.uid);
     page.ledger
         .store
         .call(move || {
-            let requests = l.pending("")?.iter().map(RequestView::new).collect();
+            let requests = l
+                .pending("")?
+                .iter()
+                .filter(|p| owner.is_none() || p.raised_by_uid == owner)
+                .map(RequestView::new)
+                .collect();
             Ok(State {
-                mode: match l.mode() {
-                    tc_core::config::Mode::Personal => "personal",
-                    tc_core::config::Mode::Guarded => "guarded",
-                },
-                passkeys: passkeys::count(&l)?,
+                mode: l.mode().as_str(),
+                uid: v.uid,
+                read_only: v.read_only,
+                passkeys: passkeys::count(&l, v.uid)?,
                 now_ms: tc_core::now_ms(),
                 requests,
-                history: history::recent(&l)?,
+                history: history::recent(&l, owner)?,
             })
         })
         .await
@@ -51,7 +60,7 @@ pub async fn snapshot(page: &Page) -> Result<State, DaemonError> {
 
 /// The SSE response: a task sends the state into a small channel until the page goes
 /// away or tcd drains.
-pub fn feed(page: Arc<Page>) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+pub fn feed(page: Arc<Page>, v: Viewer) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let (tx, rx) = tokio::sync::mpsc::channel(2);
     tokio::spawn(async move {
         let mut committed = page.ledger.store.subscribe();
@@ -59,7 +68,7 @@ pub fn feed(page: Arc<Page>) -> Sse<impl Stream<Item = Result<Event, Infallible>
         let draining = page.draining.flipped();
         tokio::pin!(draining);
         loop {
-            let ev = match snapshot(&page).await {
+            let ev = match snapshot(&page, v).await {
                 Ok(s) => Event::default().event("state").json_data(&s).ok(),
                 Err(e) => {
                     tracing::warn!(error = %e, "approval page: reading the state failed");

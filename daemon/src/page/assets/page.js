@@ -62,8 +62,10 @@ async function addPasskey() {
         clientDataJSON: toB64u(c.response.clientDataJSON),
       },
     };
-    await post('/api/passkeys/finish', { credential, name });
-    say('passkey added', true);
+    const done = await post('/api/passkeys/finish', { credential, name });
+    say(done.confirm
+      ? 'passkey added: it approves nothing until you confirm it on your terminal: ' + done.confirm
+      : 'passkey added', true);
     refresh();
   } catch (e) {
     say('passkey not added: ' + e.message);
@@ -201,7 +203,7 @@ function render() {
     card.age.textContent = secs(now - r.raised_at_ms) + ' ago';
     card.left.textContent = status === 'pending' ? secs(r.expires_at_ms - now) : '—';
     card.reasonRow.textContent = r.reason || '—';
-    card.actions.hidden = status !== 'pending';
+    card.actions.hidden = status !== 'pending' || state.read_only;
     card.totp.hidden = !useTotp();
   }
   for (const [id, card] of cards) {

@@ -1,0 +1,109 @@
+//! The one-time links that open a page session: minted over the Unix socket (`OpenPage`,
+//! the peer's uid from `SO_PEERCRED`), spent once at `/open`, a minute to live. Stored
+//! as SHA-256 only, so the database never holds a live link.
+
+use rand::RngCore;
+use rusqlite::{params, OptionalExtension};
+use sha2::{Digest, Sha256};
+use tc_core::now_ms;
+
+use crate::error::DaemonError;
+use crate::ledger::Ledger;
+
+/// How long a link opens a session: long enough to click, short enough that one left in a
+/// scrollback is dead.
+pub const TTL_MS: i64 = 60 * 1000;
+/// Links outstanding per uid (the oldest go first): a human cannot fill the table for
+/// another.
+const MAX_PER_UID: i64 = 8;
+
+fn hash(token: &str) -> Vec<u8> {
+    Sha256::digest(token.as_bytes()).to_vec()
+}
+
+/// What a spent link opens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Opened {
+    pub uid: u32,
+    /// The request the page should show first, if the link named one.
+    pub request_id: Option<String>,
+}
+
+/// A new link token for `uid` and its expiry (runs on the store thread).
+pub fn mint(
+    l: &Ledger,
+    uid: u32,
+    request_id: Option<String>,
+) -> Result<(String, i64), DaemonError> {
+    let mut b = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut b);
+    let token = hex::encode(b);
+    let now = now_ms();
+    let exp = now + TTL_MS;
+    l.store.write(|tx, _| {
+        tx.execute("DELETE FROM page_links WHERE expires_at <= ?1", params![now])?;
+        tx.execute(
+            "DELETE FROM page_links WHERE uid = ?1 AND link_hash IN (SELECT link_hash FROM page_links
+             WHERE uid = ?1 ORDER BY expires_at DESC LIMIT -1 OFFSET ?2)",
+            params![uid, MAX_PER_UID - 1],
+        )?;
+        tx.execute(
+            "INSERT INTO page_links (link_hash, uid, request_id, expires_at) VALUES (?1, ?2, ?3, ?4)",
+            params![hash(&token), uid, request_id, exp],
+        )?;
+        Ok(Ok(()))
+    })?;
+    Ok((token, exp))
+}
+
+/// Spends `token`: what it opens when it was live (it is gone either way).
+pub fn spend(l: &Ledger, token: &str) -> Result<Option<Opened>, DaemonError> {
+    if token.len() != 64 || !token.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Ok(None);
+    }
+    let now = now_ms();
+    l.store.write(|tx, _| {
+        let row: Option<(u32, Option<String>, i64)> = tx
+            .query_row(
+                "DELETE FROM page_links WHERE link_hash = ?1 RETURNING uid, request_id, expires_at",
+                params![hash(token)],
+                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
+            )
+            .optional()?;
+        Ok(Ok(row
+            .filter(|(_, _, exp)| *exp > now)
+            .map(|(uid, request_id, _)| Opened { uid, request_id })))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_link_opens_once_for_its_uid() {
+        let (_dir, l) = crate::ledger::scratch();
+        let (t, exp) = mint(&l, 1000, Some("abcdefgh".into())).unwrap();
+        assert!(exp > now_ms());
+        assert_eq!(spend(&l, "0".repeat(64).as_str()).unwrap(), None);
+        assert_eq!(
+            spend(&l, &t).unwrap(),
+            Some(Opened {
+                uid: 1000,
+                request_id: Some("abcdefgh".into())
+            })
+        );
+        assert_eq!(spend(&l, &t).unwrap(), None, "single use");
+        assert_eq!(spend(&l, "not hex").unwrap(), None);
+    }
+
+    #[test]
+    fn one_uid_cannot_push_out_another_uids_links() {
+        let (_dir, l) = crate::ledger::scratch();
+        let (mine, _) = mint(&l, 1000, None).unwrap();
+        for _ in 0..3 * MAX_PER_UID {
+            mint(&l, 1001, None).unwrap();
+        }
+        assert_eq!(spend(&l, &mine).unwrap().map(|o| o.uid), Some(1000));
+    }
+}
