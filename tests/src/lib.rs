@@ -4,6 +4,8 @@
 
 pub mod bench;
 
+pub mod page;
+
 use std::ffi::OsString;
 use std::fs::File;
 use std::io::Write;

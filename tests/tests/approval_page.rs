@@ -9,8 +9,7 @@ mod support;
 #[path = "elicit/support.rs"]
 mod elicit;
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::TcpStream;
+use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
@@ -18,6 +17,7 @@ use base64::Engine;
 use elicit::*;
 use serde_json::{json, Value};
 use support::*;
+use tc_tests::page::{http, PageSession};
 
 /// The browser script, one JSON command per line.
 struct Browser {
@@ -124,6 +124,15 @@ fn refused_id(r: &Value, args: &Value) -> String {
     sc(r)["details"]["request_id"].as_str().unwrap().to_string()
 }
 
+/// A one-time link from `tcctl page --print` (it opens one session of this user).
+fn page_link(env: &Env) -> String {
+    let o = env.tcd.tcctl(&["page", "--print"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let link = String::from_utf8_lossy(&o.stdout).trim().to_string();
+    assert!(link.contains("/open?t="), "{link}");
+    link
+}
+
 /// `tcctl passkey add`'s code, registered on the page.
 fn register(env: &Env, b: &mut Browser) {
     let o = env.tcd.tcctl(&["passkey", "add"]);
@@ -175,37 +184,6 @@ fn shots() -> PathBuf {
     d
 }
 
-/// One raw HTTP/1.1 exchange on the page's port: (status, headers+body).
-fn http(port: u16, req: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.write_all(req.as_bytes()).unwrap();
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    let status = out
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (status, out)
-}
-
-/// A page session from a raw GET /: (cookie, CSRF token).
-fn raw_session(port: u16) -> (String, String) {
-    let (st, out) = http(
-        port,
-        &format!("GET / HTTP/1.1\r\nHost: localhost:{port}\r\nConnection: close\r\n\r\n"),
-    );
-    assert_eq!(st, 200, "{out}");
-    let cookie = out
-        .lines()
-        .find_map(|l| l.strip_prefix("set-cookie: "))
-        .and_then(|c| c.split(';').next())
-        .unwrap()
-        .to_string();
-    let csrf = out.split("name=\"tc-csrf\" content=\"").nth(1).unwrap()[..64].to_string();
-    (cookie, csrf)
-}
-
 fn raw_post(port: u16, host: &str, origin: &str, cookie: &str, csrf: &str, path: &str) -> u16 {
     let body = r#"{"reason":"raw"}"#;
     http(
@@ -222,8 +200,8 @@ fn raw_post(port: u16, host: &str, origin: &str, cookie: &str, csrf: &str, path:
 
 #[test]
 fn approve_on_the_page_runs_the_retry_once_and_decline_is_a_hard_stop() {
-    let (env, mut h, port) = started(None);
-    let mut b = Browser::open(&format!("http://localhost:{port}/"));
+    let (env, mut h, _) = started(None);
+    let mut b = Browser::open(&page_link(&env));
     register(&env, &mut b);
 
     // Raised while the page is open: it appears without a reload, with its details.
@@ -309,7 +287,7 @@ fn approve_on_the_page_runs_the_retry_once_and_decline_is_a_hard_stop() {
 #[test]
 fn forged_replayed_cross_origin_and_csrf_less_requests_approve_nothing() {
     let (env, mut h, port) = started(None);
-    let mut b = Browser::open(&format!("http://localhost:{port}/"));
+    let mut b = Browser::open(&page_link(&env));
     register(&env, &mut b);
     let a = refused_id(&h.call("write_file", write("a")), &write("a"));
     let bid = refused_id(&h.call("write_file", write("b")), &write("b"));
@@ -358,7 +336,7 @@ fn forged_replayed_cross_origin_and_csrf_less_requests_approve_nothing() {
     }
 
     // Outside the browser: a valid session, then a wrong Origin or Host is refused…
-    let (cookie, csrf) = raw_session(port);
+    let PageSession { cookie, csrf, .. } = PageSession::open(&page_link(&env));
     let host = format!("localhost:{port}");
     let origin = format!("http://{host}");
     let decline = format!("/api/requests/{bid}/decline");
@@ -399,8 +377,8 @@ fn forged_replayed_cross_origin_and_csrf_less_requests_approve_nothing() {
 
 #[test]
 fn a_request_that_expires_unanswered_shows_as_expired() {
-    let (env, mut h, port) = started(Some(2));
-    let mut b = Browser::open(&format!("http://localhost:{port}/"));
+    let (env, mut h, _) = started(Some(2));
+    let mut b = Browser::open(&page_link(&env));
     let id = refused_id(&h.call("write_file", write("e")), &write("e"));
     b.cmd(json!({"op": "waitRequest", "id": id}));
     let shown = b.cmd(json!({"op": "waitRequest", "id": id, "status": "expired"}));
@@ -409,4 +387,87 @@ fn a_request_that_expires_unanswered_shows_as_expired() {
         "an expired request offers Approve"
     );
     assert_eq!(status_of(&env, &id), "expired");
+}
+
+/// Without a session from a `tcctl page` link the page shows how to open it and nothing
+/// else: no request, argument or preview, no state, no decline; a link opens once, and a
+/// uid that is not tcd's cannot mint one.
+#[test]
+fn without_a_tcctl_page_session_the_page_shows_and_does_nothing() {
+    let (env, mut h, port) = started(None);
+    std::fs::write(env.root.join("note.txt"), "secret-before-7f3a").unwrap();
+    let id = refused_id(
+        &h.call("write_file", write("secret-after-9c1e")),
+        &write("secret-after-9c1e"),
+    );
+    let get = |path: &str| {
+        http(
+            port,
+            &format!("GET {path} HTTP/1.1\r\nHost: localhost:{port}\r\nConnection: close\r\n\r\n"),
+        )
+    };
+    for path in ["/", &format!("/requests/{id}"), "/api/state", "/api/events"] {
+        let (st, out) = get(path);
+        assert_eq!(st, 401, "{path}: {out}");
+        for secret in [
+            "secret-before-7f3a",
+            "secret-after-9c1e",
+            id.as_str(),
+            "set-cookie",
+        ] {
+            assert!(!out.contains(secret), "{path} shows {secret}: {out}");
+        }
+    }
+    assert!(
+        get("/").1.contains("tcctl page"),
+        "the shell says how to open the page"
+    );
+    // No session (or a made-up one): nothing is declined or approved.
+    let made_up = format!("tc_page={}", "ab".repeat(32));
+    for cookie in [None, Some(made_up.as_str())] {
+        for path in [
+            format!("/api/requests/{id}/decline"),
+            format!("/api/requests/{id}/approve/start"),
+            "/api/passkeys/start".to_string(),
+        ] {
+            let (st, v) = tc_tests::page::post(
+                port,
+                &path,
+                &json!({"reason": "x", "code": "x"}),
+                cookie,
+                Some(&"0".repeat(64)),
+            );
+            assert!(st == 401 || st == 403, "{path} with {cookie:?}: {st} {v}");
+        }
+    }
+    assert_eq!(status_of(&env, &id), "pending");
+
+    // A link opens one session, once; a forged or spent link opens none.
+    let link = page_link(&env);
+    let s = PageSession::open(&link);
+    let (st, _) = PageSession::try_open(&link).unwrap_err();
+    assert_eq!(st, 403, "a spent link");
+    let forged = format!("http://localhost:{port}/open?t={}", "0".repeat(64));
+    assert_eq!(PageSession::try_open(&forged).unwrap_err().0, 403);
+    let state = s.state();
+    assert_eq!(state["requests"][0]["id"], id.as_str(), "{state}");
+    assert!(state["requests"][0]["preview"]
+        .as_str()
+        .unwrap()
+        .contains("secret-after-9c1e"));
+
+    // Another uid cannot mint a link: tcd serves its own user only.
+    if let Some(mut c) = tc_tests::as_nobody() {
+        let o = c
+            .arg(tc_tests::bin("tcctl"))
+            .arg("--socket")
+            .arg(&env.tcd.socket)
+            .arg("--config")
+            .arg(&env.config)
+            .args(["page", "--print"])
+            .output()
+            .unwrap();
+        assert!(!o.status.success(), "nobody minted a page link");
+        assert!(!String::from_utf8_lossy(&o.stdout).contains("/open?t="));
+    }
 }

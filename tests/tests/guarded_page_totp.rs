@@ -163,24 +163,16 @@ struct Session {
 }
 
 impl Session {
-    fn open(port: u16) -> Session {
-        let (st, out) = http(
-            port,
-            &format!("GET / HTTP/1.1\r\nHost: localhost:{port}\r\nConnection: close\r\n\r\n"),
-        );
-        assert_eq!(st, 200, "{out}");
-        let cookie = out
-            .lines()
-            .find_map(|l| l.strip_prefix("set-cookie: "))
-            .and_then(|c| c.split(';').next())
-            .expect("a session cookie")
-            .to_string();
-        let csrf = out
-            .split("name=\"tc-csrf\" content=\"")
-            .nth(1)
-            .expect("the CSRF token in the page")[..64]
-            .to_string();
-        Session { port, cookie, csrf }
+    /// A session of the human, from the link `tcctl page` mints for them.
+    fn open(s: &Scene) -> Session {
+        let o = s.d.tcctl_as_human(&["page", "--print"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let p = tc_tests::page::PageSession::open(String::from_utf8_lossy(&o.stdout).trim());
+        Session {
+            port: p.port,
+            cookie: p.cookie,
+            csrf: p.csrf,
+        }
     }
 
     /// POST `/api/requests/{id}/approve/totp` with `code`, `host`, `origin` (None: no
@@ -260,7 +252,7 @@ fn the_page_approves_with_the_current_code_once() {
     let secret = s.enroll();
     let mut agent = s.agent();
     let id = refused_id(&agent.call_tool(1, "write_file", write("v1")));
-    let page = Session::open(s.port);
+    let page = Session::open(&s);
     let (port, right) = (s.port, right_code(&secret));
 
     // Not the page's own request: refused at the front door, the factor never consulted.

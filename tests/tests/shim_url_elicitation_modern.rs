@@ -9,8 +9,6 @@ mod support;
 #[path = "elicit/support.rs"]
 mod elicit;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::process::Output;
 
 use elicit::*;
@@ -91,41 +89,16 @@ fn status_of(env: &Env, id: &str) -> String {
         .unwrap_or_else(|| panic!("request {id} not listed"))
 }
 
-/// One raw HTTP/1.1 exchange with the page: (status, whole response).
-fn http(port: u16, req: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.write_all(req.as_bytes()).unwrap();
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    let status = out.split(' ').nth(1).and_then(|c| c.parse().ok());
-    (status.unwrap_or(0), out)
-}
-
-/// Declines request `id` on the page as a browser would: a session (cookie and CSRF token
-/// from GET /), then the POST with both, from the page's own origin.
-fn decline_on_the_page(port: u16, id: &str, reason: &str) {
-    let host = format!("localhost:{port}");
-    let (st, page) = http(
-        port,
-        &format!("GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
-    );
-    assert_eq!(st, 200, "{page}");
-    let cookie = page
-        .lines()
-        .find_map(|l| l.strip_prefix("set-cookie: "))
-        .and_then(|c| c.split(';').next())
-        .unwrap()
-        .to_string();
-    let csrf = &page.split("name=\"tc-csrf\" content=\"").nth(1).unwrap()[..64];
-    let body = json!({ "reason": reason }).to_string();
-    let (st, out) = http(
-        port,
-        &format!(
-            "POST /api/requests/{id}/decline HTTP/1.1\r\nHost: {host}\r\nOrigin: http://{host}\r\n\
-             Cookie: {cookie}\r\nx-tc-csrf: {csrf}\r\ncontent-type: application/json\r\n\
-             content-length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        ),
+/// Declines request `id` on the page as the human would: a session from the link
+/// `tcctl page` mints, then the POST with its cookie and CSRF token, from the page's own
+/// origin.
+fn decline_on_the_page(env: &Env, id: &str, reason: &str) {
+    let o = env.tcd.tcctl(&["page", "--print"]);
+    ok(&o);
+    let page = tc_tests::page::PageSession::open(String::from_utf8_lossy(&o.stdout).trim());
+    let (st, out) = page.post(
+        &format!("/api/requests/{id}/decline"),
+        &json!({ "reason": reason }),
     );
     assert_eq!(st, 200, "{out}");
 }
@@ -165,7 +138,7 @@ fn a_form_approve_sent_for_the_link_is_no_approval() {
     let (tag, id) = call_for_link(&mut h, port);
     h.answer(approve());
     assert_eq!(disk(&env, "note.txt").as_deref(), Some("v0"));
-    decline_on_the_page(port, &id, "not this file");
+    decline_on_the_page(&env, &id, "not this file");
     let r = h.result(&tag);
     assert_eq!(code(&r).as_deref(), Some("approval_declined"), "{r}");
     assert_eq!(disk(&env, "note.txt").as_deref(), Some("v0"));
@@ -177,7 +150,7 @@ fn page_decline_is_approval_declined_with_the_reason() {
     let (env, mut h) = started(Some(port), "modern", None);
     let (tag, id) = call_for_link(&mut h, port);
     h.answer(json!({"action": "accept"}));
-    decline_on_the_page(port, &id, "not on a Friday");
+    decline_on_the_page(&env, &id, "not on a Friday");
     let r = h.result(&tag);
     assert_eq!(code(&r).as_deref(), Some("approval_declined"), "{r}");
     let text = r["content"][0]["text"].as_str().unwrap();

@@ -1,0 +1,139 @@
+//! The approval page as a client sees it over raw HTTP/1.1 on loopback: one exchange, and
+//! a page session opened the only way there is, from a `tcctl page` link (the link's
+//! `/open` answers 303 with the session cookie; the shell then carries the CSRF token).
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+
+use serde_json::Value;
+
+/// One exchange on the page's `port`: (status, response head and body).
+pub fn http(port: u16, req: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect to the page");
+    s.write_all(req.as_bytes()).expect("send");
+    let mut out = String::new();
+    let _ = s.read_to_string(&mut out);
+    let status = out
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    (status, out)
+}
+
+/// The body of a response as JSON (Null when it is not).
+pub fn json_body(out: &str) -> Value {
+    out.split("\r\n\r\n")
+        .nth(1)
+        .and_then(|b| serde_json::from_str(b).ok())
+        .unwrap_or(Value::Null)
+}
+
+/// The port and path+query of a page link `http://localhost:PORT/open?t=…`.
+pub fn link_parts(link: &str) -> (u16, String) {
+    let rest = link
+        .trim()
+        .strip_prefix("http://localhost:")
+        .unwrap_or_else(|| panic!("not a page link: {link:?}"));
+    let (port, path) = rest.split_once('/').expect("a path");
+    (port.parse().expect("a port"), format!("/{path}"))
+}
+
+/// A page session: its cookie (`tc_page=…`) and CSRF token.
+#[derive(Debug, Clone)]
+pub struct PageSession {
+    pub port: u16,
+    pub cookie: String,
+    pub csrf: String,
+}
+
+impl PageSession {
+    /// Spends `link` (from `tcctl page --print`); panics unless it opens a session.
+    pub fn open(link: &str) -> PageSession {
+        Self::try_open(link)
+            .unwrap_or_else(|(st, out)| panic!("the link opened nothing ({st}):\n{out}"))
+    }
+
+    /// Spends `link`: the session, or the status and response it got instead.
+    pub fn try_open(link: &str) -> Result<PageSession, (u16, String)> {
+        let (port, path) = link_parts(link);
+        let host = format!("localhost:{port}");
+        let (st, out) = http(
+            port,
+            &format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
+        );
+        let cookie = out
+            .lines()
+            .find_map(|l| l.strip_prefix("set-cookie: "))
+            .and_then(|c| c.split(';').next())
+            .map(str::to_string);
+        let Some(cookie) = cookie.filter(|_| st == 303) else {
+            return Err((st, out));
+        };
+        let (st, shell) = http(
+            port,
+            &format!(
+                "GET / HTTP/1.1\r\nHost: {host}\r\nCookie: {cookie}\r\nConnection: close\r\n\r\n"
+            ),
+        );
+        assert_eq!(st, 200, "the session's shell: {shell}");
+        let csrf = shell
+            .split("name=\"tc-csrf\" content=\"")
+            .nth(1)
+            .expect("the CSRF token in the shell")[..64]
+            .to_string();
+        Ok(PageSession { port, cookie, csrf })
+    }
+
+    /// GET `path` with the session's cookie: (status, response).
+    pub fn get(&self, path: &str) -> (u16, String) {
+        http(
+            self.port,
+            &format!(
+                "GET {path} HTTP/1.1\r\nHost: localhost:{}\r\nCookie: {}\r\nConnection: close\r\n\r\n",
+                self.port, self.cookie
+            ),
+        )
+    }
+
+    /// The session's `/api/state` as JSON.
+    pub fn state(&self) -> Value {
+        let (st, out) = self.get("/api/state");
+        assert_eq!(st, 200, "{out}");
+        json_body(&out)
+    }
+
+    /// POST `path` with `body` as the page's own script would (Host, Origin, cookie and
+    /// CSRF token): (status, JSON body).
+    pub fn post(&self, path: &str, body: &Value) -> (u16, Value) {
+        post(self.port, path, body, Some(&self.cookie), Some(&self.csrf))
+    }
+}
+
+/// A POST from the page's own origin with whatever cookie and CSRF token are given (an
+/// outsider has none): (status, JSON body).
+pub fn post(
+    port: u16,
+    path: &str,
+    body: &Value,
+    cookie: Option<&str>,
+    csrf: Option<&str>,
+) -> (u16, Value) {
+    let body = body.to_string();
+    let host = format!("localhost:{port}");
+    let cookie = cookie
+        .map(|c| format!("Cookie: {c}\r\n"))
+        .unwrap_or_default();
+    let csrf = csrf
+        .map(|c| format!("x-tc-csrf: {c}\r\n"))
+        .unwrap_or_default();
+    let (st, out) = http(
+        port,
+        &format!(
+            "POST {path} HTTP/1.1\r\nHost: {host}\r\nOrigin: http://{host}\r\n{cookie}{csrf}\
+             content-type: application/json\r\ncontent-length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        ),
+    );
+    (st, json_body(&out))
+}
