@@ -70,6 +70,8 @@ fn one_session_over_connections_on_every_worker_thread() {
     let mut env = fs_vault("", None);
     env.start_tcd();
     let mut front = Front::start_with(&env, "fs", &[("TC_HTTP_WORKERS", "3")]);
+    // `start_with` returned once the port took a connection, and the front opens it only
+    // once every thread is running (named) and serving.
     let threads = thread_names(front.pid());
     for t in ["tc-http-1", "tc-http-2"] {
         assert!(threads.iter().any(|n| n == t), "no thread {t}: {threads:?}");

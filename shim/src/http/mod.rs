@@ -156,10 +156,10 @@ pub async fn serve(s: Setup) -> anyhow::Result<i32> {
         tcd: Some(tcd),
     })
     .await?;
-    let listener = tokio::net::TcpListener::bind(s.addr)
-        .await
-        .with_context(|| format!("cannot listen on {}", s.addr))?;
-    let addr = listener.local_addr()?;
+    // Bound now (the port is ours, and its address known to the front door) but not yet
+    // listening: a client's connect is refused until every thread can serve it.
+    let socket = bind(s.addr).with_context(|| format!("cannot listen on {}", s.addr))?;
+    let addr = socket.local_addr()?;
     let remote = matches!(s.downstream, Downstream::Remote(..));
     let table = Arc::new(Table::new(
         s.front.session_cap(remote),
@@ -201,6 +201,12 @@ pub async fn serve(s: Setup) -> anyhow::Result<i32> {
             front_door,
         ))
         .with_state(front);
+    let threads = workers::start(addr, app, s.workers)
+        .await
+        .context("HTTP front")?;
+    let listener = socket
+        .listen(LISTEN_BACKLOG)
+        .with_context(|| format!("cannot listen on {addr}"))?;
     eprintln!(
         "tc-shim: serving over Streamable HTTP at http://{addr}/mcp (auth: {:?})",
         s.front.auth.mode
@@ -215,11 +221,25 @@ pub async fn serve(s: Setup) -> anyhow::Result<i32> {
             table.close_all();
         }
     };
-    workers::serve(listener, app, s.workers, stop)
-        .await
-        .context("HTTP front")?;
+    threads.serve(listener, stop).await.context("HTTP front")?;
     table.close_all();
     Ok(0)
+}
+
+/// Pending connections the kernel holds for the accept loop (as `TcpListener::bind`).
+const LISTEN_BACKLOG: u32 = 1024;
+
+/// A TCP socket bound to `addr`, not listening yet; `SO_REUSEADDR` as
+/// `TcpListener::bind` sets it (a restart need not wait out `TIME_WAIT`).
+fn bind(addr: SocketAddr) -> std::io::Result<tokio::net::TcpSocket> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    Ok(socket)
 }
 
 /// Every route: a foreign `Host`/`Origin` (DNS rebinding) is 403.

@@ -23,81 +23,134 @@ const DRAIN_FOR: Duration = Duration::from_secs(5);
 /// A connection the accept loop took, on its way to the thread that serves it.
 type Handed = (std::net::TcpStream, SocketAddr);
 
-/// Serves `app` on `listener` with `n` threads (this one included) until `stop` resolves,
-/// then lets every connection finish its answer, as `axum::serve`'s graceful shutdown
-/// does, for at most [`DRAIN_FOR`].
-pub async fn serve(
-    mut listener: TcpListener,
-    app: Router,
-    n: usize,
-    stop: impl std::future::Future<Output = ()>,
-) -> anyhow::Result<()> {
-    let addr = listener.local_addr()?;
+/// The threads serving connections, every one of them running: [`start`] returns only
+/// once each has its runtime going on its own named thread, so the front can open its
+/// port (and say it is serving) knowing every thread is there to take a connection.
+pub struct Threads {
+    /// Where to hand each thread its connections; this one's first.
+    hands: Vec<mpsc::UnboundedSender<Handed>>,
+    /// This thread's share, a task on the caller's runtime.
+    own: tokio::task::JoinHandle<()>,
+    /// What ends when each other thread has served its last connection.
+    ended: Vec<oneshot::Receiver<()>>,
+    stopping: watch::Sender<bool>,
+}
+
+/// Starts `n` threads (this one included) serving `app` for a listener on `addr`, and
+/// waits until every one is running.
+pub async fn start(addr: SocketAddr, app: Router, n: usize) -> anyhow::Result<Threads> {
     let (stopping, stopped) = watch::channel(false);
     let (tx, rx) = mpsc::unbounded_channel();
     let own = tokio::spawn(serve_handed(rx, addr, app.clone(), stopped.clone()));
     let mut hands = vec![tx];
     let mut ended = Vec::with_capacity(n);
+    let mut running = Vec::with_capacity(n);
     for k in 1..n {
-        let (tx, end) = start_thread(k, addr, app.clone(), stopped.clone())?;
-        hands.push(tx);
-        ended.push(end);
+        let t = start_thread(k, addr, app.clone(), stopped.clone())?;
+        hands.push(t.hand);
+        ended.push(t.ended);
+        running.push((k, t.running));
     }
-    let mut stop = std::pin::pin!(stop);
-    let mut next = 0usize;
-    loop {
-        // axum's accept: a connection that failed before it was taken is skipped, and
-        // any other error (out of file descriptors) pauses accepting for a second.
-        let (tcp, peer) = tokio::select! {
-            c = Listener::accept(&mut listener) => c,
-            _ = &mut stop => break,
-        };
-        match tcp.into_std() {
-            Ok(s) => anyhow::ensure!(
-                hand((s, peer), &hands, &mut next),
-                "every thread serving HTTP connections has stopped"
-            ),
-            Err(e) => tracing::warn!("HTTP front: could not hand over a connection: {e}"),
-        }
+    for (k, r) in running {
+        r.await.map_err(|_| {
+            anyhow::anyhow!("thread tc-http-{k} ended before it could serve connections")
+        })?;
     }
-    drop(listener);
-    drop(hands);
-    let _ = stopping.send(true);
-    let drained = async {
-        let _ = own.await;
-        for end in ended {
-            let _ = end.await;
-        }
-    };
-    if tokio::time::timeout(DRAIN_FOR, drained).await.is_err() {
-        tracing::warn!(
-            "HTTP front: connections still open {DRAIN_FOR:?} after the stop; ending anyway"
-        );
-    }
-    Ok(())
+    Ok(Threads {
+        hands,
+        own,
+        ended,
+        stopping,
+    })
 }
 
-/// Starts thread `k` with a runtime of its own: where to hand it connections, and what
-/// ends when it has served its last. The runtime is built here, so one that cannot start
-/// fails `serve` rather than one connection in n.
+impl Threads {
+    /// Serves the connections `listener` takes until `stop` resolves, then lets every
+    /// connection finish its answer, as `axum::serve`'s graceful shutdown does, for at
+    /// most [`DRAIN_FOR`].
+    pub async fn serve(
+        self,
+        mut listener: TcpListener,
+        stop: impl std::future::Future<Output = ()>,
+    ) -> anyhow::Result<()> {
+        let Threads {
+            hands,
+            own,
+            ended,
+            stopping,
+        } = self;
+        let mut stop = std::pin::pin!(stop);
+        let mut next = 0usize;
+        loop {
+            // axum's accept: a connection that failed before it was taken is skipped, and
+            // any other error (out of file descriptors) pauses accepting for a second.
+            let (tcp, peer) = tokio::select! {
+                c = Listener::accept(&mut listener) => c,
+                _ = &mut stop => break,
+            };
+            match tcp.into_std() {
+                Ok(s) => anyhow::ensure!(
+                    hand((s, peer), &hands, &mut next),
+                    "every thread serving HTTP connections has stopped"
+                ),
+                Err(e) => tracing::warn!("HTTP front: could not hand over a connection: {e}"),
+            }
+        }
+        drop(listener);
+        drop(hands);
+        let _ = stopping.send(true);
+        let drained = async {
+            let _ = own.await;
+            for end in ended {
+                let _ = end.await;
+            }
+        };
+        if tokio::time::timeout(DRAIN_FOR, drained).await.is_err() {
+            tracing::warn!(
+                "HTTP front: connections still open {DRAIN_FOR:?} after the stop; ending anyway"
+            );
+        }
+        Ok(())
+    }
+}
+
+/// One started thread: where to hand it connections (queued until it takes them), what
+/// resolves once its runtime runs on it (the thread named and about to take its queue),
+/// and what ends when it has served its last.
+struct Started {
+    hand: mpsc::UnboundedSender<Handed>,
+    running: oneshot::Receiver<()>,
+    ended: oneshot::Receiver<()>,
+}
+
+/// Starts thread `k` with a runtime of its own. The runtime is built here, so one that
+/// cannot start fails the front rather than one connection in n.
 fn start_thread(
     k: usize,
     addr: SocketAddr,
     app: Router,
     stopped: watch::Receiver<bool>,
-) -> anyhow::Result<(mpsc::UnboundedSender<Handed>, oneshot::Receiver<()>)> {
-    let (tx, rx) = mpsc::unbounded_channel();
-    let (done, end) = oneshot::channel::<()>();
+) -> anyhow::Result<Started> {
+    let (hand, rx) = mpsc::unbounded_channel();
+    let (up, running) = oneshot::channel::<()>();
+    let (done, ended) = oneshot::channel::<()>();
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
     std::thread::Builder::new()
         .name(format!("tc-http-{k}"))
         .spawn(move || {
-            rt.block_on(serve_handed(rx, addr, app, stopped));
+            rt.block_on(async move {
+                let _ = up.send(());
+                serve_handed(rx, addr, app, stopped).await
+            });
             drop(done);
         })?;
-    Ok((tx, end))
+    Ok(Started {
+        hand,
+        running,
+        ended,
+    })
 }
 
 /// Hands a connection to the next thread, round robin: callers are spread over the
