@@ -53,6 +53,20 @@ impl Desktop {
         link: Option<&str>,
     ) -> Result<(), String> {
         let (title, body) = content(p, link, self.markup);
+        self.show(&title, &body).await
+    }
+
+    /// Shows a notice that is not a request (a passkey registered), from escaped text.
+    pub async fn notice(&mut self, title: &str, body: &str) -> Result<(), String> {
+        let body = if self.markup {
+            markup_escape(body)
+        } else {
+            body.to_string()
+        };
+        self.show(title, &body).await
+    }
+
+    async fn show(&mut self, title: &str, body: &str) -> Result<(), String> {
         let actions: Vec<&str> = Vec::new();
         let hints: HashMap<&str, Value<'_>> = HashMap::new();
         self.conn
@@ -65,8 +79,8 @@ impl Desktop {
                     "tcctl",
                     0u32,
                     "dialog-question",
-                    title.as_str(),
-                    body.as_str(),
+                    title,
+                    body,
                     actions,
                     hints,
                     -1i32,

@@ -32,6 +32,8 @@ pub struct Follower {
     /// Pending at start, oldest first, not yet yielded.
     queue: Vec<v1::PendingRequest>,
     ttl_ms: i64,
+    /// When following began: passkey events before it are history, not news.
+    started_ms: i64,
 }
 
 /// What the follower saw.
@@ -39,6 +41,9 @@ pub enum Seen {
     Raised(Box<v1::PendingRequest>),
     /// A request already yielded was approved, declined or expired (`kind`, `id`).
     Ended(String, String),
+    /// A passkey was registered, confirmed or removed since the follower started: the
+    /// line that says so (escaped).
+    Passkey(String),
 }
 
 impl Follower {
@@ -73,6 +78,7 @@ impl Follower {
             yielded: HashSet::new(),
             queue: Vec::new(),
             ttl_ms,
+            started_ms: now_ms(),
         };
         f.refresh().await?;
         let mut waiting: Vec<_> = f
@@ -123,6 +129,11 @@ impl Follower {
             }
             let detail: serde_json::Value =
                 serde_json::from_str(&e.detail_json).unwrap_or_default();
+            if e.at_ms >= self.started_ms {
+                if let Some(line) = passkey_line(&e.kind, &detail) {
+                    return Ok(Some(Seen::Passkey(line)));
+                }
+            }
             let Some(id) = detail.get("request_id").and_then(|v| v.as_str()) else {
                 continue;
             };
@@ -166,6 +177,36 @@ impl Follower {
             .filter(|p| p.status == "pending")
             .cloned())
     }
+}
+
+/// What `tcctl watch` says of a passkey event (a registration the human did not make is
+/// how an agent with a leaked code would show itself); `None` for other kinds.
+pub fn passkey_line(kind: &str, d: &serde_json::Value) -> Option<String> {
+    let what = match kind {
+        events::PASSKEY_ADDED => "registered on the page",
+        events::PASSKEY_CONFIRMED => "confirmed: it now approves on the page",
+        events::PASSKEY_REMOVED => "removed",
+        _ => return None,
+    };
+    let cred = d.get("credential").and_then(|v| v.as_str()).unwrap_or("?");
+    let short = &cred[..cred.len().min(16)];
+    let name = d.get("name").and_then(|v| v.as_str()).unwrap_or("");
+    let mut line = format!(
+        "passkey {} {}{what}",
+        escape(short),
+        if name.is_empty() {
+            String::new()
+        } else {
+            format!("({}) ", escape(name))
+        }
+    );
+    if kind == events::PASSKEY_ADDED {
+        line.push_str(&format!(
+            "; if that was not you: tcctl passkey remove {}",
+            escape(short)
+        ));
+    }
+    Some(line)
 }
 
 fn now_ms() -> i64 {
@@ -226,7 +267,9 @@ pub async fn pending_watch(
 ) -> Result<(), CliError> {
     let mut f = Follower::start(&socket, vault).await?;
     while let Some(seen) = f.next().await? {
-        if let Seen::Raised(p) = seen {
+        if let Seen::Passkey(line) = seen {
+            eprintln!("tcctl: {line}");
+        } else if let Seen::Raised(p) = seen {
             let link = page_link(listen.as_deref(), &p.request_id);
             if !out(&json_line(&p, link.as_deref())) {
                 return Ok(());
@@ -282,6 +325,16 @@ pub async fn watch(socket: Target, terminal: bool, listen: Option<String>) -> Re
                 }
             }
             Seen::Ended(..) => {}
+            Seen::Passkey(line) => {
+                if let Some(d) = desktop.as_mut() {
+                    if d.notice("tc: a passkey changed", &line).await.is_ok() {
+                        continue;
+                    }
+                }
+                if !out(&line) {
+                    return Ok(());
+                }
+            }
         }
     }
     Err(stopped(&socket))
@@ -310,6 +363,16 @@ mod tests {
         assert_eq!(page_link(None, "k3x9"), None);
         assert_eq!(page_link(Some("127.0.0.1:7777"), "a/b"), None);
         assert_eq!(page_link(Some("nowhere"), "k3x9"), None);
+    }
+
+    #[test]
+    fn passkey_events_are_announced_escaped() {
+        let d = serde_json::json!({"credential": "0123456789abcdef0123", "name": "k\u{1b}[2J"});
+        let l = passkey_line(events::PASSKEY_ADDED, &d).unwrap();
+        assert!(l.starts_with("passkey 0123456789abcdef (k"), "{l}");
+        assert!(l.contains("tcctl passkey remove 0123456789abcdef"), "{l}");
+        assert!(!l.contains('\u{1b}'), "{l}");
+        assert_eq!(passkey_line(events::REQUESTED, &d), None);
     }
 
     #[test]
