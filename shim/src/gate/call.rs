@@ -39,6 +39,8 @@ pub(super) struct Judged {
     pub(super) applies: bool,
     /// The server declares the tool read-only.
     pub(super) read_only: bool,
+    /// The definition it was judged by (None: the server did not list it).
+    pub(super) def: Option<Arc<Value>>,
 }
 
 impl Shim {
@@ -160,6 +162,7 @@ impl Shim {
             None => false,
         };
         let read_only = policy::is_read_only(def);
+        let def = tool.map(|t| t.def);
         Some(Judged {
             name,
             args,
@@ -167,6 +170,7 @@ impl Shim {
             paths,
             applies,
             read_only,
+            def,
         })
     }
 

@@ -102,6 +102,11 @@ impl Shim {
                 return false;
             }
         }
+        if m == "notifications/tools/list_changed" {
+            // As on the fast path: a line it refused (a member named twice) still tells the
+            // client to re-list, so the cache must not outlive it.
+            self.lock().tools = None;
+        }
         if m == roots::LIST {
             // Answered here, never asked of the client (roots.rs).
             if let Some(id) = id {
