@@ -136,12 +136,15 @@ fn event(kind: &'static str, owner: u32, detail: serde_json::Value) -> NewEvent 
     }
 }
 
+/// A passkey found by prefix: credential id, owner, active.
+type Found = (String, Option<u32>, bool);
+
 /// The one passkey `prefix` names among those `who` may manage (root: all).
 fn find(
     tx: &Connection,
     prefix: &str,
     who: u32,
-) -> Result<Result<(String, Option<u32>, bool), DaemonError>, DaemonError> {
+) -> Result<Result<Found, DaemonError>, DaemonError> {
     let prefix = prefix.trim().to_ascii_lowercase();
     if prefix.len() < MIN_PREFIX || !prefix.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Ok(Err(DaemonError::refused(
@@ -153,7 +156,7 @@ fn find(
         "SELECT cred_id, owner_uid, active FROM passkeys
          WHERE substr(cred_id, 1, length(?1)) = ?1 AND (?2 = 0 OR owner_uid = ?2) LIMIT 2",
     )?;
-    let rows: Vec<(String, Option<u32>, bool)> = st
+    let rows: Vec<Found> = st
         .query_map(params![prefix, who], |r| {
             Ok((r.get(0)?, r.get(1)?, r.get(2)?))
         })?
