@@ -137,3 +137,45 @@ pub fn post(
     );
     (st, json_body(&out))
 }
+
+impl PageSession {
+    /// Opens the session's `/api/events` stream and reads it until its first event is
+    /// complete (or 10 s pass, or the server closes): (status, all that was read).
+    pub fn first_event(&self) -> (u16, String) {
+        let port = self.port;
+        let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect to the page");
+        s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+            .expect("read timeout");
+        s.write_all(
+            format!(
+                "GET /api/events HTTP/1.1\r\nHost: localhost:{port}\r\nCookie: {}\r\n\
+                 Accept: text/event-stream\r\nConnection: close\r\n\r\n",
+                self.cookie
+            )
+            .as_bytes(),
+        )
+        .expect("send");
+        let (mut buf, mut chunk) = (Vec::new(), [0u8; 8192]);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while std::time::Instant::now() < deadline {
+            match s.read(&mut chunk) {
+                Ok(0) | Err(_) => break,
+                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            }
+            let text = String::from_utf8_lossy(&buf);
+            let done = text
+                .split_once("\ndata:")
+                .is_some_and(|(_, rest)| rest.contains("\n\n"));
+            if done {
+                break;
+            }
+        }
+        let out = String::from_utf8_lossy(&buf).into_owned();
+        let status = out
+            .split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        (status, out)
+    }
+}

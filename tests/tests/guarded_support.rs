@@ -15,6 +15,8 @@ pub use tc_tests::{bin, chmod};
 pub const DAEMON: &str = "tcdtest";
 /// A human listed in `[guarded] humans`.
 pub const HUMAN: &str = "tchuman";
+/// A second human, listed only by [`Deployment::start_two_humans`] (guarded_isolation.rs).
+pub const HUMAN2: &str = "tchuman2";
 /// A uid that is not.
 pub const OTHER: &str = "tcother";
 
@@ -153,6 +155,7 @@ pub fn in_namespace(name: &str) -> bool {
     }
     user(DAEMON);
     user(HUMAN);
+    user(HUMAN2);
     user(OTHER);
     let exe = std::env::current_exe().expect("current_exe");
     let out = Command::new("unshare")
@@ -329,34 +332,58 @@ pub struct Deployment {
     pub daemon: User,
     pub human: User,
     pub other: User,
+    /// [`HUMAN2`]: one of the humans only when started by [`Deployment::start_two_humans`].
+    pub human2: User,
     /// The human's `HOME` (theirs, 0700); their own config goes in `.config/tc/`.
     pub home: PathBuf,
+    /// [`HUMAN2`]'s `HOME`.
+    pub home2: PathBuf,
     /// `OTHER`'s `HOME`.
     pub other_home: PathBuf,
 }
 
 /// The system config's head: guarded, the test users.
 pub fn system_head() -> String {
+    system_head_for(&[HUMAN])
+}
+
+/// The system config's head with `humans` as `[guarded] humans`.
+pub fn system_head_for(humans: &[&str]) -> String {
+    let humans: Vec<String> = humans.iter().map(|h| format!("\"{h}\"")).collect();
     format!(
-        "[daemon]\nmode = \"guarded\"\n[guarded]\ndaemon_user = \"{DAEMON}\"\nhumans = [\"{HUMAN}\"]\n"
+        "[daemon]\nmode = \"guarded\"\n[guarded]\ndaemon_user = \"{DAEMON}\"\nhumans = [{}]\n",
+        humans.join(", ")
     )
 }
 
 impl Deployment {
     /// Writes /etc/tc/config.toml = [`system_head`] + `vaults`, starts tcd.
     pub fn start(vaults: &str) -> Deployment {
+        Self::start_for(&[HUMAN], vaults)
+    }
+
+    /// As [`Deployment::start`], with [`HUMAN`] and [`HUMAN2`] both humans.
+    pub fn start_two_humans(vaults: &str) -> Deployment {
+        Self::start_for(&[HUMAN, HUMAN2], vaults)
+    }
+
+    fn start_for(humans: &[&str], vaults: &str) -> Deployment {
         let tmp = open_tempdir();
         let (daemon, human, other) = (user(DAEMON), user(HUMAN), user(OTHER));
+        let human2 = user(HUMAN2);
         let home = owned_dir(tmp.path(), "home-human", &human, 0o700);
+        let home2 = owned_dir(tmp.path(), "home-human2", &human2, 0o700);
         let other_home = owned_dir(tmp.path(), "home-other", &other, 0o700);
-        write_system_config(&format!("{}{vaults}", system_head()));
+        write_system_config(&format!("{}{vaults}", system_head_for(humans)));
         let mut d = Deployment {
             tcd: None,
             tmp,
             daemon,
             human,
             other,
+            human2,
             home,
+            home2,
             other_home,
         };
         d.start_tcd();
@@ -385,7 +412,18 @@ impl Deployment {
     /// The argv of a `tc-shim serve VAULT FLAGS…` run as the human (as the agent's editor
     /// would start it), clean of tc's variables, with `extra_env` (`NAME=value`).
     pub fn shim_argv(&self, vault: &str, extra_env: &[String], flags: &[&str]) -> Vec<String> {
-        let h = &self.human;
+        self.shim_argv_as(&self.human, &self.home, vault, extra_env, flags)
+    }
+
+    /// [`Deployment::shim_argv`] as `h`, with `HOME` = `home`.
+    pub fn shim_argv_as(
+        &self,
+        h: &User,
+        home: &Path,
+        vault: &str,
+        extra_env: &[String],
+        flags: &[&str],
+    ) -> Vec<String> {
         let mut v: Vec<String> = vec![
             "setpriv".into(),
             format!("--reuid={}", h.uid),
@@ -402,7 +440,7 @@ impl Deployment {
         ] {
             v.extend(["-u".into(), var.into()]);
         }
-        v.push(format!("HOME={}", self.home.display()));
+        v.push(format!("HOME={}", home.display()));
         v.extend(extra_env.iter().cloned());
         v.extend([
             bin("tc-shim").display().to_string(),
@@ -415,7 +453,12 @@ impl Deployment {
 
     /// `tcctl args` as the human.
     pub fn tcctl_as_human(&self, args: &[&str]) -> Output {
-        let mut c = as_user(&self.human, &self.home, bin("tcctl"));
+        self.tcctl_as(&self.human, &self.home, args)
+    }
+
+    /// `tcctl args` as `u`, with `HOME` = `home`.
+    pub fn tcctl_as(&self, u: &User, home: &Path, args: &[&str]) -> Output {
+        let mut c = as_user(u, home, bin("tcctl"));
         c.args(args);
         run(c)
     }
