@@ -22,7 +22,7 @@ use guarded::{as_user, clean_env, in_namespace, owned_dir, run, text, Deployment
 use pty_support::{away_from_a_step_edge, base32_decode, right_code, step_now, totp, Pty};
 use serde_json::{json, Value};
 use support::{bin, code, filesystem_server, peers, sc, workspace, RawClient};
-use tc_tests::page::{http, PageSession};
+use tc_tests::page::{http, link_parts, PageSession};
 
 const PYTHON: &str = "/usr/bin/python3";
 /// What human 1's 0600 file holds: shown in human 1's preview, and nowhere else.
@@ -490,6 +490,20 @@ fn nobody_else_opening_sessions_evicts_the_humans_session() {
     let mut agent = s.agent(s.h1());
     let args = write("note.txt", "v1");
     let id = refused_id(&agent.call_tool(1, "write_file", args.clone()));
+    // A link opens a session once, as an HttpOnly SameSite=Strict cookie.
+    let (port, path) = link_parts(&s.link(s.h1()));
+    let (st, out) = http(
+        port,
+        &format!("GET {path} HTTP/1.1\r\nHost: localhost:{port}\r\nConnection: close\r\n\r\n"),
+    );
+    assert_eq!(st, 303, "{out}");
+    let cookie = out
+        .lines()
+        .find(|l| l.to_ascii_lowercase().starts_with("set-cookie:"))
+        .unwrap_or_else(|| panic!("no cookie: {out}"));
+    for attr in ["tc_page=", "HttpOnly", "SameSite=Strict"] {
+        assert!(cookie.contains(attr), "{attr}: {cookie}");
+    }
     let mine = s.session(s.h1());
     // A link of the human's, not yet spent while the others mint theirs.
     let outstanding = s.link(s.h1());
@@ -550,7 +564,7 @@ fn nobody_else_opening_sessions_evicts_the_humans_session() {
     let (st, _) = mine.get("/api/state");
     assert_eq!(st, 401);
     assert_eq!(second.state()["uid"], s.d.human.uid);
-    assert_eq!(s.events("tc.page.opened").len(), 1 + 20 + 1 + 7);
+    assert_eq!(s.events("tc.page.opened").len(), 2 + 20 + 1 + 7);
 }
 
 /// The identical call raised by two humans' agents is two requests: each human approves
