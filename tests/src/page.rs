@@ -1,15 +1,37 @@
 //! The approval page as a client sees it over raw HTTP/1.1 on loopback: one exchange, and
 //! a page session opened the only way there is, from a `tcctl page` link (the link's
 //! `/open` answers 303 with the session cookie; the shell then carries the CSRF token).
+//!
+//! tcd honours a link or a session only from a socket of its own uid. A root test acts
+//! as a human by creating the socket under that human's fsuid: the kernel records the
+//! creating thread's fsuid as the socket's owner (what `/proc/net/tcp` shows tcd), and
+//! `setfsuid` changes only the calling thread.
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 
 use serde_json::Value;
 
+/// A loopback connection to the page's `port` from a socket owned by `uid` (None: this
+/// process's own uid).
+pub fn connect_as(port: u16, uid: Option<u32>) -> TcpStream {
+    let Some(uid) = uid else {
+        return TcpStream::connect(("127.0.0.1", port)).expect("connect to the page");
+    };
+    let before = nix::unistd::setfsuid(nix::unistd::Uid::from_raw(uid));
+    let s = TcpStream::connect(("127.0.0.1", port));
+    nix::unistd::setfsuid(before);
+    s.expect("connect to the page")
+}
+
 /// One exchange on the page's `port`: (status, response head and body).
 pub fn http(port: u16, req: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect to the page");
+    http_as(port, None, req)
+}
+
+/// [`http`] from a socket owned by `uid`.
+pub fn http_as(port: u16, uid: Option<u32>, req: &str) -> (u16, String) {
+    let mut s = connect_as(port, uid);
     s.write_all(req.as_bytes()).expect("send");
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);
@@ -45,21 +67,35 @@ pub struct PageSession {
     pub port: u16,
     pub cookie: String,
     pub csrf: String,
+    /// The uid its connections come from (None: this process's).
+    pub uid: Option<u32>,
 }
 
 impl PageSession {
     /// Spends `link` (from `tcctl page --print`); panics unless it opens a session.
     pub fn open(link: &str) -> PageSession {
-        Self::try_open(link)
+        Self::open_as(link, None)
+    }
+
+    /// [`PageSession::open`] from sockets owned by `uid` (the link's minter, for a
+    /// session that works).
+    pub fn open_as(link: &str, uid: Option<u32>) -> PageSession {
+        Self::try_open_as(link, uid)
             .unwrap_or_else(|(st, out)| panic!("the link opened nothing ({st}):\n{out}"))
     }
 
     /// Spends `link`: the session, or the status and response it got instead.
     pub fn try_open(link: &str) -> Result<PageSession, (u16, String)> {
+        Self::try_open_as(link, None)
+    }
+
+    /// [`PageSession::try_open`] from sockets owned by `uid`.
+    pub fn try_open_as(link: &str, uid: Option<u32>) -> Result<PageSession, (u16, String)> {
         let (port, path) = link_parts(link);
         let host = format!("localhost:{port}");
-        let (st, out) = http(
+        let (st, out) = http_as(
             port,
+            uid,
             &format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"),
         );
         let cookie = out
@@ -70,8 +106,9 @@ impl PageSession {
         let Some(cookie) = cookie.filter(|_| st == 303) else {
             return Err((st, out));
         };
-        let (st, shell) = http(
+        let (st, shell) = http_as(
             port,
+            uid,
             &format!(
                 "GET / HTTP/1.1\r\nHost: {host}\r\nCookie: {cookie}\r\nConnection: close\r\n\r\n"
             ),
@@ -82,13 +119,19 @@ impl PageSession {
             .nth(1)
             .expect("the CSRF token in the shell")[..64]
             .to_string();
-        Ok(PageSession { port, cookie, csrf })
+        Ok(PageSession {
+            port,
+            cookie,
+            csrf,
+            uid,
+        })
     }
 
     /// GET `path` with the session's cookie: (status, response).
     pub fn get(&self, path: &str) -> (u16, String) {
-        http(
+        http_as(
             self.port,
+            self.uid,
             &format!(
                 "GET {path} HTTP/1.1\r\nHost: localhost:{}\r\nCookie: {}\r\nConnection: close\r\n\r\n",
                 self.port, self.cookie
@@ -106,7 +149,14 @@ impl PageSession {
     /// POST `path` with `body` as the page's own script would (Host, Origin, cookie and
     /// CSRF token): (status, JSON body).
     pub fn post(&self, path: &str, body: &Value) -> (u16, Value) {
-        post(self.port, path, body, Some(&self.cookie), Some(&self.csrf))
+        post_as(
+            self.port,
+            self.uid,
+            path,
+            body,
+            Some(&self.cookie),
+            Some(&self.csrf),
+        )
     }
 }
 
@@ -114,6 +164,18 @@ impl PageSession {
 /// outsider has none): (status, JSON body).
 pub fn post(
     port: u16,
+    path: &str,
+    body: &Value,
+    cookie: Option<&str>,
+    csrf: Option<&str>,
+) -> (u16, Value) {
+    post_as(port, None, path, body, cookie, csrf)
+}
+
+/// [`post`] from a socket owned by `uid`.
+pub fn post_as(
+    port: u16,
+    uid: Option<u32>,
     path: &str,
     body: &Value,
     cookie: Option<&str>,
@@ -127,8 +189,9 @@ pub fn post(
     let csrf = csrf
         .map(|c| format!("x-tc-csrf: {c}\r\n"))
         .unwrap_or_default();
-    let (st, out) = http(
+    let (st, out) = http_as(
         port,
+        uid,
         &format!(
             "POST {path} HTTP/1.1\r\nHost: {host}\r\nOrigin: http://{host}\r\n{cookie}{csrf}\
              content-type: application/json\r\ncontent-length: {}\r\nConnection: close\r\n\r\n{body}",
@@ -143,7 +206,7 @@ impl PageSession {
     /// complete (or 10 s pass, or the server closes): (status, all that was read).
     pub fn first_event(&self) -> (u16, String) {
         let port = self.port;
-        let mut s = TcpStream::connect(("127.0.0.1", port)).expect("connect to the page");
+        let mut s = connect_as(port, self.uid);
         s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
             .expect("read timeout");
         s.write_all(

@@ -442,8 +442,29 @@ fn without_a_tcctl_page_session_the_page_shows_and_does_nothing() {
     }
     assert_eq!(status_of(&env, &id), "pending");
 
-    // A link opens one session, once; a forged or spent link opens none.
+    // A link read by another uid (off `xdg-open`'s command line, say) opens nothing from
+    // that uid's socket, and is still good for its owner.
     let link = page_link(&env);
+    if let Some(mut c) = tc_tests::as_nobody() {
+        let (port, path) = tc_tests::page::link_parts(&link);
+        let o = c
+            .args(["/usr/bin/python3", "-c"])
+            .arg(
+                "import http.client,sys; c=http.client.HTTPConnection('127.0.0.1', int(sys.argv[1])); \
+                 c.request('GET', sys.argv[2], headers={'Host': 'localhost:'+sys.argv[1]}); \
+                 r=c.getresponse(); print(r.status, r.getheader('set-cookie'))",
+            )
+            .args([port.to_string(), path])
+            .output()
+            .unwrap();
+        let said = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            said.starts_with("403 None"),
+            "nobody spent the link: {said} {o:?}"
+        );
+    }
+
+    // A link opens one session, once; a forged or spent link opens none.
     let s = PageSession::open(&link);
     let (st, _) = PageSession::try_open(&link).unwrap_err();
     assert_eq!(st, 403, "a spent link");

@@ -125,7 +125,13 @@ fn who_may_do_what() {
     );
 
     // ListEvents: a human follows their own events (the service filters by uid).
-    for m in ["Status", "Counters", "GetPolicy", "ListPending", "ListEvents"] {
+    for m in [
+        "Status",
+        "Counters",
+        "GetPolicy",
+        "ListPending",
+        "ListEvents",
+    ] {
         let r = rpc_as(&d.human, &d.home, PROBE, sock, m);
         assert_eq!(r.code, "Ok", "human {m}: {r:?}");
     }

@@ -12,8 +12,6 @@ mod pty_support;
 #[path = "shim_support.rs"]
 mod support;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -141,25 +139,13 @@ fn refused_id(r: &Value) -> String {
 
 // ---- the page, over raw HTTP/1.1 ----
 
-/// One exchange on the page's port: (status, response head and body).
-fn http(port: u16, req: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(("127.0.0.1", port)).unwrap();
-    s.write_all(req.as_bytes()).unwrap();
-    let mut out = String::new();
-    let _ = s.read_to_string(&mut out);
-    let status = out
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (status, out)
-}
-
 /// A page load: the session cookie and the CSRF token the page carries.
 struct Session {
     port: u16,
     cookie: String,
     csrf: String,
+    /// The human: the page honours the session from their sockets only.
+    uid: u32,
 }
 
 impl Session {
@@ -167,11 +153,15 @@ impl Session {
     fn open(s: &Scene) -> Session {
         let o = s.d.tcctl_as_human(&["page", "--print"]);
         assert!(o.status.success(), "{}", text(&o));
-        let p = tc_tests::page::PageSession::open(String::from_utf8_lossy(&o.stdout).trim());
+        let p = tc_tests::page::PageSession::open_as(
+            String::from_utf8_lossy(&o.stdout).trim(),
+            Some(s.d.human.uid),
+        );
         Session {
             port: p.port,
             cookie: p.cookie,
             csrf: p.csrf,
+            uid: s.d.human.uid,
         }
     }
 
@@ -194,8 +184,9 @@ impl Session {
         } else {
             String::new()
         };
-        let (st, out) = http(
+        let (st, out) = tc_tests::page::http_as(
             self.port,
+            Some(self.uid),
             &format!(
                 "POST /api/requests/{id}/approve/totp HTTP/1.1\r\nHost: {host}\r\n{origin}\
                  Cookie: {}\r\n{token}content-type: application/json\r\n\

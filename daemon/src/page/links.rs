@@ -56,8 +56,10 @@ pub fn mint(
     Ok((token, exp))
 }
 
-/// Spends `token`: what it opens when it was live (it is gone either way).
-pub fn spend(l: &Ledger, token: &str) -> Result<Option<Opened>, DaemonError> {
+/// Spends `token` for a client whose socket `peer` owns: what it opens when it was live
+/// and minted by `peer` (then it is gone; another uid's attempt leaves it, unusable to
+/// them, for its owner).
+pub fn spend(l: &Ledger, token: &str, peer: u32) -> Result<Option<Opened>, DaemonError> {
     if token.len() != 64 || !token.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Ok(None);
     }
@@ -65,8 +67,9 @@ pub fn spend(l: &Ledger, token: &str) -> Result<Option<Opened>, DaemonError> {
     l.store.write(|tx, _| {
         let row: Option<(u32, Option<String>, i64)> = tx
             .query_row(
-                "DELETE FROM page_links WHERE link_hash = ?1 RETURNING uid, request_id, expires_at",
-                params![hash(token)],
+                "DELETE FROM page_links WHERE link_hash = ?1 AND uid = ?2
+                 RETURNING uid, request_id, expires_at",
+                params![hash(token), peer],
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .optional()?;
@@ -85,16 +88,17 @@ mod tests {
         let (_dir, l) = crate::ledger::scratch();
         let (t, exp) = mint(&l, 1000, Some("abcdefgh".into())).unwrap();
         assert!(exp > now_ms());
-        assert_eq!(spend(&l, "0".repeat(64).as_str()).unwrap(), None);
+        assert_eq!(spend(&l, "0".repeat(64).as_str(), 1000).unwrap(), None);
+        assert_eq!(spend(&l, &t, 1001).unwrap(), None, "another uid's socket");
         assert_eq!(
-            spend(&l, &t).unwrap(),
+            spend(&l, &t, 1000).unwrap(),
             Some(Opened {
                 uid: 1000,
                 request_id: Some("abcdefgh".into())
             })
         );
-        assert_eq!(spend(&l, &t).unwrap(), None, "single use");
-        assert_eq!(spend(&l, "not hex").unwrap(), None);
+        assert_eq!(spend(&l, &t, 1000).unwrap(), None, "single use");
+        assert_eq!(spend(&l, "not hex", 1000).unwrap(), None);
     }
 
     #[test]
@@ -104,6 +108,6 @@ mod tests {
         for _ in 0..3 * MAX_PER_UID {
             mint(&l, 1001, None).unwrap();
         }
-        assert_eq!(spend(&l, &mine).unwrap().map(|o| o.uid), Some(1000));
+        assert_eq!(spend(&l, &mine, 1000).unwrap().map(|o| o.uid), Some(1000));
     }
 }

@@ -12,6 +12,7 @@ pub mod codes;
 pub mod history;
 pub mod links;
 pub mod passkeys;
+pub mod peer;
 pub mod routes;
 pub mod rpc;
 pub mod security;
@@ -30,6 +31,8 @@ use crate::shutdown::Switch;
 
 /// Everything a handler needs.
 pub struct Page {
+    /// Where the page listens (the server end of every connection, `peer.rs`).
+    pub addr: SocketAddr,
     pub ledger: Arc<Ledger>,
     pub guard: security::Guard,
     pub sessions: security::Sessions,
@@ -98,7 +101,9 @@ pub async fn start(
         .await
         .with_context(|| format!("approval page: cannot listen on {addr}"))?;
     let webauthn = passkeys::webauthn(addr.port())?;
+    let addr = listener.local_addr()?;
     let page = Arc::new(Page {
+        addr,
         ledger,
         guard: security::Guard::new(addr),
         sessions: security::Sessions::default(),
@@ -109,6 +114,7 @@ pub async fn start(
     let app = routes::router(page);
     tracing::info!(url = %tc_core::config::ApprovalsConfig::page_url(addr), "approval page ready");
     Ok(tokio::spawn(async move {
+        let app = app.into_make_service_with_connect_info::<SocketAddr>();
         let served = axum::serve(listener, app)
             .with_graceful_shutdown(draining.flipped())
             .await;

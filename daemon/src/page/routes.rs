@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use axum::extract::{Path, Query, State};
+use axum::extract::{Extension, Path, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -159,11 +159,19 @@ struct OpenQuery {
     t: String,
 }
 
-/// A `tcctl page` link: spent once, it opens a session of the uid that minted it and
-/// goes on to the page (or the request it named).
-async fn open(State(page): State<Arc<Page>>, Query(q): Query<OpenQuery>) -> Response {
+/// A `tcctl page` link: spent once, from a socket of the uid that minted it, it opens a
+/// session of that uid and goes on to the page (or the request it named).
+async fn open(
+    State(page): State<Arc<Page>>,
+    Extension(security::PeerUid(peer)): Extension<security::PeerUid>,
+    Query(q): Query<OpenQuery>,
+) -> Response {
+    let Some(peer) = peer else {
+        tracing::warn!("approval page: the uid of a client socket could not be read (/proc/self/net/tcp); no session opened");
+        return html(StatusCode::FORBIDDEN, assets::SPENT_HTML.into());
+    };
     let t = q.t;
-    let opened = match ledger(&page, move |l| links::spend(l, &t)).await {
+    let opened = match ledger(&page, move |l| links::spend(l, &t, peer)).await {
         Ok(o) => o,
         Err(r) => return r.into_response(),
     };

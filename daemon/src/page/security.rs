@@ -52,14 +52,45 @@ impl Guard {
     }
 }
 
-/// Middleware on every route: refuses a foreign `Host`/`Origin`/cross-site fetch, then
-/// adds the headers that keep the page out of frames, caches and referrers.
-pub async fn front_door(State(page): State<Arc<Page>>, req: Request, next: Next) -> Response {
+/// The uid owning the client's socket (`peer.rs`), for the handlers that need it; `None`
+/// when the kernel's tables did not show it.
+#[derive(Debug, Clone, Copy)]
+pub struct PeerUid(pub Option<u32>);
+
+/// The uid of `req`'s client socket.
+fn peer_uid(page: &Page, req: &Request) -> Option<u32> {
+    let client = req
+        .extensions()
+        .get::<axum::extract::ConnectInfo<SocketAddr>>()?
+        .0;
+    super::peer::uid(client, page.addr)
+}
+
+/// Middleware on every route: refuses a foreign `Host`/`Origin`/cross-site fetch and a
+/// session cookie sent from another uid's socket, then adds the headers that keep the
+/// page out of frames, caches and referrers.
+pub async fn front_door(State(page): State<Arc<Page>>, mut req: Request, next: Next) -> Response {
+    // Who is asking matters to a link being spent and to a session being used: a link
+    // read off `xdg-open`'s command line, or a copied cookie, is another uid's to use.
+    let needs_uid = req.uri().path() == "/open" || cookie(req.headers()).is_some();
+    let uid = needs_uid.then(|| peer_uid(&page, &req)).flatten();
+    req.extensions_mut().insert(PeerUid(uid));
+    let foreign_session = cookie(req.headers()).is_some_and(|_| {
+        page.sessions
+            .with(req.headers(), |s| Some(s.uid) != uid)
+            .unwrap_or(false)
+    });
     let h = req.headers();
     let cross_site = h
         .get("sec-fetch-site")
         .is_some_and(|v| v.as_bytes() == b"cross-site");
-    let mut resp = if !page.guard.host_ok(h.get(header::HOST)) {
+    let mut resp = if foreign_session {
+        (
+            StatusCode::FORBIDDEN,
+            "forbidden: this page session belongs to another user",
+        )
+            .into_response()
+    } else if !page.guard.host_ok(h.get(header::HOST)) {
         (
             StatusCode::FORBIDDEN,
             "forbidden: unknown Host (the page answers to localhost only)",
