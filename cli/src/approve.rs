@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::io::Write as _;
 
 use clap::Args;
-use tc_core::display::escape;
+use tc_core::display::{escape, reescape};
 use tc_proto::v1;
 
 use crate::client::{self, status_error, Target};
@@ -228,6 +228,68 @@ fn render_request(p: &v1::PendingRequest, now: i64) -> String {
     if !p.preview.is_empty() {
         let _ = writeln!(o, "preview:");
         o.push_str(&preview(&p.preview, colour()));
+    }
+    o.push_str(&recap(p, &b));
+    o
+}
+
+/// Arguments listed one a line in [`recap`]; past that it says how many it left out.
+const RECAP_ARGS: usize = 24;
+/// The longest value [`recap`] shows (escaped characters; longer ones are clipped and
+/// give their length).
+const RECAP_VALUE: usize = 100;
+
+/// What is approved, once more, just above the question: the full view can be long
+/// enough (a huge value, a blank run, a long preview) to scroll the request's head and
+/// its other arguments out of sight, so they are repeated here, each argument on one
+/// short line. Read from the arguments tcd checked against the hash, not the summary.
+/// (The page shows one request per card, its head always in view.)
+fn recap(p: &v1::PendingRequest, b: &v1::Binding) -> String {
+    use tc_core::display::clip;
+    let mut o = format!(
+        "=== you are approving request {}: `{}` on vault {}, caller {}\n",
+        escape(&p.request_id),
+        escape(&b.tool),
+        escape(&b.vault),
+        escape(&b.caller)
+    );
+    if p.args_json.is_empty() {
+        o.push_str("    (the arguments were not sent: the approval binds their hash only)\n");
+        return o;
+    }
+    let args = serde_json::from_str::<serde_json::Value>(&p.args_json).ok();
+    let Some(serde_json::Value::Object(map)) = args else {
+        // Cut by tcd (over its size limit), or not an object: the raiser's summary,
+        // which names every argument and puts the gate's first.
+        let _ = writeln!(
+            o,
+            "    (the arguments are too long to recap one by one; the raiser's summary:)\n    {}",
+            reescape(&p.summary)
+        );
+        return o;
+    };
+    // The arguments the approval covers first (named in `covers`, as the shim writes
+    // them), so filler arguments cannot push them out of the recap. `covers` is the
+    // raiser's text: it only orders what is shown; every argument is above in full.
+    let mut keys: Vec<&String> = map.keys().collect();
+    keys.sort_by_key(|k| (!p.covers.contains(&format!("`{}`", escape(k))), *k));
+    for k in keys.iter().take(RECAP_ARGS) {
+        let name = escape(&serde_json::Value::String((*k).clone()).to_string()).into_owned();
+        let value = escape(&tc_core::hash::canonical_json(&map[*k])).into_owned();
+        let _ = writeln!(
+            o,
+            "    {} = {}",
+            clip(&name, RECAP_VALUE),
+            clip(&value, RECAP_VALUE)
+        );
+    }
+    if keys.len() > RECAP_ARGS {
+        let _ = writeln!(
+            o,
+            "    … and {} more arguments (all {} are shown in full above)",
+            keys.len() - RECAP_ARGS,
+            keys.len()
+        );
     }
     o
 }

@@ -8,7 +8,10 @@
 //! hyphen…), line and paragraph separators, every space but U+0020, private-use,
 //! surrogate and unassigned code points (noncharacters among them), and the other
 //! default-ignorable code points (variation selectors, Hangul fillers, the combining
-//! grapheme joiner, Khmer inherent vowels, Mongolian free variation selectors).
+//! grapheme joiner, Khmer inherent vowels, Mongolian free variation selectors). A run of
+//! [`SPACE_RUN`] spaces or more is one marker with its count (`⟨U+0020×10000⟩`), so
+//! blanks cannot push the rest of a value out of view, and combining marks past
+//! [`MARKS_MAX`] in a row are markers, so a stack of them cannot draw over other lines.
 
 use std::borrow::Cow;
 use std::fmt::Write as _;
@@ -57,15 +60,65 @@ fn default_ignorable(c: char) -> bool {
     )
 }
 
-/// Appends `s` to `out` with every [`needs_escape`] character as its marker.
+/// A run of at least this many U+0020 is shown as one marker with its length
+/// (`⟨U+0020×10000⟩`): blank enough to push what follows it out of view (a wrapped
+/// terminal line, a dialog, a log viewer). Shorter runs (indentation) stay spaces.
+pub const SPACE_RUN: usize = 32;
+
+/// At most this many combining marks in a row are shown as themselves; the rest are
+/// markers, so stacked marks cannot draw over the lines around them.
+pub const MARKS_MAX: usize = 4;
+
+/// A combining mark that takes no column of its own (`Mn`, `Me`).
+fn is_stacking(c: char) -> bool {
+    !c.is_ascii()
+        && matches!(
+            get_general_category(c),
+            G::NonspacingMark | G::EnclosingMark
+        )
+}
+
+/// Appends `s` to `out` with every [`needs_escape`] character as its marker, every run of
+/// [`SPACE_RUN`] spaces or more as one counted marker, and every combining mark past
+/// [`MARKS_MAX`] in a row as a marker.
 pub fn escape_into(out: &mut String, s: &str) {
+    let spaces_to = |out: &mut String, n: usize| {
+        if n >= SPACE_RUN {
+            let _ = write!(out, "⟨U+0020×{n}⟩");
+        } else {
+            out.extend(std::iter::repeat_n(' ', n));
+        }
+    };
+    let (mut spaces, mut marks) = (0usize, 0usize);
     for c in s.chars() {
-        if needs_escape(c) {
+        if c == ' ' {
+            spaces += 1;
+            marks = 0;
+            continue;
+        }
+        spaces_to(out, spaces);
+        spaces = 0;
+        marks = if is_stacking(c) { marks + 1 } else { 0 };
+        if needs_escape(c) || marks > MARKS_MAX {
             let _ = write!(out, "⟨U+{:04X}⟩", c as u32);
         } else {
             out.push(c);
         }
     }
+    spaces_to(out, spaces);
+}
+
+/// Whether [`escape_into`] would change `s`.
+fn needs_escaping(s: &str) -> bool {
+    let (mut spaces, mut marks) = (0usize, 0usize);
+    for c in s.chars() {
+        spaces = if c == ' ' { spaces + 1 } else { 0 };
+        marks = if is_stacking(c) { marks + 1 } else { 0 };
+        if spaces >= SPACE_RUN || marks > MARKS_MAX || needs_escape(c) {
+            return true;
+        }
+    }
+    false
 }
 
 /// A call's arguments as shown to the human approving it (tcctl, the page): the JSON
@@ -93,7 +146,7 @@ pub fn pretty_args(args_json: &str, summary: &str) -> String {
 
 /// `s` safe to show a person (borrowed when nothing needed escaping).
 pub fn escape(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(needs_escape) {
+    if !needs_escaping(s) {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 16);
@@ -106,7 +159,7 @@ pub fn escape(s: &str) -> Cow<'_, str> {
 /// else is escaped as by [`escape`]. Idempotent; for text that only the shim produces, so
 /// a marker kept here was written by the shim's own [`escape`] (or is harmless text).
 pub fn reescape(s: &str) -> Cow<'_, str> {
-    if !s.chars().any(needs_escape) {
+    if !needs_escaping(s) {
         return Cow::Borrowed(s);
     }
     let mut out = String::with_capacity(s.len() + 16);
@@ -126,14 +179,26 @@ pub fn reescape(s: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// The byte length of the `⟨U+XXXX⟩` marker `s` starts with (4 to 6 hex digits), or 0.
+/// The byte length of the `⟨U+XXXX⟩` marker `s` starts with (4 to 6 hex digits), or of
+/// a space run's `⟨U+0020×N⟩`, or 0.
 fn marker_len(s: &str) -> usize {
     let Some(body) = s.strip_prefix("⟨U+") else {
         return 0;
     };
     let hex = body.bytes().take_while(u8::is_ascii_hexdigit).count();
-    if (4..=6).contains(&hex) && body[hex..].starts_with('⟩') {
-        "⟨U+".len() + hex + '⟩'.len_utf8()
+    if !(4..=6).contains(&hex) {
+        return 0;
+    }
+    let mut len = "⟨U+".len() + hex;
+    if let Some(count) = body[hex..].strip_prefix('×') {
+        let digits = count.bytes().take_while(u8::is_ascii_digit).count();
+        if &body[..hex] != "0020" || !(1..=20).contains(&digits) {
+            return 0;
+        }
+        len += '×'.len_utf8() + digits;
+    }
+    if s[len..].starts_with('⟩') {
+        len + '⟩'.len_utf8()
     } else {
         0
     }

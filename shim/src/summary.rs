@@ -2,6 +2,7 @@
 //! and every argument by name, escaped for display, never hiding that it was shortened.
 
 use serde_json::Value;
+use tc_core::config::{Gate, Preview, Targets};
 use tc_core::display::{clip, escape};
 use tc_core::hash::{canonical_json, strip_gate_fields};
 
@@ -18,14 +19,46 @@ const REST_MAX: usize = 4000;
 /// length. A long value shows its start and end and its full length. Names and values
 /// are escaped (`tc_core::display`), and a name that is not a plain word is quoted, so
 /// a name cannot pass for a value, a second argument or a terminal control.
+#[cfg(test)]
 pub fn summarize(tool: &str, args: &Value) -> String {
+    summarize_first(tool, args, &[])
+}
+
+/// [`summarize_first`] with the arguments `gate` names (targets, preview, `when`) first:
+/// the summary a gated call is raised and prompted with.
+pub fn summarize_gated(tool: &str, args: &Value, gate: &Gate) -> String {
+    let mut first: Vec<&str> = Vec::new();
+    match &gate.targets {
+        Some(Targets::Paths(p)) => first.extend(p.iter().map(String::as_str)),
+        Some(Targets::Tree { root, .. }) => first.push(root),
+        Some(Targets::Matching { root, contains }) => first.extend([root.as_str(), contains]),
+        Some(Targets::Git(Some(a))) => first.push(a),
+        _ => {}
+    }
+    if let Some(Preview::Diff(d)) = &gate.preview {
+        first.push(&d.path);
+    }
+    if let Some(w) = &gate.when {
+        if let Some(cf) = &w.cross_folder {
+            first.extend(cf.iter().map(String::as_str));
+        }
+        first.extend(w.exists.as_deref());
+        first.extend(w.equals.as_ref().map(|e| e.arg.as_str()));
+    }
+    summarize_first(tool, args, &first)
+}
+
+/// [`summarize`] with the arguments named in `first` (a gate's: what its approval
+/// covers) shown before all others, so no number of other arguments can push their
+/// values out of the summary.
+pub fn summarize_first(tool: &str, args: &Value, first: &[&str]) -> String {
     let args = strip_gate_fields(args);
     let tool = clip(&escape(tool), NAME_MAX);
     let Value::Object(map) = &args else {
         return clip(&format!("{tool} {}", escape(&canonical_json(&args))), TOTAL);
     };
     let mut keys: Vec<&String> = map.keys().collect();
-    keys.sort();
+    keys.sort_by_key(|k| (!first.contains(&k.as_str()), *k));
     let per_value = (TOTAL / keys.len().max(1)).clamp(48, 400);
     let mut s = tool;
     for (i, k) in keys.iter().enumerate() {

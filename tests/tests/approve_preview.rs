@@ -73,12 +73,17 @@ fn pending_preview(env: &Env, id: &str) -> String {
     row["preview"].as_str().unwrap().to_string()
 }
 
-/// What `tcctl approve ID --yes` printed under `preview:` (None: no preview section).
+/// What `tcctl approve ID --yes` printed under `preview:`, up to the closing recap
+/// (None: no preview section).
 #[track_caller]
 fn approve_shows(env: &Env, id: &str) -> Option<String> {
     let o = env.tcd.tcctl(&["approve", id, "--yes"]);
     assert!(o.status.success(), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout).to_string();
+    // The recap of the request that closes the view (security_terminal.rs) is not preview.
+    let out = out
+        .split_once("=== you are approving")
+        .map_or(&*out, |(v, _)| v);
     out.split_once("\npreview:\n").map(|(_, p)| p.to_string())
 }
 

@@ -7,7 +7,7 @@ use crate::by_request;
 use crate::confirm::Route;
 use crate::daemon_client::{DaemonError, Raise};
 use crate::gate::{Approval, Call, Shim};
-use crate::summary::summarize;
+use crate::summary::summarize_gated;
 
 /// The RecordConsumed route of a call run under an approval given by request id.
 pub const ROUTE: &str = "approved_request";
@@ -88,7 +88,7 @@ impl Shim {
 
     /// Route 1: raise, then tell the agent to have the human approve the request by id.
     pub(super) async fn ask_by_request(&self, c: &Call<'_>) {
-        let summary = summarize(c.shown.tool, c.args);
+        let summary = summarize_gated(c.shown.tool, c.args, c.gate);
         if let Some(id) = self.raise_call(c, &summary).await {
             let mode = self.daemon.mode();
             self.answer(c.id, by_request::approve_required(c.shown, &id, &mode));
@@ -122,7 +122,10 @@ impl Shim {
                            the human's code approves, and tcd holds no such approval for this request";
                 let id = match id {
                     Some(id) => id.to_string(),
-                    None => self.raise_call(c, &summarize(c.shown.tool, c.args)).await?,
+                    None => {
+                        self.raise_call(c, &summarize_gated(c.shown.tool, c.args, c.gate))
+                            .await?
+                    }
                 };
                 self.log_not_obtained(c, why).await;
                 self.answer(c.id, by_request::not_obtained(c.shown, &id, why));

@@ -11,7 +11,7 @@ use crate::confirm::{self, Answer};
 use crate::era::{self, Era};
 use crate::gate::{key, Approval, Call, Shim, OWN_ID_PREFIX};
 use crate::results::{self, Shown};
-use crate::summary::summarize;
+use crate::summary::summarize_gated;
 use crate::value::at;
 
 /// A prompt's receivers (the client's answer, the call's cancellation) and the protocol
@@ -23,7 +23,7 @@ impl Shim {
     /// the answer (or the call's cancellation, or the TTL), then re-checks the target.
     pub(super) async fn legacy_round_trip(&self, c: &Call<'_>) -> Option<Approval> {
         let s = c.shown;
-        let summary = summarize(s.tool, c.args);
+        let summary = summarize_gated(s.tool, c.args, c.gate);
         let request_id = self.raise_call(c, &summary).await?;
         // Sealed only so the daemon makes the same spend-once, drift-checked decision as
         // on the other routes; this state never leaves the shim.

@@ -10,14 +10,14 @@ use crate::gate::continued::Resumed;
 use crate::gate::routes::url_modern::{url_answer, UrlInner};
 use crate::gate::{Approval, Call, Shim};
 use crate::results;
-use crate::summary::summarize;
+use crate::summary::summarize_gated;
 
 impl Shim {
     /// Route 3, round 1: raises the request, seals a state and answers `input_required`
     /// with our form; the client re-sends the call with the state and the answer.
     pub(super) async fn offer_modern(&self, c: &Call<'_>) {
         let s = c.shown;
-        let summary = summarize(s.tool, c.args);
+        let summary = summarize_gated(s.tool, c.args, c.gate);
         let Some(request_id) = self.raise_call(c, &summary).await else {
             return;
         };
@@ -100,7 +100,7 @@ impl Shim {
     /// The state came back without an answer: the same form is offered again.
     async fn offer_again(&self, c: &Call<'_>, state: &str) -> Resumed {
         let s = c.shown;
-        let summary = summarize(s.tool, c.args);
+        let summary = summarize_gated(s.tool, c.args, c.gate);
         let msg = if self.daemon.guarded() {
             // The prompt names the request id (kept while the request waits).
             let Some(id) = self.raise_call(c, &summary).await else {

@@ -9,7 +9,7 @@ use tokio::sync::oneshot;
 
 use crate::gate::{key, Approval, Call, Shim, OWN_ID_PREFIX};
 use crate::results::Shown;
-use crate::summary::summarize;
+use crate::summary::summarize_gated;
 use std::sync::atomic::Ordering;
 
 /// How often tcd is asked whether the request was answered on the page (or by
@@ -93,7 +93,7 @@ impl Shim {
     /// Route 4: raise, send the page's link, wait for tcd (the client's answer can only
     /// stop the wait), then redeem the approval against the target as it is now.
     pub(super) async fn url_round_trip(&self, c: &Call<'_>, base: &str) -> Option<Approval> {
-        let summary = summarize(c.shown.tool, c.args);
+        let summary = summarize_gated(c.shown.tool, c.args, c.gate);
         let request_id = self.raise_call(c, &summary).await?;
         let Some(url) = request_url(base, &request_id) else {
             self.not_obtained(c, "tcd's request id cannot be put in a link")

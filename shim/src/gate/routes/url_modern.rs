@@ -12,7 +12,7 @@ use crate::confirm::{self, CONFIRM_KEY};
 use crate::daemon_client::DaemonError;
 use crate::gate::continued::Resumed;
 use crate::gate::{key, Call, Shim};
-use crate::summary::summarize;
+use crate::summary::summarize_gated;
 
 /// What a route-3u state carries (tcd's `inner` bytes): the request the link points at,
 /// sealed with the call's binding, so the re-sent call waits on that request only.
@@ -44,7 +44,7 @@ impl Shim {
     /// Route 3u, round 1: raises the request, seals a state naming it and answers
     /// `input_required` with the page's link for it.
     pub(in crate::gate) async fn offer_url_modern(&self, c: &Call<'_>, base: &str) {
-        let summary = summarize(c.shown.tool, c.args);
+        let summary = summarize_gated(c.shown.tool, c.args, c.gate);
         let Some(request_id) = self.raise_call(c, &summary).await else {
             return;
         };
