@@ -22,7 +22,7 @@ use guarded::{as_user, clean_env, in_namespace, owned_dir, run, text, Deployment
 use pty_support::{away_from_a_step_edge, base32_decode, right_code, step_now, totp, Pty};
 use serde_json::{json, Value};
 use support::{bin, code, filesystem_server, peers, sc, workspace, RawClient};
-use tc_tests::page::{http, link_parts, PageSession};
+use tc_tests::page::{http, http_as, link_parts, PageSession};
 
 const PYTHON: &str = "/usr/bin/python3";
 /// What human 1's 0600 file holds: shown in human 1's preview, and nowhere else.
@@ -147,9 +147,10 @@ impl Scene {
         link
     }
 
-    /// A page session of `who`, opened the only way there is.
+    /// A page session of `who`, opened the only way there is (a link of theirs, spent
+    /// and used from sockets of theirs).
     fn session(&self, who: (&User, &Path)) -> PageSession {
-        PageSession::open(&self.link(who))
+        PageSession::open_as(&self.link(who), Some(who.0.uid))
     }
 
     /// `tcctl passkey add` as `who`: the registration code.
@@ -329,8 +330,9 @@ fn handed_out(resp: &str) -> (Option<String>, Option<String>) {
 /// (no arguments, no preview of the human's 0600 file, 401 for the state and the event
 /// stream), every POST it makes is refused whatever cookie it tries (none, one the page
 /// handed out, a forged one), its wrong codes neither reach nor lock the human's factor
-/// (no tc.factor.failed) nor close registration, `tcctl page` refuses it, and the
-/// human's request stays pending: the human then opens the page, sees the preview,
+/// (no tc.factor.failed) nor close registration, a link or cookie of the human's it got
+/// hold of does nothing from its sockets, `tcctl page` refuses it, and the human's
+/// request stays pending: the human then opens the page, sees the preview,
 /// starts a registration with a valid code and approves with the right code, and the
 /// agent's retry runs once.
 #[test]
@@ -426,6 +428,42 @@ fn a_uid_that_is_no_human_gets_nothing_from_the_page_and_blocks_nothing() {
         let (st, out) = s.outsider("POST", "/api/passkeys/start", *cookie, *csrf, Some(&body));
         assert!(st == 401 || st == 403, "{out}");
     }
+    // A link of the human's that it read (off xdg-open's command line, say) opens nothing
+    // from its sockets, and stays good for the human.
+    let link = s.link(s.h1());
+    let (_, path) = link_parts(&link);
+    let (st, out) = s.outsider("GET", &path, None, None, None);
+    assert_eq!(st, 403, "{out}");
+    assert_eq!(handed_out(&out).0, None, "{out}");
+    let page = PageSession::open_as(&link, Some(s.d.human.uid));
+    // The human's cookie and CSRF token, copied: refused from its sockets.
+    let (cookie, csrf) = (Some(page.cookie.as_str()), Some(page.csrf.as_str()));
+    for path in ["/", "/api/state", "/api/events"] {
+        let (st, out) = s.outsider("GET", path, cookie, None, None);
+        assert!(
+            st == 401 || st == 403,
+            "{path} with the human's cookie:\n{out}"
+        );
+        leaks(path, &out);
+    }
+    for (path, body) in [
+        (
+            format!("/api/requests/{id}/decline"),
+            json!({"reason": "outsider"}),
+        ),
+        (
+            format!("/api/requests/{id}/approve/totp"),
+            json!({"code": "000000"}),
+        ),
+        ("/api/passkeys/start".to_string(), json!({"code": "x"})),
+    ] {
+        let (st, out) = s.outsider("POST", &path, cookie, csrf, Some(&body));
+        assert!(
+            st == 401 || st == 403,
+            "{path} with the human's cookie:\n{out}"
+        );
+    }
+
     // The socket refuses it too.
     for args in [["page", "--print"], ["passkey", "add"]] {
         let o = s.tcctl((&s.d.other, &s.d.other_home), &args);
@@ -448,7 +486,6 @@ fn a_uid_that_is_no_human_gets_nothing_from_the_page_and_blocks_nothing() {
     assert_eq!(s.file("secret.txt"), SECRET);
 
     // The human: their session shows the request and its preview…
-    let page = s.session(s.h1());
     let state = page.state();
     let shown = state["requests"].to_string();
     assert!(
@@ -492,8 +529,9 @@ fn nobody_else_opening_sessions_evicts_the_humans_session() {
     let id = refused_id(&agent.call_tool(1, "write_file", args.clone()));
     // A link opens a session once, as an HttpOnly SameSite=Strict cookie.
     let (port, path) = link_parts(&s.link(s.h1()));
-    let (st, out) = http(
+    let (st, out) = http_as(
         port,
+        Some(s.d.human.uid),
         &format!("GET {path} HTTP/1.1\r\nHost: localhost:{port}\r\nConnection: close\r\n\r\n"),
     );
     assert_eq!(st, 303, "{out}");
@@ -527,8 +565,9 @@ fn nobody_else_opening_sessions_evicts_the_humans_session() {
     }
     // Another human: twenty links, twenty sessions; a spent link opens nothing.
     let first_link = s.link(s.h2());
-    let theirs_first = PageSession::open(&first_link);
-    let again = PageSession::try_open(&first_link);
+    let h2 = Some(s.d.human2.uid);
+    let theirs_first = PageSession::open_as(&first_link, h2);
+    let again = PageSession::try_open_as(&first_link, h2);
     assert!(
         matches!(again, Err((403, _))),
         "a spent link: {:?}",
@@ -542,7 +581,7 @@ fn nobody_else_opening_sessions_evicts_the_humans_session() {
         st, 401,
         "the cap is per uid: the other human's own oldest went"
     );
-    let second = PageSession::open(&outstanding);
+    let second = PageSession::open_as(&outstanding, Some(s.d.human.uid));
     assert_eq!(second.state()["uid"], s.d.human.uid);
 
     // The human's session is still theirs: it reads and declines.
@@ -919,8 +958,10 @@ impl Browser {
             && peers().join("npm/node_modules/playwright-core").exists()
     }
 
-    fn open(url: &str) -> Browser {
-        let mut child = Command::new("node")
+    /// The browser run as `who` (the page honours a link and a session only from sockets
+    /// of the uid that minted the link), opening `url`.
+    fn open(who: (&User, &Path), url: &str) -> Browser {
+        let mut child = as_user(who.0, who.1, "node")
             .arg(workspace().join("tests/browser/approval_page.mjs"))
             .env(
                 "TC_PLAYWRIGHT_CORE",
@@ -1010,7 +1051,7 @@ fn a_new_passkey_approves_nothing_until_its_human_confirms_it_on_the_terminal() 
 
     // A software authenticator registers with a code: inactive, and the page says so.
     let code = s.passkey_code(s.h1());
-    let mut b = Browser::open(&s.link(s.h1()));
+    let mut b = Browser::open(s.h1(), &s.link(s.h1()));
     let msg = b.cmd(json!({"op": "register", "code": code}))["msg"]
         .as_str()
         .unwrap()
