@@ -366,6 +366,16 @@ impl Ledger {
             let Some(row) = by_id(tx, id)? else {
                 return Err(no_request(id));
             };
+            // Another human's request is theirs to approve, with their own factor or
+            // passkey; to anyone else it is answered as an id that does not exist (its
+            // existence and status are that human's business), before anything else.
+            let approver = match proof {
+                Proof::Code(who) => Some(who.uid),
+                Proof::Passkey { owner, .. } => owner,
+            };
+            if guarded && (approver.is_none() || approver != row.uid) {
+                return Err(no_request(id));
+            }
             let live = token(tx, row.token_id)?.is_some_and(|t| t.7.is_none() && t.6 > now);
             match status_at(&row.status, row.expires_at, now) {
                 DECLINED => return Err(DaemonError::refused(
@@ -384,25 +394,9 @@ impl Ledger {
             }
             let who = match proof {
                 Proof::Code(who) => who.clone(),
-                Proof::Passkey { owner, .. } => {
-                    // A passkey approves for the human it belongs to, never for another.
-                    if guarded && (owner.is_none() || owner != row.uid) {
-                        return Err(DaemonError::refused(
-                            Reason::NotPermitted,
-                            "guarded mode: this passkey belongs to another user; only the user whose session raised a request may approve it",
-                        ));
-                    }
-                    Approver { uid: row.uid.unwrap_or(u32::MAX), code: None }
-                }
+                Proof::Passkey { .. } => Approver { uid: row.uid.unwrap_or(u32::MAX), code: None },
             };
             if guarded && matches!(proof, Proof::Code(_)) {
-                // Another human's request is theirs to approve, with their own factor.
-                if row.uid != Some(who.uid) {
-                    return Err(DaemonError::refused(
-                        Reason::NotPermitted,
-                        "guarded mode: only the user whose session raised a request may approve it",
-                    ));
-                }
                 if let Err(e) = factor::check(tx, evs, who.uid, who.code.as_deref(), now)? {
                     return Ok(Err(e));
                 }

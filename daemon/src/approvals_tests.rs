@@ -234,9 +234,21 @@ fn guarded_mode_approves_nothing_without_the_factor_of_the_raiser() {
         uid: 1001,
         code: Some("123456".into()),
     };
+    // Another human's request is answered as one that does not exist.
+    assert_eq!(reason(l.approve(&r.request_id, &stranger)), Reason::Unknown);
     assert_eq!(
-        reason(l.approve(&r.request_id, &stranger)),
-        Reason::NotPermitted
+        reason(l.approve_with(
+            &r.request_id,
+            Proof::Passkey {
+                owner: Some(1001),
+                credential: "c"
+            }
+        )),
+        Reason::Unknown
+    );
+    assert_eq!(
+        reason(l.decline(&r.request_id, "", Some(1001))),
+        Reason::Unknown
     );
     // The factor check (`factor.rs`) decides; without a code it refuses.
     let refused = reason(l.approve(&r.request_id, &me()));

@@ -648,18 +648,23 @@ fn the_same_call_from_two_humans_is_two_requests_each_approved_by_its_own_human(
     assert_eq!(owner(&id1), s.d.human.uid);
 
     let (p1, p2) = (s.session(s.h1()), s.session(s.h2()));
-    // Neither approves the other's, with their own right code of the moment.
+    // Neither approves the other's, with their own right code of the moment: refused
+    // exactly as an id that does not exist is (its existence is the other's business).
     let (c1, c2) = (right_code(&secret1), right_code(&secret2));
     for (page, id, code) in [(&p1, &id2, &c1), (&p2, &id1, &c2)] {
         let (st, v) = approve_totp(page, id, code);
-        assert_eq!(st, 409, "{v}");
-        assert!(
-            v["error"]
-                .as_str()
-                .unwrap_or_default()
-                .starts_with("not_permitted"),
-            "{v}"
-        );
+        let (st_none, v_none) = approve_totp(page, "zzzzzzzz", code);
+        assert_eq!((st, st_none), (409, 409), "{v} / {v_none}");
+        let shown = v["error"]
+            .as_str()
+            .unwrap_or_default()
+            .replace(id.as_str(), "ID");
+        let unknown = v_none["error"]
+            .as_str()
+            .unwrap_or_default()
+            .replace("zzzzzzzz", "ID");
+        assert!(shown.starts_with("unknown"), "{v}");
+        assert_eq!(shown, unknown);
     }
     assert_eq!(s.status(&id1), "pending");
     assert_eq!(s.status(&id2), "pending");
