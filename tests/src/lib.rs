@@ -4,7 +4,16 @@
 
 pub mod bench;
 
+pub mod elicit;
+pub mod guarded;
+pub mod http;
+pub mod issuer;
 pub mod page;
+pub mod pty;
+pub mod rmcp_http;
+pub mod sdk_clients;
+pub mod security;
+pub mod shim;
 
 use std::ffi::OsString;
 use std::fs::File;
@@ -583,4 +592,19 @@ pub fn free_port() -> u16 {
         .local_addr()
         .unwrap()
         .port()
+}
+
+/// The full name libtest knows test `name` by, from the file its module is (`file!()` or
+/// `Location::caller().file()`): `tests/tests/guarded/deploy.rs` and `probe` give
+/// `deploy::probe`, for re-running one test of this binary with `--exact`.
+pub fn test_path(file: &str, name: &str) -> String {
+    let stem = Path::new(file)
+        .file_stem()
+        .and_then(|s| s.to_str())
+        .unwrap_or("main");
+    if stem == "main" {
+        name.to_string()
+    } else {
+        format!("{stem}::{name}")
+    }
 }

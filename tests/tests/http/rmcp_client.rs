@@ -1,356 +1,331 @@
-//! rmcp's Streamable HTTP client transport over the workspace's reqwest 0.12: rmcp 3.11's
-//! own binding needs reqwest 0.13, so the tests implement its `StreamableHttpClient`.
-#![allow(dead_code)]
+//! End to end: the Rust MCP SDK (`rmcp` 3.11, its Streamable HTTP client transport over
+//! reqwest 0.12, tests/http/rmcp_client.rs) → real `tc-shim serve --http` (auth `none`)
+//! → real server-filesystem, real tcd and tcctl.
+//!
+//! - Legacy (`ClientLifecycleMode::Initialize`, a session): tools listed with the
+//!   optional `elicit_token`, an ungated call passes, the gated `write_file` is an
+//!   `isError` result coded `elicit_required` (in `_meta["tc/refusal"]`: the tool has an
+//!   `outputSchema`; never a prompt over HTTP), the printed `tcctl elicit` mints, the retry writes once, the spent token not.
+//! - Modern (`ClientLifecycleMode::Discover` at 2026-07-28, stateless): the SDK's own
+//!   input-required driver in `call_tool` asks the handler; approve writes once, decline
+//!   writes nothing.
+//!
+//! - An answer streamed as SSE (server-everything's progress notifications, then the
+//!   result) reaches the SDK whole.
+//!
+//! Every gated case checks what the SDK handed back AND the file on disk.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use tc_tests::shim as support;
 
-use futures_util::stream::{BoxStream, StreamExt};
-use http::{header, HeaderName, HeaderValue, StatusCode};
-use rmcp::model::{ClientJsonRpcMessage, ServerJsonRpcMessage};
-use rmcp::transport::common::http_header::{
-    EVENT_STREAM_MIME_TYPE, HEADER_LAST_EVENT_ID, HEADER_SESSION_ID, JSON_MIME_TYPE,
+use tc_tests::elicit;
+
+use tc_tests::http;
+
+use tc_tests::rmcp_http as rmcp_client;
+
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use elicit::{disk, events_of, fs_vault};
+use http::Front;
+use rmcp::model::{
+    CallToolRequestParams, ClientCapabilities, ClientConfig, ElicitRequestParams, ElicitResult,
+    ElicitationAction, ElicitationCapability, Implementation, NumberOrString,
+    ProgressNotificationParam, ProgressToken, ProtocolVersion, RequestMetaObject,
 };
-use rmcp::transport::streamable_http_client::{
-    AuthRequiredError, InsufficientScopeError, SseError, StreamableHttpClient,
-    StreamableHttpClientTransportConfig, StreamableHttpError, StreamableHttpPostResponse,
-    StreamableHttpResponseLimits,
-};
-use rmcp::transport::StreamableHttpClientTransport;
-use sse_stream::{Sse, SseStream};
+use rmcp::service::{NotificationContext, RequestContext, RunningService};
+use rmcp::{ClientHandler, ClientLifecycleMode, ClientServiceExt, ErrorData, RoleClient};
+use serde_json::{json, Value};
+use support::*;
 
-type Error = StreamableHttpError<reqwest::Error>;
-type Events = BoxStream<'static, Result<Sse, SseError>>;
-
-/// A reqwest 0.12 client as rmcp's HTTP backend.
-#[derive(Clone, Default)]
-pub struct Http(pub reqwest::Client);
-
-/// rmcp's transport for `url` over [`Http`], with `bearer` (without `Bearer `) if given.
-pub fn transport(url: &str, bearer: Option<&str>) -> StreamableHttpClientTransport<Http> {
-    let mut config = StreamableHttpClientTransportConfig::with_uri(url);
-    if let Some(b) = bearer {
-        config = config.auth_header(b);
-    }
-    StreamableHttpClientTransport::with_client(Http::default(), config)
+/// The human at the client: None advertises no elicitation capability (and records
+/// any prompt anyway, which must not come); Some(accept?) advertises form elicitation.
+#[derive(Clone)]
+struct Operator {
+    accept: Option<bool>,
+    prompts: Arc<Mutex<Vec<Value>>>,
+    /// Every `notifications/progress` value, in arrival order.
+    progress: Arc<Mutex<Vec<f64>>>,
 }
 
-/// The headers every request of the transport carries.
-fn with_headers(
-    mut req: reqwest::RequestBuilder,
-    session: Option<&str>,
-    auth: Option<String>,
-    custom: HashMap<HeaderName, HeaderValue>,
-) -> reqwest::RequestBuilder {
-    if let Some(s) = session {
-        req = req.header(HEADER_SESSION_ID, s);
-    }
-    if let Some(a) = auth {
-        req = req.bearer_auth(a);
-    }
-    for (k, v) in custom {
-        req = req.header(k, v);
-    }
-    req
-}
-
-/// A 401 or 403 with a challenge, as rmcp's errors (its auth flow reads them).
-fn challenged(r: &reqwest::Response) -> Result<(), Error> {
-    let Some(ch) = r.headers().get(header::WWW_AUTHENTICATE) else {
-        return Ok(());
-    };
-    let ch = ch
-        .to_str()
-        .map_err(|_| Error::UnexpectedServerResponse("non-ASCII WWW-Authenticate".into()))?
-        .to_string();
-    match r.status() {
-        StatusCode::UNAUTHORIZED => Err(Error::AuthRequired(AuthRequiredError::new(ch))),
-        StatusCode::FORBIDDEN => {
-            let scope = ch
-                .split_once("scope=\"")
-                .and_then(|(_, rest)| rest.split_once('"'))
-                .map(|(s, _)| s.to_string());
-            Err(Error::InsufficientScope(InsufficientScopeError::new(
-                ch, scope,
-            )))
-        }
-        _ => Ok(()),
-    }
-}
-
-fn media_type(r: &reqwest::Response) -> Option<String> {
-    let ct = r.headers().get(header::CONTENT_TYPE)?.to_str().ok()?;
-    Some(ct.split(';').next()?.trim().to_ascii_lowercase())
-}
-
-/// The body, refused past `max` bytes (`truncate`: cut there instead).
-async fn body(r: reqwest::Response, max: usize, truncate: bool) -> Result<Vec<u8>, Error> {
-    let mut out = Vec::new();
-    let mut chunks = r.bytes_stream();
-    while let Some(chunk) = chunks.next().await {
-        let chunk = chunk.map_err(Error::Client)?;
-        if out.len() + chunk.len() > max {
-            if truncate {
-                out.extend_from_slice(&chunk[..max - out.len()]);
-                break;
-            }
-            return Err(Error::ResponseBodyTooLarge { max_size: max });
-        }
-        out.extend_from_slice(&chunk);
-    }
-    Ok(out)
-}
-
-/// The SSE events of `r`, no event larger than `max` bytes.
-fn events(r: reqwest::Response, max: usize) -> Events {
-    let mut bound = EventBound::new(max);
-    let bytes = r.bytes_stream().map(move |chunk| match chunk {
-        Ok(b) => bound.feed(&b).map(|()| b),
-        Err(e) => Err(std::io::Error::other(e)),
-    });
-    SseStream::from_bytes_stream(bytes).boxed()
-}
-
-/// Counts the bytes of the current SSE event across chunks (an event ends at a blank
-/// line; CR, LF and CRLF end lines), so one endless event cannot grow without bound.
-pub struct EventBound {
-    max: usize,
-    len: usize,
-    line_start: bool,
-    last_cr: bool,
-    failed: bool,
-}
-
-impl EventBound {
-    pub fn new(max: usize) -> EventBound {
-        EventBound {
-            max,
-            len: 0,
-            line_start: true,
-            last_cr: false,
-            failed: false,
+impl Operator {
+    fn new(accept: Option<bool>) -> Operator {
+        Operator {
+            accept,
+            prompts: Arc::default(),
+            progress: Arc::default(),
         }
     }
 
-    /// Err once the current event passes `max` bytes (and for every chunk after).
-    pub fn feed(&mut self, chunk: &[u8]) -> Result<(), std::io::Error> {
-        for &b in chunk {
-            if self.failed {
-                break;
-            }
-            let cr_lf = b == b'\n' && self.last_cr;
-            self.last_cr = b == b'\r';
-            match b {
-                _ if cr_lf => {}
-                b'\r' | b'\n' if self.line_start => self.len = 0,
-                b'\r' | b'\n' => self.line_start = true,
-                _ => {
-                    self.line_start = false;
-                    self.len += 1;
-                    self.failed = self.len > self.max;
-                }
-            }
-        }
-        if self.failed {
-            return Err(std::io::Error::other(format!(
-                "an SSE event over {} bytes",
-                self.max
-            )));
-        }
-        Ok(())
+    fn prompts(&self) -> Vec<Value> {
+        self.prompts.lock().unwrap().clone()
     }
 }
 
-impl StreamableHttpClient for Http {
-    type Error = reqwest::Error;
-
-    async fn post_message(
+impl ClientHandler for Operator {
+    async fn create_elicitation(
         &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> Result<StreamableHttpPostResponse, Error> {
-        let limits = StreamableHttpResponseLimits::default();
-        self.post_message_with_response_limits(
-            uri,
-            message,
-            session_id,
-            auth_header,
-            custom_headers,
-            limits,
-        )
-        .await
+        request: ElicitRequestParams,
+        _context: RequestContext<RoleClient>,
+    ) -> Result<ElicitResult, ErrorData> {
+        self.prompts
+            .lock()
+            .unwrap()
+            .push(serde_json::to_value(&request).expect("serialize the prompt"));
+        Ok(match self.accept {
+            Some(true) => {
+                ElicitResult::new(ElicitationAction::Accept).with_content(json!({"approve": true}))
+            }
+            _ => ElicitResult::new(ElicitationAction::Decline),
+        })
     }
 
-    async fn post_message_with_max_sse_event_size(
+    async fn on_progress(
         &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        max_sse_event_size: usize,
-    ) -> Result<StreamableHttpPostResponse, Error> {
-        let mut limits = StreamableHttpResponseLimits::default();
-        limits.max_sse_event_size = max_sse_event_size;
-        self.post_message_with_response_limits(
-            uri,
-            message,
-            session_id,
-            auth_header,
-            custom_headers,
-            limits,
-        )
-        .await
+        params: ProgressNotificationParam,
+        _context: NotificationContext<RoleClient>,
+    ) {
+        self.progress.lock().unwrap().push(params.progress);
     }
 
-    async fn post_message_with_response_limits(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        limits: StreamableHttpResponseLimits,
-    ) -> Result<StreamableHttpPostResponse, Error> {
-        let req = self
-            .0
-            .post(uri.as_ref())
-            .header(
-                header::ACCEPT,
-                format!("{EVENT_STREAM_MIME_TYPE}, {JSON_MIME_TYPE}"),
+    fn get_info(&self) -> ClientConfig {
+        let mut caps = ClientCapabilities::default();
+        if self.accept.is_some() {
+            caps.elicitation = Some(ElicitationCapability::new());
+        }
+        ClientConfig::new(caps, Implementation::new("tc-tests-rmcp-http", "0.1.0"))
+    }
+}
+
+/// Bounds every SDK operation: a hang fails the test instead of stalling it.
+const OP_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// An rmcp client of the front, driven synchronously so the test can run the blocking
+/// harness (`tcctl`, the daemon's event log) between calls.
+struct Rmcp {
+    client: Option<RunningService<RoleClient, Operator>>,
+    rt: tokio::runtime::Runtime,
+}
+
+impl Rmcp {
+    fn connect(url: &str, lifecycle: ClientLifecycleMode, handler: Operator) -> Rmcp {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(2)
+            .enable_all()
+            .build()
+            .unwrap();
+        let client = rt.block_on(async {
+            let transport = rmcp_client::transport(url, None);
+            tokio::time::timeout(
+                OP_TIMEOUT,
+                handler.serve_with_lifecycle(transport, lifecycle),
             )
-            .json(&message);
-        let req = with_headers(req, session_id.as_deref(), auth_header, custom_headers);
-        let r = req.send().await.map_err(Error::Client)?;
-        challenged(&r)?;
-        let status = r.status();
-        if matches!(status, StatusCode::ACCEPTED | StatusCode::NO_CONTENT) {
-            return Ok(StreamableHttpPostResponse::Accepted);
-        }
-        if status == StatusCode::NOT_FOUND && session_id.is_some() {
-            return Err(Error::SessionExpired);
-        }
-        let session = r
-            .headers()
-            .get(HEADER_SESSION_ID)
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_string);
-        // Notifications and replies await nothing: whatever 2xx body comes back is moot.
-        let awaits_nothing = !matches!(message, ClientJsonRpcMessage::Request(_));
-        let media = media_type(&r);
-        if !status.is_success() {
-            // A JSON-RPC error in a 4xx/5xx body is the answer; anything else is a failure.
-            let text = body(r, limits.max_error_response_size, true).await?;
-            if media.as_deref() == Some(JSON_MIME_TYPE) {
-                if let Ok(m @ ServerJsonRpcMessage::Error(_)) = serde_json::from_slice(&text) {
-                    return Ok(StreamableHttpPostResponse::Json(m, session));
-                }
-            }
-            let text = String::from_utf8_lossy(&text);
-            return Err(Error::UnexpectedServerResponse(
-                format!("HTTP {status}: {text}").into(),
-            ));
-        }
-        match media.as_deref() {
-            Some(EVENT_STREAM_MIME_TYPE) => Ok(StreamableHttpPostResponse::Sse(
-                events(r, limits.max_sse_event_size),
-                session,
-            )),
-            Some(JSON_MIME_TYPE) => {
-                let raw = body(r, limits.max_json_response_size, false).await?;
-                match serde_json::from_slice(&raw) {
-                    Ok(m) => Ok(StreamableHttpPostResponse::Json(m, session)),
-                    Err(_) if awaits_nothing => Ok(StreamableHttpPostResponse::Accepted),
-                    Err(e) => Err(Error::Deserialize(e)),
-                }
-            }
-            _ if awaits_nothing => Ok(StreamableHttpPostResponse::Accepted),
-            _ => Err(Error::UnexpectedContentType(media)),
+            .await
+            .expect("rmcp handshake within 60 s")
+            .unwrap_or_else(|e| panic!("rmcp handshake with the front failed: {e}"))
+        });
+        Rmcp {
+            client: Some(client),
+            rt,
         }
     }
 
-    async fn delete_session(
-        &self,
-        uri: Arc<str>,
-        session_id: Arc<str>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> Result<(), Error> {
-        let req = self.0.delete(uri.as_ref());
-        let req = with_headers(req, Some(&session_id), auth_header, custom_headers);
-        let r = req.send().await.map_err(Error::Client)?;
-        if r.status() == StatusCode::METHOD_NOT_ALLOWED {
-            return Ok(());
-        }
-        r.error_for_status().map_err(Error::Client)?;
-        Ok(())
+    fn client(&self) -> &RunningService<RoleClient, Operator> {
+        self.client.as_ref().unwrap()
     }
 
-    async fn get_stream(
-        &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
-        last_event_id: Option<String>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-    ) -> Result<Events, Error> {
-        let max = StreamableHttpResponseLimits::default().max_sse_event_size;
-        self.get_stream_with_max_sse_event_size(
-            uri,
-            session_id,
-            last_event_id,
-            auth_header,
-            custom_headers,
-            max,
-        )
-        .await
+    fn run<T>(&self, what: &str, f: impl Future<Output = T>) -> T {
+        self.rt
+            .block_on(async { tokio::time::timeout(OP_TIMEOUT, f).await })
+            .unwrap_or_else(|_| panic!("rmcp {what} did not finish within 60 s"))
     }
 
-    async fn get_stream_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        session_id: Option<Arc<str>>,
-        last_event_id: Option<String>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        max_sse_event_size: usize,
-    ) -> Result<Events, Error> {
-        let mut req = self.0.get(uri.as_ref()).header(
-            header::ACCEPT,
-            format!("{EVENT_STREAM_MIME_TYPE}, {JSON_MIME_TYPE}"),
-        );
-        if let Some(id) = last_event_id {
-            req = req.header(HEADER_LAST_EVENT_ID, id);
-        }
-        let req = with_headers(req, session_id.as_deref(), auth_header, custom_headers);
-        let r = req.send().await.map_err(Error::Client)?;
-        if r.status() == StatusCode::METHOD_NOT_ALLOWED {
-            return Err(Error::ServerDoesNotSupportSse);
-        }
-        challenged(&r)?;
-        let r = r.error_for_status().map_err(Error::Client)?;
-        match media_type(&r).as_deref() {
-            Some(EVENT_STREAM_MIME_TYPE) => Ok(events(r, max_sse_event_size)),
-            other => Err(Error::UnexpectedContentType(other.map(str::to_string))),
+    fn protocol_version(&self) -> String {
+        let info = self.client().peer_info().expect("peer info");
+        info.protocol_version.to_string()
+    }
+
+    fn list(&self) -> Value {
+        let tools = self
+            .run("list_all_tools", self.client().list_all_tools())
+            .expect("tools/list");
+        json!({ "tools": serde_json::to_value(tools).unwrap() })
+    }
+
+    /// `tools/call` through the SDK's `call_tool`, the result as on the wire.
+    fn call(&self, name: &str, args: Value) -> Value {
+        let Value::Object(args) = args else {
+            panic!("arguments must be an object")
+        };
+        let params = CallToolRequestParams::new(name.to_string()).with_arguments(args);
+        let r = self
+            .run("call_tool", self.client().call_tool(params))
+            .unwrap_or_else(|e| panic!("rmcp call_tool {name} failed: {e}"));
+        serde_json::to_value(r).unwrap()
+    }
+}
+
+impl Drop for Rmcp {
+    fn drop(&mut self) {
+        if let Some(c) = self.client.take() {
+            let _ = self
+                .rt
+                .block_on(async { tokio::time::timeout(OP_TIMEOUT, c.cancel()).await });
         }
     }
+}
+
+fn text(r: &Value) -> &str {
+    r["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no text content in {r}"))
+}
+
+/// The fs vault behind a front, tcd up, `note.txt` = "v0".
+fn started() -> (Env, Front) {
+    let mut env = fs_vault("", None);
+    env.start_tcd();
+    std::fs::write(env.root.join("note.txt"), "v0").unwrap();
+    let front = Front::start(&env, "fs");
+    (env, front)
 }
 
 #[test]
-fn event_bound_counts_one_event_across_chunks_and_resets_at_blank_lines() {
-    let mut b = EventBound::new(10);
-    // Two events of 9 data bytes each ("data:abcd" ×1 line), LF and CRLF framed.
-    assert!(b.feed(b"data:abcd\n\ndata:").is_ok());
-    assert!(b.feed(b"wxyz\r\n\r\n").is_ok());
-    // One event split over chunks: 5 + 6 bytes on two lines exceeds 10.
-    assert!(b.feed(b"id:12\n").is_ok());
-    assert!(b.feed(b"data:x").is_err());
-    // Once failed, it stays failed.
-    assert!(b.feed(b"\n\n").is_err());
-    // CR alone ends lines too.
-    let mut b = EventBound::new(6);
-    assert!(b.feed(b"data:1\r\rdata:2\r\r").is_ok());
+fn rmcp_legacy_over_http_gets_elicit_required_and_the_cli_route_writes() {
+    let (env, front) = started();
+    let op = Operator::new(None);
+    let c = Rmcp::connect(&front.url(), ClientLifecycleMode::Initialize, op.clone());
+    assert_eq!(c.protocol_version(), "2025-11-25");
+
+    let tools = c.list();
+    let wf = tool(&tools, "write_file").unwrap_or_else(|| panic!("{tools}"));
+    assert_eq!(
+        wf["inputSchema"]["properties"]["elicit_token"]["type"], "string",
+        "{wf}"
+    );
+    assert!(tool(&tools, "read_text_file").is_some(), "{tools}");
+
+    let r = c.call("read_text_file", json!({"path": "note.txt"}));
+    assert_eq!(code(&r), None, "{r}");
+    assert_eq!(text(&r), "v0", "{r}");
+
+    // The gated write: a tool result the SDK hands back as is, nothing written. write_file
+    // declares an outputSchema, so the refusal object is in `_meta["tc/refusal"]` (an SDK
+    // validating structuredContent against that schema would reject it there).
+    let args = json!({"path": "note.txt", "content": "from rmcp over http"});
+    let r = c.call("write_file", args.clone());
+    assert_eq!(r["isError"], true, "{r}");
+    assert!(wf.get("outputSchema").is_some(), "{wf}");
+    assert_eq!(r["_meta"]["tc/refusal"]["code"], "elicit_required", "{r}");
+    assert!(r.get("structuredContent").is_none(), "{r}");
+    assert_elicit_required(&r, "write_file", "fs", &args);
+    assert_eq!(sc(&r)["details"]["caller"], "http-local", "{r}");
+    assert_eq!(disk(&env, "note.txt").as_deref(), Some("v0"));
+
+    let token = tcctl_elicit(&env, &r);
+    let r = c.call("write_file", with_token(&args, &token));
+    assert_eq!(code(&r), None, "{r}");
+    assert!(text(&r).contains("Successfully wrote"), "{r}");
+    assert_eq!(
+        disk(&env, "note.txt").as_deref(),
+        Some("from rmcp over http")
+    );
+
+    // Spent: the removed file stays removed.
+    std::fs::remove_file(env.root.join("note.txt")).unwrap();
+    let r = c.call("write_file", with_token(&args, &token));
+    assert_eq!(code(&r).as_deref(), Some("invalid_input"), "{r}");
+    assert_eq!(sc(&r)["details"]["reason"], "spent", "{r}");
+    assert_eq!(disk(&env, "note.txt"), None, "a spent token must not write");
+    assert_eq!(events_of(&env, "tc.elicit.consumed"), 1);
+    assert!(op.prompts().is_empty(), "{:?}", op.prompts());
+}
+
+/// A call whose answer is an event stream (progress notifications, then the result):
+/// the transport's SSE path, not only its JSON one.
+#[test]
+fn rmcp_legacy_over_http_gets_a_calls_progress_from_its_event_stream() {
+    let mut env = Env::with(&Vault::everything("ev"));
+    env.start_tcd();
+    let front = Front::start(&env, "ev");
+    let op = Operator::new(None);
+    let c = Rmcp::connect(&front.url(), ClientLifecycleMode::Initialize, op.clone());
+    let args = json!({"duration": 0.3, "steps": 3});
+    let mut params = CallToolRequestParams::new("trigger-long-running-operation")
+        .with_arguments(args.as_object().unwrap().clone());
+    params.meta = Some(RequestMetaObject::with_progress_token(ProgressToken(
+        NumberOrString::String("p1".into()),
+    )));
+    let r = c
+        .run("call_tool", c.client().call_tool(params))
+        .unwrap_or_else(|e| panic!("rmcp call_tool failed: {e}"));
+    let r = serde_json::to_value(r).unwrap();
+    assert!(text(&r).contains("Long running operation completed"), "{r}");
+    let seen = wait_until("three progress notifications", || {
+        let p = op.progress.lock().unwrap().clone();
+        (p.len() >= 3).then_some(p)
+    });
+    assert_eq!(seen, [1.0, 2.0, 3.0]);
+}
+
+fn modern() -> ClientLifecycleMode {
+    ClientLifecycleMode::Discover {
+        preferred_versions: vec![ProtocolVersion::V_2026_07_28],
+    }
+}
+
+/// The one prompt the handler saw: a form asking to approve the write of note.txt.
+fn one_write_prompt(op: &Operator) {
+    let prompts = op.prompts();
+    assert_eq!(prompts.len(), 1, "one prompt per gated call: {prompts:?}");
+    let p = &prompts[0];
+    let msg = p["message"].as_str().unwrap_or_else(|| panic!("{p}"));
+    assert!(
+        msg.contains("`write_file`") && msg.contains("note.txt"),
+        "{msg}"
+    );
+    assert_eq!(
+        p["requestedSchema"]["properties"]["approve"]["type"], "boolean",
+        "{p}"
+    );
+}
+
+#[test]
+fn rmcp_modern_over_http_approve_writes_once() {
+    let (env, front) = started();
+    let op = Operator::new(Some(true));
+    let c = Rmcp::connect(&front.url(), modern(), op.clone());
+    assert_eq!(c.protocol_version(), "2026-07-28");
+
+    let r = c.call("read_text_file", json!({"path": "note.txt"}));
+    assert_eq!(text(&r), "v0", "{r}");
+    assert!(op.prompts().is_empty(), "{:?}", op.prompts());
+
+    let args = json!({"path": "note.txt", "content": "approved over http"});
+    let r = c.call("write_file", args);
+    assert_eq!(code(&r), None, "{r}");
+    assert!(text(&r).contains("Successfully wrote"), "{r}");
+    one_write_prompt(&op);
+    assert_eq!(
+        disk(&env, "note.txt").as_deref(),
+        Some("approved over http")
+    );
+    assert_eq!(events_of(&env, "tc.elicit.consumed"), 1);
+}
+
+#[test]
+fn rmcp_modern_over_http_decline_writes_nothing() {
+    let (env, front) = started();
+    let op = Operator::new(Some(false));
+    let c = Rmcp::connect(&front.url(), modern(), op.clone());
+    assert_eq!(c.protocol_version(), "2026-07-28");
+    let r = c.call(
+        "write_file",
+        json!({"path": "note.txt", "content": "declined"}),
+    );
+    assert_eq!(code(&r).as_deref(), Some("approval_declined"), "{r}");
+    one_write_prompt(&op);
+    assert_eq!(disk(&env, "note.txt").as_deref(), Some("v0"));
+    assert_eq!(events_of(&env, "tc.elicit.consumed"), 0);
 }

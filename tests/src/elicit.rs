@@ -1,0 +1,283 @@
+//! Harness for the in-protocol confirmation tests: a real SDK client with an elicitation
+//! capability whose "human" is the test (tests/fixtures/elicit_client.py), and the vault
+//! setups in front of the real server-filesystem.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::shim::*;
+
+/// A client fixture with an elicitation capability, driven by tagged JSON lines.
+pub struct Human {
+    child: Child,
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<Value>,
+    /// Lines read while waiting for something else.
+    backlog: Vec<Value>,
+    pub hello: Value,
+    next_tag: u64,
+}
+
+impl Human {
+    /// The Python `mcp` SDK: `legacy` (`ClientSession`, initialize 2025-11-25) or
+    /// `modern` (`mcp.Client(mode="auto")`, server/discover 2026-07-28).
+    pub fn python(era: &str, server_argv: &[String]) -> Human {
+        let mut cmd = Command::new(peers().join("venv/bin/python"));
+        cmd.arg(workspace().join("tests/fixtures/elicit_client.py"))
+            .arg(era)
+            .args(server_argv);
+        Self::spawn(cmd)
+    }
+
+    /// The TypeScript SDK (1.32.2, legacy era) declaring a bare `elicitation: {}`.
+    pub fn typescript(server_argv: &[String]) -> Human {
+        let nm = peers().join("npm/node_modules");
+        let mut cmd = Command::new("node");
+        cmd.arg(workspace().join("tests/fixtures/ts_elicit_client.mjs"))
+            .arg(nm)
+            .args(server_argv);
+        Self::spawn(cmd)
+    }
+
+    fn spawn(mut cmd: Command) -> Human {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn the elicitation client fixture");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                let v: Value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| json!({"unparsable": line, "why": e.to_string()}));
+                if tx.send(v).is_err() {
+                    break;
+                }
+            }
+        });
+        let mut h = Human {
+            child,
+            stdin,
+            lines,
+            backlog: Vec::new(),
+            hello: Value::Null,
+            next_tag: 0,
+        };
+        let hello = h.next_matching(|v| v.get("ok").is_some() && v.get("tag").is_none());
+        assert_eq!(hello["ok"], true, "client start failed: {hello}");
+        h.hello = hello;
+        h
+    }
+
+    fn write(&mut self, v: Value) {
+        writeln!(self.stdin, "{v}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// The next line (from the backlog first) for which `pred` holds; 60 s at most.
+    fn next_matching(&mut self, pred: impl Fn(&Value) -> bool) -> Value {
+        if let Some(i) = self.backlog.iter().position(&pred) {
+            return self.backlog.remove(i);
+        }
+        loop {
+            let v = self
+                .lines
+                .recv_timeout(Duration::from_secs(60))
+                .expect("the client fixture answered within 60 s");
+            if pred(&v) {
+                return v;
+            }
+            self.backlog.push(v);
+        }
+    }
+
+    /// Lines that arrive within `wait` and match `pred` (used to prove something did
+    /// NOT happen, e.g. a second prompt).
+    pub fn drain_matching(&mut self, wait: Duration, pred: impl Fn(&Value) -> bool) -> Vec<Value> {
+        let deadline = std::time::Instant::now() + wait;
+        while let Some(left) = deadline.checked_duration_since(std::time::Instant::now()) {
+            match self.lines.recv_timeout(left) {
+                Ok(v) => self.backlog.push(v),
+                Err(_) => break,
+            }
+        }
+        let (hit, keep): (Vec<Value>, Vec<Value>) = self.backlog.drain(..).partition(|v| pred(v));
+        self.backlog = keep;
+        hit
+    }
+
+    /// Starts a call without waiting; returns its tag.
+    pub fn start_call(&mut self, name: &str, args: Value) -> String {
+        self.start(json!({"op": "call", "name": name, "args": args}))
+    }
+
+    /// Starts one raw round (modern: `allow_input_required=True`) answering our form
+    /// (`confirm`) with `answer`; returns its tag.
+    pub fn start_raw(
+        &mut self,
+        name: &str,
+        args: Value,
+        state: Option<&str>,
+        answer: Option<Value>,
+    ) -> String {
+        let responses = answer.map(|a| json!({ "confirm": a }));
+        self.start_round(name, args, state, responses)
+    }
+
+    /// Starts one raw round with `responses` as the whole `inputResponses` (keyed as the
+    /// `inputRequests` they answer); returns its tag.
+    pub fn start_round(
+        &mut self,
+        name: &str,
+        args: Value,
+        state: Option<&str>,
+        responses: Option<Value>,
+    ) -> String {
+        let mut cmd = json!({"op": "raw", "name": name, "args": args});
+        if let Some(s) = state {
+            cmd["request_state"] = json!(s);
+        }
+        if let Some(r) = responses {
+            cmd["input_responses"] = r;
+        }
+        self.start(cmd)
+    }
+
+    fn start(&mut self, mut cmd: Value) -> String {
+        self.next_tag += 1;
+        let tag = format!("t{}", self.next_tag);
+        cmd["tag"] = json!(tag);
+        self.write(cmd);
+        tag
+    }
+
+    /// Waits for the prompt the server shows the human; returns its params.
+    pub fn prompt(&mut self) -> Value {
+        self.next_matching(|v| v.get("prompt").is_some())["prompt"].clone()
+    }
+
+    /// Answers the open prompt with an `ElicitResult`.
+    pub fn answer(&mut self, result: Value) {
+        self.write(json!({ "answer": result }));
+    }
+
+    /// Leaves the open prompt unanswered.
+    pub fn hang(&mut self) {
+        self.write(json!({ "answer": "hang" }));
+    }
+
+    /// Cancels a started call (the SDK sends `notifications/cancelled`).
+    pub fn cancel(&mut self, tag: &str) {
+        self.write(json!({"op": "cancel", "tag": tag}));
+    }
+
+    /// Waits for a started op's outcome line (`ok`+`result`, `error` or `cancelled`).
+    pub fn outcome(&mut self, tag: &str) -> Value {
+        let t = tag.to_string();
+        self.next_matching(move |v| v["tag"] == t.as_str())
+    }
+
+    /// Waits for a started op's result; fails on an error or cancellation.
+    pub fn result(&mut self, tag: &str) -> Value {
+        let o = self.outcome(tag);
+        assert_eq!(o["ok"], true, "op {tag} failed: {o}");
+        o["result"].clone()
+    }
+
+    /// A call whose single prompt is answered with `answer`; returns the result.
+    pub fn call_answering(&mut self, name: &str, args: Value, answer: Value) -> (Value, Value) {
+        let tag = self.start_call(name, args);
+        let p = self.prompt();
+        self.answer(answer);
+        (p, self.result(&tag))
+    }
+
+    /// A call that is expected not to prompt at all.
+    pub fn call(&mut self, name: &str, args: Value) -> Value {
+        let tag = self.start_call(name, args);
+        let o = self.next_matching(|v| v.get("prompt").is_some() || v["tag"] == tag.as_str());
+        assert!(o.get("prompt").is_none(), "unexpected prompt: {o}");
+        assert_eq!(o["ok"], true, "op {tag} failed: {o}");
+        o["result"].clone()
+    }
+
+    pub fn list(&mut self) -> Value {
+        let tag = self.start(json!({"op": "list"}));
+        self.result(&tag)
+    }
+}
+
+impl Drop for Human {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `accept` with `approve: true`.
+pub fn approve() -> Value {
+    json!({"action": "accept", "content": {"approve": true}})
+}
+
+/// A vault in front of the real server-filesystem with `write_file` gated on its path
+/// (`when` optional, as a TOML inline table) and `extra` vault keys
+/// (e.g. `legacy_elicitation_shim = true`, `lean = true`).
+pub fn fs_vault(extra: &str, when: Option<&str>) -> Env {
+    let server =
+        peers().join("npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
+    let when = when.map(|w| format!("when = {w}\n")).unwrap_or_default();
+    Env::new(&format!(
+        r#"[[vaults]]
+id = "fs"
+root = "$ROOT"
+command = ["node", "{}", "$ROOT"]
+{extra}
+
+[[vaults.gates]]
+tool = "write_file"
+{when}targets = {{ paths = ["path"] }}
+
+[vaults.acl]
+deny = ["private/**"]
+"#,
+        server.display()
+    ))
+}
+
+/// Sets `daemon.elicit_ttl_seconds` in the env's config (before tcd starts).
+pub fn set_ttl(env: &Env, seconds: u32) {
+    let text = std::fs::read_to_string(&env.config).unwrap();
+    let text = text.replacen(
+        "[daemon]\n",
+        &format!("[daemon]\nelicit_ttl_seconds = {seconds}\n"),
+        1,
+    );
+    std::fs::write(&env.config, text).unwrap();
+}
+
+/// How many events of `kind` the daemon logged.
+pub fn events_of(env: &Env, kind: &str) -> usize {
+    count(&event_kinds(&env.socket), kind)
+}
+
+/// The file's content under the vault root (None when it does not exist).
+pub fn disk(env: &Env, rel: &str) -> Option<String> {
+    std::fs::read_to_string(env.root.join(rel)).ok()
+}
+
+/// Starts the env's `tcd` WITHOUT `--ephemeral` (keyed from `<cache>/server-secrets`,
+/// so states survive a restart), replacing any running one; returns this start's
+/// stderr log (each start has its own).
+pub fn start_persistent_tcd(env: &mut Env) -> std::path::PathBuf {
+    env.stop_tcd();
+    env.start_tcd_keyed();
+    env.tcd.latest_stderr_path()
+}

@@ -1,0 +1,801 @@
+//! Shared harness for the tc-shim end-to-end tests: the built binaries, the pinned peers
+//! and vault configs for them, a real `tcd`, the SDK client fixtures, approvals via `tcctl`.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, ChildStdin, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use serde_json::{json, Value};
+use tc_proto::v1::confirm_client::ConfirmClient;
+use tc_proto::v1::{self, Binding};
+
+pub use crate::{bin, workspace};
+
+/// The pinned peers (`$TC_PEERS`, default <workspace>/.peers); fails loudly when missing.
+pub fn peers() -> PathBuf {
+    let p = crate::peers_dir();
+    for need in [
+        "npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js",
+        "venv/bin/python",
+    ] {
+        assert!(
+            p.join(need).exists(),
+            "peer {} is missing: run scripts/install-peers (or set TC_PEERS)",
+            p.join(need).display()
+        );
+    }
+    p
+}
+
+/// A file of the pinned peers, which must exist.
+pub fn peer_file(rel: &str) -> PathBuf {
+    let p = peers().join(rel);
+    assert!(
+        p.is_file(),
+        "peer {} missing: run scripts/install-peers",
+        p.display()
+    );
+    p
+}
+
+/// `@modelcontextprotocol/server-filesystem`'s entry point.
+pub fn filesystem_server() -> PathBuf {
+    peer_file("npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js")
+}
+
+/// `@modelcontextprotocol/server-memory`'s entry point.
+pub fn memory_server() -> PathBuf {
+    peer_file("npm/node_modules/@modelcontextprotocol/server-memory/dist/index.js")
+}
+
+/// `@modelcontextprotocol/server-everything`'s entry point.
+pub fn everything_server() -> PathBuf {
+    peer_file("npm/node_modules/@modelcontextprotocol/server-everything/dist/index.js")
+}
+
+/// The `mcp-server-git` executable.
+pub fn git_server() -> PathBuf {
+    peer_file("venv/bin/mcp-server-git")
+}
+
+/// A fixture of tests/fixtures.
+pub fn fixture(name: &str) -> PathBuf {
+    workspace().join("tests/fixtures").join(name)
+}
+
+/// A TOML basic string (JSON string escapes are valid TOML ones).
+fn toml_str(s: &str) -> String {
+    serde_json::to_string(s).unwrap()
+}
+
+/// One `[[vaults]]` entry of a test config, built gate by gate; `$ROOT` stands for the
+/// vault root until [`Env::new`] writes the file.
+#[derive(Debug, Clone)]
+pub struct Vault {
+    toml: String,
+}
+
+impl Vault {
+    /// A vault with no `command` (the shim is given one after `--`).
+    pub fn bare(id: &str) -> Vault {
+        Vault {
+            toml: format!("[[vaults]]\nid = {}\nroot = \"$ROOT\"\n", toml_str(id)),
+        }
+    }
+
+    /// A vault whose downstream is `command`.
+    pub fn new(id: &str, command: &[&str]) -> Vault {
+        let argv: Vec<String> = command.iter().map(|a| toml_str(a)).collect();
+        let mut v = Vault::bare(id);
+        v.toml += &format!("command = [{}]\n", argv.join(", "));
+        v
+    }
+
+    /// server-filesystem serving the vault root.
+    pub fn filesystem(id: &str) -> Vault {
+        let server = filesystem_server();
+        Vault::new(id, &["node", &server.display().to_string(), "$ROOT"])
+    }
+
+    /// server-memory keeping its graph in `$ROOT/memory.jsonl`.
+    pub fn memory(id: &str) -> Vault {
+        let server = memory_server();
+        Vault::new(
+            id,
+            &[
+                "env",
+                "MEMORY_FILE_PATH=$ROOT/memory.jsonl",
+                "node",
+                &server.display().to_string(),
+            ],
+        )
+    }
+
+    /// mcp-server-git on the repository at the vault root.
+    pub fn git(id: &str) -> Vault {
+        let server = git_server();
+        Vault::new(
+            id,
+            &[&server.display().to_string(), "--repository", "$ROOT"],
+        )
+    }
+
+    /// server-everything over stdio.
+    pub fn everything(id: &str) -> Vault {
+        let server = everything_server();
+        Vault::new(id, &["node", &server.display().to_string(), "stdio"])
+    }
+
+    /// A stdlib-only Python fixture server of tests/fixtures, given the vault root.
+    pub fn fixture(id: &str, script: &str) -> Vault {
+        let f = fixture(script);
+        Vault::new(id, &["python3", &f.display().to_string(), "$ROOT"])
+    }
+
+    /// Adds a key of the vault's own table (e.g. `lean = true`); call it before any gate.
+    pub fn key(mut self, line: &str) -> Vault {
+        self.toml += line;
+        self.toml += "\n";
+        self
+    }
+
+    /// Adds `[[vaults.gates]]` for `tool`; `targets` is a TOML value, e.g. `{ paths = ["path"] }`.
+    pub fn gate(self, tool: &str, targets: &str) -> Vault {
+        self.gate_entry(tool, None, targets)
+    }
+
+    /// Adds a gate with a `when` condition (a TOML value).
+    pub fn gate_when(self, tool: &str, when: &str, targets: &str) -> Vault {
+        self.gate_entry(tool, Some(when), targets)
+    }
+
+    fn gate_entry(mut self, tool: &str, when: Option<&str>, targets: &str) -> Vault {
+        self.toml += &format!("\n[[vaults.gates]]\ntool = {}\n", toml_str(tool));
+        if let Some(w) = when {
+            self.toml += &format!("when = {w}\n");
+        }
+        self.toml += &format!("targets = {targets}\n");
+        self
+    }
+
+    /// Sets `[vaults.acl] deny`.
+    pub fn acl_deny(mut self, globs: &[&str]) -> Vault {
+        let g: Vec<String> = globs.iter().map(|g| toml_str(g)).collect();
+        self.toml += &format!("\n[vaults.acl]\ndeny = [{}]\n", g.join(", "));
+        self
+    }
+
+    /// The TOML text.
+    pub fn toml(&self) -> &str {
+        &self.toml
+    }
+}
+
+/// A temp dir holding a vault root, a daemon cache dir, the socket and the config.
+pub struct Env {
+    /// The real `tcd` on this layout (not started until `start_tcd*`). First, so it is
+    /// dropped (killed) before `tmp` is removed under it.
+    pub tcd: crate::Daemon,
+    pub tmp: tempfile::TempDir,
+    pub root: PathBuf,
+    pub socket: PathBuf,
+    pub cache: PathBuf,
+    pub config: PathBuf,
+}
+
+impl Env {
+    /// Creates the layout and writes `[daemon]` + `vault_toml` as the config.
+    pub fn new(vault_toml: &str) -> Env {
+        let tmp = tempfile::tempdir().unwrap();
+        let base = std::fs::canonicalize(tmp.path()).unwrap();
+        let root = base.join("vault");
+        std::fs::create_dir_all(&root).unwrap();
+        let config = base.join("config.toml");
+        let tcd = crate::Daemon::prepared_in(&base, config.clone(), crate::DaemonOpts::default());
+        let (socket, cache) = (tcd.socket.clone(), tcd.cache_dir.clone());
+        let env = Env {
+            tcd,
+            socket,
+            cache,
+            config,
+            tmp,
+            root,
+        };
+        env.write_config(vault_toml);
+        env
+    }
+
+    /// [`Env::new`] with one vault.
+    pub fn with(vault: &Vault) -> Env {
+        Env::new(vault.toml())
+    }
+
+    /// (Re)writes the config: `[daemon]` + `vault_toml`, `$ROOT` replaced. A running
+    /// shim keeps the policy it started with; the next one reads this.
+    pub fn write_config(&self, vault_toml: &str) {
+        let text = format!(
+            "[daemon]\nsocket = {}\ncache_dir = {}\n\n{}",
+            toml_str(&self.socket.display().to_string()),
+            toml_str(&self.cache.display().to_string()),
+            vault_toml.replace("$ROOT", &self.root.display().to_string())
+        );
+        std::fs::write(&self.config, text).unwrap();
+    }
+
+    /// Starts a real `tcd --ephemeral` and waits until it accepts on its socket.
+    pub fn start_tcd(&mut self) {
+        self.tcd.opts.ephemeral = true;
+        self.tcd.start_again();
+    }
+
+    /// Starts a real `tcd` keyed from `<cache>/server-secrets` (no `--ephemeral`), so its
+    /// key, tokens and states outlive a restart and a test can read the key file.
+    pub fn start_tcd_keyed(&mut self) {
+        self.tcd.opts.ephemeral = false;
+        self.tcd.start_again();
+    }
+
+    /// Stops `tcd` (SIGTERM, then wait), if it runs.
+    pub fn stop_tcd(&mut self) {
+        if self.tcd.is_running() {
+            self.tcd.stop();
+        }
+    }
+
+    /// The argv that runs tc-shim for `vault`, its stderr appended to the returned file
+    /// (and nowhere else), so a test can read what the shim logged.
+    pub fn shim_argv_logged(&self, vault: &str) -> (Vec<String>, PathBuf) {
+        let log = self.tmp.path().join(format!("shim-{vault}.log"));
+        let mut argv = vec![
+            "sh".to_string(),
+            "-c".into(),
+            "log=$1; shift; exec \"$@\" 2>>\"$log\"".into(),
+            "sh".into(),
+            log.display().to_string(),
+        ];
+        argv.extend(self.shim_argv(vault));
+        (argv, log)
+    }
+
+    /// The argv that runs tc-shim for `vault` against this env.
+    pub fn shim_argv(&self, vault: &str) -> Vec<String> {
+        vec![
+            bin("tc-shim").display().to_string(),
+            "serve".into(),
+            vault.into(),
+            "--config".into(),
+            self.config.display().to_string(),
+            "--socket".into(),
+            self.socket.display().to_string(),
+        ]
+    }
+
+    /// The argv that runs tc-shim for `vault` with the downstream given inline (`-- …`).
+    pub fn shim_argv_inline(&self, vault: &str, command: &[String]) -> Vec<String> {
+        let mut argv = self.shim_argv(vault);
+        argv.push("--".into());
+        argv.extend(command.iter().cloned());
+        argv
+    }
+}
+
+/// A real SDK client fixture (Python `mcp` or the TypeScript SDK), driven one JSON
+/// command per line.
+pub struct PyClient {
+    child: Child,
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<String>,
+    /// The first line: `{"ok", "protocolVersion", "era": "legacy"|"modern"}`.
+    pub hello: Value,
+}
+
+impl PyClient {
+    /// Starts the low-level client (`ClientSession.initialize()`, legacy era) in front of
+    /// `server_argv` and waits for `initialize` to finish.
+    pub fn start(server_argv: &[String]) -> PyClient {
+        Self::spawn(&[], server_argv)
+    }
+
+    /// Starts the high-level `mcp.Client(mode="auto")` (probes `server/discover`, falls
+    /// back to `initialize`) in front of `server_argv`.
+    pub fn start_auto(server_argv: &[String]) -> PyClient {
+        Self::spawn(&["--auto"], server_argv)
+    }
+
+    /// Starts the TypeScript SDK client fixture (`tests/fixtures/ts_client.mjs`, SDK from
+    /// the pinned peers) in front of `server_argv`; same line protocol.
+    pub fn start_ts(server_argv: &[String]) -> PyClient {
+        let nm = peers().join("npm/node_modules");
+        assert!(
+            nm.join("@modelcontextprotocol/sdk/dist/esm/client/index.js")
+                .is_file(),
+            "peer @modelcontextprotocol/sdk is missing under {}: run scripts/install-peers",
+            nm.display()
+        );
+        let mut cmd = Command::new("node");
+        cmd.arg(workspace().join("tests/fixtures/ts_client.mjs"))
+            .arg(nm)
+            .args(server_argv);
+        Self::spawn_cmd(cmd)
+    }
+
+    /// Starts `tests/fixtures/cancel_client.py` (a `ClientSession` that can abandon a call
+    /// in flight, so the SDK sends `notifications/cancelled`) in front of `server_argv`.
+    pub fn start_cancel(server_argv: &[String]) -> PyClient {
+        Self::spawn_script("cancel_client.py", &[], server_argv)
+    }
+
+    fn spawn(flags: &[&str], server_argv: &[String]) -> PyClient {
+        Self::spawn_script("mcp_client.py", flags, server_argv)
+    }
+
+    fn spawn_script(script: &str, flags: &[&str], server_argv: &[String]) -> PyClient {
+        let mut cmd = Command::new(peers().join("venv/bin/python"));
+        cmd.arg(fixture(script)).args(flags).args(server_argv);
+        Self::spawn_cmd(cmd)
+    }
+
+    fn spawn_cmd(mut cmd: Command) -> PyClient {
+        let mut child = cmd
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn the client fixture");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                match line {
+                    Ok(l) => {
+                        if tx.send(l).is_err() {
+                            break;
+                        }
+                    }
+                    Err(_) => break,
+                }
+            }
+        });
+        let mut c = PyClient {
+            child,
+            stdin,
+            lines,
+            hello: Value::Null,
+        };
+        let hello = c.read();
+        assert_eq!(hello["ok"], true, "initialize failed: {hello}");
+        c.hello = hello;
+        c
+    }
+
+    fn read(&mut self) -> Value {
+        let line = self
+            .lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("python client answered within 60s");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("bad client line {line:?}: {e}"))
+    }
+
+    fn send(&mut self, cmd: Value) -> Value {
+        writeln!(self.stdin, "{cmd}").unwrap();
+        self.stdin.flush().unwrap();
+        let r = self.read();
+        assert_eq!(r["ok"], true, "client op {cmd} failed: {r}");
+        r["result"].clone()
+    }
+
+    /// `tools/list` as the SDK returns it.
+    pub fn list(&mut self) -> Value {
+        self.send(json!({"op": "list"}))
+    }
+
+    /// `tools/call` as the SDK returns it (a CallToolResult, camelCase keys).
+    pub fn call(&mut self, name: &str, args: Value) -> Value {
+        self.send(json!({"op": "call", "name": name, "args": args}))
+    }
+
+    /// (cancel client) Sends a `tools/call` in the background, known as `tag`.
+    pub fn start_call(&mut self, tag: &str, name: &str, args: Value) {
+        self.send(json!({"op": "start", "tag": tag, "name": name, "args": args}));
+    }
+
+    /// (cancel client) Abandons the call `tag`; returns `{cancelled, answered, error}`
+    /// once the SDK has given it up (and sent its `notifications/cancelled`).
+    pub fn cancel(&mut self, tag: &str) -> Value {
+        self.send(json!({"op": "cancel", "tag": tag}))
+    }
+}
+
+impl Drop for PyClient {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The shim's refusal object of an isError result: `structuredContent`, or
+/// `_meta["tc/refusal"]` for a tool that declares an `outputSchema`.
+pub fn sc(result: &Value) -> &Value {
+    let m = &result["_meta"]["tc/refusal"];
+    if m.is_object() {
+        m
+    } else {
+        &result["structuredContent"]
+    }
+}
+
+/// The structured code of an isError result (None for a success).
+pub fn code(result: &Value) -> Option<String> {
+    if result["isError"] != true {
+        return None;
+    }
+    Some(
+        sc(result)["code"]
+            .as_str()
+            .unwrap_or("<no code>")
+            .to_string(),
+    )
+}
+
+/// Checks an `elicit_required` refusal of `tool(args)` in `vault`: the directive to stop
+/// first, the binding in its details, and the exact `tcctl elicit` command, which the
+/// text repeats. Returns that command.
+#[track_caller]
+pub fn assert_elicit_required(r: &Value, tool: &str, vault: &str, args: &Value) -> String {
+    assert_eq!(code(r).as_deref(), Some("elicit_required"), "{r}");
+    let text = r["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.starts_with("STOP: ask the human"), "{r}");
+    let d = &sc(r)["details"];
+    assert_eq!(d["tool"], tool, "{r}");
+    assert_eq!(d["vault"], vault, "{r}");
+    assert_eq!(d["args_hash"], tc_core::hash::args_hash(tool, args), "{r}");
+    let cmd = sc(r)["recovery"]["command"].as_str().unwrap_or_default();
+    assert_eq!(
+        cmd,
+        format!(
+            "tcctl elicit --hash {} --tool {tool} --vault {vault} --caller {} --state-fp {}",
+            d["args_hash"].as_str().unwrap_or_default(),
+            d["caller"].as_str().unwrap_or_default(),
+            d["state_fp"].as_str().unwrap_or_default()
+        ),
+        "{r}"
+    );
+    assert!(text.contains(cmd), "{r}");
+    cmd.to_string()
+}
+
+async fn client(socket: &Path) -> ConfirmClient<tonic::transport::Channel> {
+    ConfirmClient::new(tc_proto::connect(socket).await.expect("connect tcd"))
+}
+
+/// Mints a token for an `elicit_required` result, as the operator would (`tcctl elicit`).
+pub fn mint(socket: &Path, elicit_required: &Value) -> String {
+    let d = &sc(elicit_required)["details"];
+    let s = |k: &str| {
+        d[k].as_str()
+            .unwrap_or_else(|| panic!("details.{k} missing in {d}"))
+            .to_string()
+    };
+    let binding = Binding {
+        vault: s("vault"),
+        tool: s("tool"),
+        caller: s("caller"),
+        args_hash: s("args_hash"),
+    };
+    let fp = s("state_fp");
+    rt().block_on(async {
+        client(socket)
+            .await
+            .mint(v1::MintRequest {
+                binding: Some(binding),
+                state_fp: Some(fp),
+                ..Default::default()
+            })
+            .await
+            .expect("mint")
+            .into_inner()
+            .token
+    })
+}
+
+/// Every event kind in the daemon's log, in order.
+pub fn event_kinds(socket: &Path) -> Vec<String> {
+    rt().block_on(async {
+        let mut s = client(socket)
+            .await
+            .list_events(v1::ListEventsRequest {
+                after_id: 0,
+                limit: 0,
+                follow: false,
+            })
+            .await
+            .expect("list events")
+            .into_inner();
+        let mut out = Vec::new();
+        while let Some(e) = s.message().await.expect("event") {
+            out.push(e.kind);
+        }
+        out
+    })
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// Waits (up to 10 s) until the shim's log file contains `needle`; returns the whole log.
+pub fn wait_log(log: &Path, needle: &str) -> String {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if text.contains(needle) || Instant::now() > deadline {
+            return text;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// The tools of a `tools/list` result, by name.
+pub fn tool<'a>(list: &'a Value, name: &str) -> Option<&'a Value> {
+    list["tools"].as_array()?.iter().find(|t| t["name"] == name)
+}
+
+/// Runs `git -C root args…` (test setup only; the shim never runs git).
+pub fn git(root: &Path, args: &[&str]) -> String {
+    let out = Command::new("git")
+        .arg("-C")
+        .arg(root)
+        .args(args)
+        .env("GIT_AUTHOR_NAME", "t")
+        .env("GIT_AUTHOR_EMAIL", "t@example.com")
+        .env("GIT_COMMITTER_NAME", "t")
+        .env("GIT_COMMITTER_EMAIL", "t@example.com")
+        .output()
+        .expect("git (test setup only; the shim never runs git)");
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A repository at `root` (branch main, a committer identity) with `base.txt` committed.
+pub fn git_repo_with_base(root: &Path) {
+    git(root, &["init", "-q", "-b", "main"]);
+    git(root, &["config", "user.name", "t"]);
+    git(root, &["config", "user.email", "t@example.com"]);
+    std::fs::write(root.join("base.txt"), "base").unwrap();
+    git(root, &["add", "base.txt"]);
+    git(root, &["commit", "-q", "-m", "base"]);
+}
+
+/// Approves an `elicit_required` refusal as the human does: runs the exact
+/// `recovery.command` it printed with the real `tcctl` (plus this env's `--config` and
+/// `--socket`); returns the token, which must be all it printed.
+pub fn tcctl_elicit(env: &Env, elicit_required: &Value) -> String {
+    let cmd = sc(elicit_required)["recovery"]["command"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no recovery.command in {elicit_required}"));
+    let words: Vec<&str> = cmd.split_whitespace().collect();
+    assert_eq!(words.first(), Some(&"tcctl"), "{cmd}");
+    let out = env.tcd.tcctl(&words[1..]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{cmd} failed ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let token = stdout.strip_suffix('\n').unwrap_or(&stdout);
+    assert!(
+        token.starts_with("tct_") && !token.contains(char::is_whitespace),
+        "tcctl elicit must print the token and nothing else: {stdout:?}"
+    );
+    token.to_string()
+}
+
+/// `args` plus `elicit_token`.
+pub fn with_token(args: &Value, token: &str) -> Value {
+    let mut a = args.clone();
+    a["elicit_token"] = json!(token);
+    a
+}
+
+/// How many events of `kind` are in `kinds`.
+pub fn count(kinds: &[String], kind: &str) -> usize {
+    kinds.iter().filter(|k| *k == kind).count()
+}
+
+/// Polls `f` (every 20 ms, up to 10 s) until it returns Some; panics naming `what`.
+pub fn wait_until<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+// ---------------------------------------------------------------- governor tests
+
+impl Env {
+    /// `tcctl metrics` against this env's daemon (stdout; panics on failure).
+    pub fn tcctl_metrics(&self) -> String {
+        let out = self.tcd.tcctl(&["metrics"]);
+        assert!(out.status.success(), "tcctl metrics: {out:?}");
+        String::from_utf8(out.stdout).unwrap()
+    }
+}
+
+impl PyClient {
+    /// Starts `tests/fixtures/gov_client.py` (low-level `ClientSession`, legacy era; with
+    /// `auto`, `mcp.Client(mode="auto")`) in front of `server_argv`.
+    pub fn start_gov(auto: bool, server_argv: &[String]) -> PyClient {
+        let mut cmd = Command::new(peers().join("venv/bin/python"));
+        cmd.arg(workspace().join("tests/fixtures/gov_client.py"));
+        if auto {
+            cmd.arg("--auto");
+        }
+        cmd.args(server_argv);
+        Self::spawn_cmd(cmd)
+    }
+
+    /// Starts `tests/fixtures/roots_client.py`: a client that declares `roots` and answers
+    /// `roots/list` with `roots` (comma-separated URIs); with `auto`, `mcp.Client(mode="auto")`.
+    pub fn start_roots(auto: bool, roots: &str, server_argv: &[String]) -> PyClient {
+        let mut cmd = Command::new(peers().join("venv/bin/python"));
+        cmd.arg(fixture("roots_client.py"));
+        if auto {
+            cmd.arg("--auto");
+        }
+        cmd.arg(roots).args(server_argv);
+        Self::spawn_cmd(cmd)
+    }
+
+    /// Sends one command and returns the whole answer line
+    /// (`{"ok": true, "result"}` or `{"ok": false, "rpc_error" | "error"}`).
+    pub fn op(&mut self, cmd: Value) -> Value {
+        writeln!(self.stdin, "{cmd}").unwrap();
+        self.stdin.flush().unwrap();
+        self.read()
+    }
+}
+
+/// Every event in the daemon's log, in order.
+pub fn all_events(socket: &Path) -> Vec<v1::Event> {
+    rt().block_on(async { crate::events(&mut client(socket).await).await })
+}
+
+/// Waits (up to 10 s) until the daemon holds at least `n` events of `kind`; returns them.
+pub fn wait_events(socket: &Path, kind: &str, n: usize) -> Vec<v1::Event> {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let evs: Vec<v1::Event> = all_events(socket)
+            .into_iter()
+            .filter(|e| e.kind == kind)
+            .collect();
+        if evs.len() >= n || Instant::now() > deadline {
+            return evs;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Seals a paging cursor directly at the daemon (as another principal could).
+pub fn seal_cursor(socket: &Path, binding: Binding, position: &[u8]) -> String {
+    rt().block_on(async {
+        client(socket)
+            .await
+            .seal_cursor(v1::SealCursorRequest {
+                binding: Some(binding),
+                position: position.to_vec(),
+            })
+            .await
+            .expect("seal cursor")
+            .into_inner()
+            .cursor
+    })
+}
+
+/// A raw JSON-RPC client of a tc-shim process (no SDK): for exact ids and bytes.
+pub struct RawClient {
+    pub child: Child,
+    stdin: ChildStdin,
+    lines: mpsc::Receiver<String>,
+}
+
+impl RawClient {
+    /// Starts `argv` (a tc-shim command line) with piped stdio.
+    pub fn start(argv: &[String]) -> RawClient {
+        let mut child = Command::new(&argv[0])
+            .args(&argv[1..])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("spawn tc-shim");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = mpsc::channel();
+        std::thread::spawn(move || {
+            for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if tx.send(l).is_err() {
+                    break;
+                }
+            }
+        });
+        RawClient {
+            child,
+            stdin,
+            lines,
+        }
+    }
+
+    /// Writes one message.
+    pub fn send(&mut self, msg: &Value) {
+        writeln!(self.stdin, "{msg}").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// Writes several messages in one write, so the shim reads them together (the first
+    /// is still in flight when it handles the second).
+    pub fn send_together(&mut self, msgs: &[Value]) {
+        let all: String = msgs.iter().map(|m| format!("{m}\n")).collect();
+        self.stdin.write_all(all.as_bytes()).unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    /// The next line from the shim, parsed (within 60 s).
+    pub fn recv(&mut self) -> Value {
+        let l = self
+            .lines
+            .recv_timeout(Duration::from_secs(60))
+            .expect("a line from tc-shim within 60s");
+        serde_json::from_str(&l).unwrap_or_else(|e| panic!("bad line from tc-shim: {e}"))
+    }
+
+    /// Sends a request and returns the next line (the test sends one at a time).
+    pub fn request(&mut self, id: Value, method: &str, params: Value) -> Value {
+        self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
+        self.recv()
+    }
+
+    /// A `tools/call` answered under its own id; returns the `result` (Null for an error).
+    pub fn call_tool(&mut self, id: u64, tool: &str, args: Value) -> Value {
+        let r = self.request(
+            json!(id),
+            "tools/call",
+            json!({"name": tool, "arguments": args}),
+        );
+        assert_eq!(r["id"], json!(id), "{r}");
+        r["result"].clone()
+    }
+
+    /// `initialize` + `notifications/initialized` (legacy era).
+    pub fn initialize(&mut self) -> Value {
+        let r = self.request(
+            json!("init"),
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}),
+        );
+        self.send(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
+        r
+    }
+}
+
+impl Drop for RawClient {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}

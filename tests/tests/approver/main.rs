@@ -1,0 +1,9 @@
+//! The human's side: approve and decline by request, previews, the approval page in a real browser, `tcctl watch` and desktop notifications.
+//!
+//! One test binary; each module is one behaviour (tests/tests/README.md).
+
+mod by_request;
+mod desktop_notify;
+mod page_browser;
+mod preview;
+mod watch;
