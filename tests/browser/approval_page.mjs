@@ -1,6 +1,6 @@
 // Drives Debian's chromium (playwright-core, headless, no network but loopback) with a
 // CDP virtual authenticator (user verification on) against tcd's approval page, for
-// tests/tests/approval_page.rs. One JSON command per stdin line, one JSON answer per
+// tests/tests/approver/page_browser.rs. One JSON command per stdin line, one JSON answer per
 // stdout line: {"ok": true, ...} or {"ok": false, "error": "..."}.
 import { createRequire } from 'node:module';
 import readline from 'node:readline';

@@ -15,7 +15,7 @@ pub use crate::{bin, chmod};
 pub const DAEMON: &str = "tcdtest";
 /// A human listed in `[guarded] humans`.
 pub const HUMAN: &str = "tchuman";
-/// A second human, listed only by [`Deployment::start_two_humans`] (guarded_isolation.rs).
+/// A second human, listed only by [`Deployment::start_two_humans`] (tests/tests/guarded/humans_apart.rs).
 pub const HUMAN2: &str = "tchuman2";
 /// A uid that is not.
 pub const OTHER: &str = "tcother";

@@ -78,7 +78,7 @@ fn approve_shows(env: &Env, id: &str) -> Option<String> {
     let o = env.tcd.tcctl(&["approve", id, "--yes"]);
     assert!(o.status.success(), "{}", text(&o));
     let out = String::from_utf8_lossy(&o.stdout).to_string();
-    // The recap of the request that closes the view (security_terminal.rs) is not preview.
+    // The recap of the request that closes the view (tests/tests/security/terminal.rs) is not preview.
     let out = out
         .split_once("=== you are approving")
         .map_or(&*out, |(v, _)| v);

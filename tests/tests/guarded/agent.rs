@@ -3,7 +3,7 @@
 //! human's TOTP enrolled by root on a pty, then an AGENT running as the human's uid
 //! WITHOUT the secret tries every way around the gate, and the human, with codes this
 //! test computes from the enrolled secret, approves once. Each test runs in its own
-//! mount namespace (guarded_support.rs).
+//! mount namespace (tests/src/guarded.rs).
 
 use tc_tests::elicit;
 use tc_tests::guarded;

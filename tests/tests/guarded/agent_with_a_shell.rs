@@ -1,6 +1,6 @@
 //! Review 3 (an attacker's read of guarded mode): an agent with a shell as the human's uid,
 //! without the TOTP secret, gets a gated call run that nobody approved. Each test runs in
-//! its own mount namespace with a guarded tcd as its daemon user (guarded_support.rs),
+//! its own mount namespace with a guarded tcd as its daemon user (tests/src/guarded.rs),
 //! a gate on server-filesystem's `write_file`, and a tc-shim run as the human.
 
 use tc_tests::guarded;

@@ -2,7 +2,7 @@
 //! user from a root-owned /etc/tc/config.toml, who may call what (by SO_PEERCRED uid),
 //! clients that cannot be pointed anywhere else nor fooled by an impostor daemon, state
 //! the human cannot read, and the shim's gates taken from tcd (tighten-only).
-//! Each scenario runs in its own mount namespace (see guarded_support.rs).
+//! Each scenario runs in its own mount namespace (see tests/src/guarded.rs).
 
 use tc_tests::guarded;
 use tc_tests::security as security_support;

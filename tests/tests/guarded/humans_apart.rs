@@ -5,7 +5,7 @@
 //! none (`tcother`); tcd as its daemon user with the page on loopback; server-filesystem
 //! behind tc-shim run as each human; TOTP codes computed from the enrolled secrets; a real
 //! Chromium (virtual authenticator) for the passkey. Each test runs in its own mount
-//! namespace (guarded_support.rs).
+//! namespace (tests/src/guarded.rs).
 
 use tc_tests::guarded;
 use tc_tests::pty as pty_support;

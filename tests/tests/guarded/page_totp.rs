@@ -3,7 +3,7 @@
 //! pty, a gated call raised by the human's agent through tc-shim in front of
 //! server-filesystem, and the request approved ON THE PAGE (its HTTP API, with the page
 //! session's cookie and CSRF token) with codes this test computes from the enrolled
-//! secret. Runs in its own mount namespace (guarded_support.rs).
+//! secret. Runs in its own mount namespace (tests/src/guarded.rs).
 
 use tc_tests::guarded;
 use tc_tests::pty as pty_support;

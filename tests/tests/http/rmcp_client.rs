@@ -1,5 +1,5 @@
 //! End to end: the Rust MCP SDK (`rmcp` 3.11, its Streamable HTTP client transport over
-//! reqwest 0.12, tests/http/rmcp_client.rs) → real `tc-shim serve --http` (auth `none`)
+//! reqwest 0.12, tests/src/rmcp_http.rs) → real `tc-shim serve --http` (auth `none`)
 //! → real server-filesystem, real tcd and tcctl.
 //!
 //! - Legacy (`ClientLifecycleMode::Initialize`, a session): tools listed with the

@@ -4,9 +4,9 @@
 //! crate), so each attack is exactly the bytes an attacker would send.
 //!
 //! Already covered elsewhere (not repeated): bob with alice's session id on POST (404),
-//! her `elicit_token`, her `requestState`, her paging cursor (http_callers.rs); expired,
+//! her `elicit_token`, her `requestState`, her paging cursor (tests/tests/http/callers.rs); expired,
 //! other-audience, other-issuer and unknown-key OIDC tokens at the front door
-//! (http_oidc_front.rs); alg `none`, HS256 keyed with the public key and another curve
+//! (tests/tests/http/oidc_front.rs); alg `none`, HS256 keyed with the public key and another curve
 //! against the verifier (auth/src/tests.rs); tcd's header pinning (daemon/src/bearer.rs).
 //!
 //! Added here, each held (no fix was needed):

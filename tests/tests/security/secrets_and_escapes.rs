@@ -3,7 +3,7 @@
 //! database; tokens stored hashed; constant-time tag checks; vault-root escapes refused;
 //! nothing on the model-facing surface can mint or approve; a prompt's answer approves
 //! only its own call; another uid cannot approve. (Socket, directory and secret modes and
-//! the gRPC peer-uid check are in daemon_process.rs.)
+//! the gRPC peer-uid check are in tests/tests/daemon/process.rs.)
 
 use tc_tests::security as security_support;
 use tc_tests::shim as support;

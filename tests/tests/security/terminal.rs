@@ -2,7 +2,7 @@
 //! reads it in `tcctl pending`, `tcctl approve` (its full view and the diff preview) and
 //! the prompt text, through the real tc-shim, tcd, tcctl and server-filesystem.
 //!
-//! Held before (security_display.rs covers names and values; here every class at once,
+//! Held before (tests/tests/security/display.rs covers names and values; here every class at once,
 //! in values, in the preview and in `--json`): ANSI CSI and OSC sequences, C1 controls,
 //! bidi overrides and isolates, zero-width characters and the BOM are never raw.
 //! Fixed here:
