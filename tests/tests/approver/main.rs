@@ -1,4 +1,5 @@
-//! The human's side: approve and decline by request, previews, the approval page in a real browser, `tcctl watch` and desktop notifications.
+//! The human's side: approve and decline by request, previews, the approval page in a
+//! real browser, `tcctl watch` and desktop notifications.
 //!
 //! One test binary; each module is one behaviour (tests/tests/README.md).
 

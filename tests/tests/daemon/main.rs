@@ -1,4 +1,5 @@
-//! tcd and tcctl on their own: the ledger's RPCs, tokens, states, events, retention, the process (signals, systemd), the CLI's errors, paths and `policy init`.
+//! tcd and tcctl on their own: the ledger's RPCs, tokens, states, events, retention, the
+//! process (signals, systemd), the CLI's errors, paths and `policy init`.
 //!
 //! One test binary; each module is one behaviour (tests/tests/README.md).
 

@@ -1,4 +1,5 @@
-//! The in-protocol prompts: the 2025-era form, the 2026-07-28 round trip, a server's own rounds, and URL mode to the approval page.
+//! The in-protocol prompts: the 2025-era form, the 2026-07-28 round trip, a server's own
+//! rounds, and URL mode to the approval page.
 //!
 //! One test binary; each module is one behaviour (tests/tests/README.md).
 

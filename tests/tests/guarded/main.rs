@@ -1,4 +1,5 @@
-//! Guarded mode as root with real users: the deployment, the factor, the agent with the human's shell, humans kept apart, the page with TOTP.
+//! Guarded mode as root with real users: the deployment, the factor, the agent with the
+//! human's shell, humans kept apart, the page with TOTP.
 //!
 //! One test binary; each module is one behaviour (tests/tests/README.md).
 

@@ -1,4 +1,5 @@
-//! Streamable HTTP: the front (both eras), callers (none/jwt/oidc), a real token issuer, the remote downstream, real SDK clients and the conformance suite.
+//! Streamable HTTP: the front (both eras), callers (none/jwt/oidc), a real token issuer,
+//! the remote downstream, real SDK clients and the conformance suite.
 //!
 //! One test binary; each module is one behaviour (tests/tests/README.md).
 

@@ -1,4 +1,5 @@
-//! The gate against a hostile model and server: framing, ids, roots, links, the ACL, the barrier, back-pressure, display, callers, redefined tools, terminals.
+//! The gate against a hostile model and server: framing, ids, roots, links, the ACL, the
+//! barrier, back-pressure, display, callers, redefined tools, terminals.
 //!
 //! One test binary; each module is one behaviour (tests/tests/README.md).
 

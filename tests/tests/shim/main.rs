@@ -1,4 +1,5 @@
-//! tc-shim over stdio in front of real servers and clients: forwarding, targets, fingerprints, the governor, the lean facade, eras, release, soak.
+//! tc-shim over stdio in front of real servers and clients: forwarding, targets,
+//! fingerprints, the governor, the lean facade, eras, release, soak.
 //!
 //! One test binary; each module is one behaviour (tests/tests/README.md).
 
