@@ -3,6 +3,7 @@
 //! and refusals.
 
 pub mod bench;
+pub mod browser;
 
 pub mod elicit;
 pub mod guarded;
@@ -10,6 +11,7 @@ pub mod http;
 pub mod issuer;
 pub mod page;
 pub mod pty;
+pub mod rmcp_client;
 pub mod rmcp_http;
 pub mod sdk_clients;
 pub mod security;

@@ -15,18 +15,114 @@ use std::path::Path;
 use serde_json::{json, Value};
 use support::*;
 
-fn tree_env() -> Env {
-    Env::with(&Vault::filesystem("fs").gate(
-        "move_file",
-        r#"{ tree = { root = "source", glob = "*.md" } }"#,
-    ))
+/// One scene: a `move_file` of `src` to `archive` gated by `target`, through a Python
+/// client and a real tc-shim, with `files` written under the root first.
+struct Move {
+    env: Env,
+    c: PyClient,
+    args: Value,
+    src: &'static str,
 }
 
-fn matching_env() -> Env {
-    Env::with(&Vault::filesystem("fs").gate(
-        "move_file",
-        r#"{ matching = { root = "source", contains = "source" } }"#,
-    ))
+impl Move {
+    fn start(target: &str, src: &'static str, files: &[(&str, &str)]) -> Self {
+        let mut env = Env::with(&Vault::filesystem("fs").gate("move_file", target));
+        env.start_tcd();
+        for (rel, content) in files {
+            write(&env.root, rel, content);
+        }
+        let c = PyClient::start(&env.shim_argv("fs"));
+        let args = json!({"source": src, "destination": "archive"});
+        Move { env, c, args, src }
+    }
+
+    fn tree(files: &[(&str, &str)]) -> Self {
+        Self::start(
+            r#"{ tree = { root = "source", glob = "*.md" } }"#,
+            "inbox",
+            files,
+        )
+    }
+
+    fn matching(files: &[(&str, &str)]) -> Self {
+        Self::start(
+            r#"{ matching = { root = "source", contains = "source" } }"#,
+            "projects",
+            files,
+        )
+    }
+
+    fn write(&self, rel: &str, content: &str) {
+        write(&self.env.root, rel, content);
+    }
+
+    fn read(&self, rel: &str) -> String {
+        std::fs::read_to_string(self.env.root.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+    }
+
+    /// Nothing moved: the source is still there and the destination is not.
+    fn assert_unmoved(&self, why: &str) {
+        let dst = self.args["destination"].as_str().unwrap();
+        assert!(self.env.root.join(self.src).is_dir(), "{why}");
+        assert!(!self.env.root.join(dst).exists(), "{why}");
+    }
+
+    /// A gated call without a token: refused for a human, with nothing moved.
+    fn raise(&mut self) -> Value {
+        let r = self.c.call("move_file", self.args.clone());
+        assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
+        assert_eq!(sc(&r)["details"]["tool"], "move_file", "{r}");
+        self.assert_unmoved("a refused call moves nothing");
+        r
+    }
+
+    /// Raised and approved through the real `tcctl elicit`: the refusal and its token.
+    fn approve(&mut self) -> (Value, String) {
+        let r = self.raise();
+        let token = tcctl_elicit(&self.env, &r);
+        (r, token)
+    }
+
+    /// The token again, expected to be refused as `spent`, nothing moved.
+    fn assert_spent(&mut self, token: &str) {
+        let r = self.c.call("move_file", with_token(&self.args, token));
+        assert_eq!(code(&r).as_deref(), Some("invalid_input"), "{r}");
+        assert_eq!(sc(&r)["details"]["reason"], "spent", "{r}");
+        self.assert_unmoved("a spent token moves nothing");
+    }
+
+    /// A call with a token the target drifted from: refused, nothing moved, and the token
+    /// is spent (its second use is refused as `spent`, still moving nothing).
+    fn assert_drift_spends(&mut self, token: &str) {
+        let r = self.c.call("move_file", with_token(&self.args, token));
+        assert_eq!(code(&r).as_deref(), Some("replay_drift"), "{r}");
+        self.assert_unmoved("nothing may move on drift");
+        self.assert_spent(token);
+    }
+
+    /// The approved call runs: the source is gone.
+    fn assert_moves(&mut self, token: &str) {
+        let r = self.c.call("move_file", with_token(&self.args, token));
+        assert_eq!(code(&r), None, "{r}");
+        assert!(!self.env.root.join(self.src).exists());
+    }
+
+    /// After a successful move, the same token again: `spent`, and the re-created source
+    /// folder stays where it is (the destination was cleared, so a forwarded call would
+    /// move it).
+    fn assert_used_once(&mut self, token: &str) {
+        let dst = self.args["destination"].as_str().unwrap();
+        std::fs::rename(self.env.root.join(dst), self.env.root.join("done")).unwrap();
+        self.write(&format!("{}/again.md", self.src), "again");
+        self.assert_spent(token);
+    }
+
+    /// The ledger saw `drifts` replay drifts and one consumed approval.
+    fn assert_events(&self, drifts: usize) {
+        let kinds = event_kinds(&self.env.socket);
+        assert_eq!(count(&kinds, "tc.elicit.consumed"), 1, "{kinds:?}");
+        assert_eq!(count(&kinds, "replay_drift"), drifts, "{kinds:?}");
+    }
 }
 
 fn write(root: &Path, rel: &str, content: &str) {
@@ -35,198 +131,138 @@ fn write(root: &Path, rel: &str, content: &str) {
     std::fs::write(p, content).unwrap();
 }
 
-fn read(root: &Path, rel: &str) -> String {
-    std::fs::read_to_string(root.join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
-}
-
 /// The `state_fp` an `elicit_required` refusal reports.
 fn fp(r: &Value) -> String {
     sc(r)["details"]["state_fp"].as_str().unwrap().to_string()
 }
 
-/// A gated call without a token: refused for a human, with nothing moved.
-fn raise(c: &mut PyClient, env: &Env, args: &Value, src: &str, dst: &str) -> Value {
-    let r = c.call("move_file", args.clone());
-    assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
-    assert_eq!(sc(&r)["details"]["tool"], "move_file", "{r}");
-    assert!(env.root.join(src).is_dir() && !env.root.join(dst).exists());
-    r
+/// Approved once: `edits` (files the target does not bind) change and appear between
+/// approval and redemption, not drift; the move runs, `archived` is what the destination
+/// then holds, and the token is then spent.
+fn assert_unbound_edits_run(mut m: Move, edits: &[(&str, &str)], archived: &[(&str, &str)]) {
+    let (_, token) = m.approve();
+    for (rel, content) in edits {
+        m.write(rel, content);
+    }
+    m.assert_moves(&token);
+    for (rel, content) in archived {
+        assert_eq!(m.read(rel), *content);
+    }
+    m.assert_used_once(&token);
+    m.assert_events(0);
 }
 
-/// A call with a token the target drifted from: refused, nothing moved, and the token is
-/// spent (its second use is refused as `spent`, still moving nothing).
-fn assert_drift_spends(c: &mut PyClient, env: &Env, args: &Value, token: &str, src: &str) {
-    let dst = args["destination"].as_str().unwrap();
-    let r = c.call("move_file", with_token(args, token));
-    assert_eq!(code(&r).as_deref(), Some("replay_drift"), "{r}");
-    assert!(env.root.join(src).is_dir(), "nothing may move on drift");
-    assert!(!env.root.join(dst).exists(), "nothing may move on drift");
-    let r = c.call("move_file", with_token(args, token));
-    assert_eq!(code(&r).as_deref(), Some("invalid_input"), "{r}");
-    assert_eq!(sc(&r)["details"]["reason"], "spent", "{r}");
-    assert!(env.root.join(src).is_dir() && !env.root.join(dst).exists());
-}
-
-/// After a successful move, the same token again: `spent`, and the re-created source
-/// folder stays where it is (the destination was cleared, so a forwarded call would move it).
-fn assert_used_once(c: &mut PyClient, env: &Env, args: &Value, token: &str, src: &str) {
-    let dst = args["destination"].as_str().unwrap();
-    std::fs::rename(env.root.join(dst), env.root.join("done")).unwrap();
-    write(&env.root, &format!("{src}/again.md"), "again");
-    let r = c.call("move_file", with_token(args, token));
-    assert_eq!(code(&r).as_deref(), Some("invalid_input"), "{r}");
-    assert_eq!(sc(&r)["details"]["reason"], "spent", "{r}");
-    assert!(env.root.join(src).is_dir() && !env.root.join(dst).exists());
+/// Each of `changes` (a file the target binds, written between approval and redemption)
+/// is drift: the token is spent, nothing moves and the changed file stays; each fresh call
+/// raises a fresh request bound to the new state. Approved against the final state, the
+/// move runs and the destination holds `archived`.
+fn assert_bound_changes_drift(mut m: Move, changes: &[(&str, &str)], archived: &[(&str, &str)]) {
+    let mut last: Option<Value> = None;
+    for (rel, content) in changes {
+        let (raised, token) = m.approve();
+        if let Some(last) = &last {
+            assert_ne!(fp(&raised), fp(last));
+        }
+        m.write(rel, content);
+        m.assert_drift_spends(&token);
+        assert_eq!(m.read(rel), *content);
+        last = Some(raised);
+    }
+    let (raised, token) = m.approve();
+    assert_ne!(fp(&raised), fp(last.as_ref().unwrap()));
+    m.assert_moves(&token);
+    for (rel, content) in archived {
+        assert_eq!(m.read(rel), *content);
+    }
+    m.assert_events(changes.len());
 }
 
 #[test]
 fn shim_targets_tree_approved_once_and_other_files_are_not_bound() {
-    let mut env = tree_env();
-    env.start_tcd();
-    let root = env.root.clone();
-    write(&root, "inbox/a.md", "alpha");
-    write(&root, "inbox/sub/c.md", "see");
-    write(&root, "inbox/b.txt", "bee");
-    let mut c = PyClient::start(&env.shim_argv("fs"));
-    let args = json!({"source": "inbox", "destination": "archive"});
-
-    let first = raise(&mut c, &env, &args, "inbox", "archive");
-    let token = tcctl_elicit(&env, &first);
-
+    let m = Move::tree(&[
+        ("inbox/a.md", "alpha"),
+        ("inbox/sub/c.md", "see"),
+        ("inbox/b.txt", "bee"),
+    ]);
     // Files the glob does not match change and appear: not drift, the move runs.
-    write(&root, "inbox/b.txt", "bee, edited");
-    write(&root, "inbox/sub/new.txt", "unrelated");
-    let r = c.call("move_file", with_token(&args, &token));
-    assert_eq!(code(&r), None, "{r}");
-    assert!(!root.join("inbox").exists());
-    assert_eq!(read(&root, "archive/a.md"), "alpha");
-    assert_eq!(read(&root, "archive/sub/c.md"), "see");
-    assert_eq!(read(&root, "archive/b.txt"), "bee, edited");
-
-    assert_used_once(&mut c, &env, &args, &token, "inbox");
-    let kinds = event_kinds(&env.socket);
-    assert_eq!(count(&kinds, "tc.elicit.consumed"), 1, "{kinds:?}");
-    assert_eq!(count(&kinds, "replay_drift"), 0, "{kinds:?}");
+    assert_unbound_edits_run(
+        m,
+        &[
+            ("inbox/b.txt", "bee, edited"),
+            ("inbox/sub/new.txt", "unrelated"),
+        ],
+        &[
+            ("archive/a.md", "alpha"),
+            ("archive/sub/c.md", "see"),
+            ("archive/b.txt", "bee, edited"),
+        ],
+    );
 }
 
 #[test]
 fn shim_targets_tree_a_replaced_or_added_match_is_drift() {
-    let mut env = tree_env();
-    env.start_tcd();
-    let root = env.root.clone();
-    write(&root, "inbox/a.md", "alpha");
-    write(&root, "inbox/sub/c.md", "see");
-    write(&root, "inbox/b.txt", "bee");
-    let mut c = PyClient::start(&env.shim_argv("fs"));
-    let args = json!({"source": "inbox", "destination": "archive"});
-
-    // A matching (nested) file is replaced between raise and redeem.
-    let first = raise(&mut c, &env, &args, "inbox", "archive");
-    let token = tcctl_elicit(&env, &first);
-    write(&root, "inbox/sub/c.md", "see, replaced");
-    assert_drift_spends(&mut c, &env, &args, &token, "inbox");
-    assert_eq!(read(&root, "inbox/sub/c.md"), "see, replaced");
-
-    // A fresh call raises a fresh request, bound to the new state; then a matching
-    // file is added between raise and redeem.
-    let second = raise(&mut c, &env, &args, "inbox", "archive");
-    assert_ne!(fp(&second), fp(&first));
-    let token = tcctl_elicit(&env, &second);
-    write(&root, "inbox/added.md", "new note");
-    assert_drift_spends(&mut c, &env, &args, &token, "inbox");
-
-    // Approved against the current state, it runs.
-    let third = raise(&mut c, &env, &args, "inbox", "archive");
-    assert_ne!(fp(&third), fp(&second));
-    let token = tcctl_elicit(&env, &third);
-    let r = c.call("move_file", with_token(&args, &token));
-    assert_eq!(code(&r), None, "{r}");
-    assert!(!root.join("inbox").exists());
-    assert_eq!(read(&root, "archive/added.md"), "new note");
-    assert_eq!(read(&root, "archive/sub/c.md"), "see, replaced");
-
-    let kinds = event_kinds(&env.socket);
-    assert_eq!(count(&kinds, "replay_drift"), 2, "{kinds:?}");
-    assert_eq!(count(&kinds, "tc.elicit.consumed"), 1, "{kinds:?}");
+    let m = Move::tree(&[
+        ("inbox/a.md", "alpha"),
+        ("inbox/sub/c.md", "see"),
+        ("inbox/b.txt", "bee"),
+    ]);
+    assert_bound_changes_drift(
+        m,
+        &[
+            // A matching (nested) file is replaced between raise and redeem.
+            ("inbox/sub/c.md", "see, replaced"),
+            // A matching file is added between raise and redeem.
+            ("inbox/added.md", "new note"),
+        ],
+        &[
+            ("archive/added.md", "new note"),
+            ("archive/sub/c.md", "see, replaced"),
+        ],
+    );
 }
 
 #[test]
 fn shim_targets_matching_approved_once_and_unrelated_files_are_not_bound() {
-    let mut env = matching_env();
-    env.start_tcd();
-    let root = env.root.clone();
-    write(&root, "projects/index.md", "see projects/plan.md");
-    write(&root, "projects/plan.md", "the plan");
-    write(&root, "projects/sub/todo.txt", "todo");
-    let mut c = PyClient::start(&env.shim_argv("fs"));
-    let args = json!({"source": "projects", "destination": "archive"});
-
-    let first = raise(&mut c, &env, &args, "projects", "archive");
-    let token = tcctl_elicit(&env, &first);
-
+    let m = Move::matching(&[
+        ("projects/index.md", "see projects/plan.md"),
+        ("projects/plan.md", "the plan"),
+        ("projects/sub/todo.txt", "todo"),
+    ]);
     // Files without the string change and appear: not drift, the move runs.
-    write(&root, "projects/plan.md", "the plan, v2");
-    write(&root, "projects/sub/todo.txt", "todo, done");
-    write(&root, "projects/other.md", "nothing to see");
-    let r = c.call("move_file", with_token(&args, &token));
-    assert_eq!(code(&r), None, "{r}");
-    assert!(!root.join("projects").exists());
-    assert_eq!(read(&root, "archive/index.md"), "see projects/plan.md");
-    assert_eq!(read(&root, "archive/plan.md"), "the plan, v2");
-    assert_eq!(read(&root, "archive/other.md"), "nothing to see");
-
-    assert_used_once(&mut c, &env, &args, &token, "projects");
-    let kinds = event_kinds(&env.socket);
-    assert_eq!(count(&kinds, "tc.elicit.consumed"), 1, "{kinds:?}");
-    assert_eq!(count(&kinds, "replay_drift"), 0, "{kinds:?}");
+    assert_unbound_edits_run(
+        m,
+        &[
+            ("projects/plan.md", "the plan, v2"),
+            ("projects/sub/todo.txt", "todo, done"),
+            ("projects/other.md", "nothing to see"),
+        ],
+        &[
+            ("archive/index.md", "see projects/plan.md"),
+            ("archive/plan.md", "the plan, v2"),
+            ("archive/other.md", "nothing to see"),
+        ],
+    );
 }
 
 #[test]
 fn shim_targets_matching_a_changed_match_or_a_file_gaining_the_string_is_drift() {
-    let mut env = matching_env();
-    env.start_tcd();
-    let root = env.root.clone();
-    write(&root, "projects/index.md", "see projects/plan.md");
-    write(&root, "projects/plan.md", "the plan");
-    let mut c = PyClient::start(&env.shim_argv("fs"));
-    let args = json!({"source": "projects", "destination": "archive"});
-
-    // A file that contains the string changes (and still contains it).
-    let first = raise(&mut c, &env, &args, "projects", "archive");
-    let token = tcctl_elicit(&env, &first);
-    write(
-        &root,
-        "projects/index.md",
-        "see projects/plan.md and projects/x.md",
+    let m = Move::matching(&[
+        ("projects/index.md", "see projects/plan.md"),
+        ("projects/plan.md", "the plan"),
+    ]);
+    assert_bound_changes_drift(
+        m,
+        &[
+            // A file that contains the string changes (and still contains it).
+            (
+                "projects/index.md",
+                "see projects/plan.md and projects/x.md",
+            ),
+            // A file that did not contain it gains it.
+            ("projects/plan.md", "the plan, see projects/index.md"),
+            // A NEW file containing it appears.
+            ("projects/sub/new.md", "links to projects/plan.md"),
+        ],
+        &[("archive/sub/new.md", "links to projects/plan.md")],
     );
-    assert_drift_spends(&mut c, &env, &args, &token, "projects");
-
-    // A file that did not contain it gains it.
-    let second = raise(&mut c, &env, &args, "projects", "archive");
-    assert_ne!(fp(&second), fp(&first));
-    let token = tcctl_elicit(&env, &second);
-    write(&root, "projects/plan.md", "the plan, see projects/index.md");
-    assert_drift_spends(&mut c, &env, &args, &token, "projects");
-
-    // A NEW file containing it appears.
-    let third = raise(&mut c, &env, &args, "projects", "archive");
-    assert_ne!(fp(&third), fp(&second));
-    let token = tcctl_elicit(&env, &third);
-    write(&root, "projects/sub/new.md", "links to projects/plan.md");
-    assert_drift_spends(&mut c, &env, &args, &token, "projects");
-
-    // Approved against the current state, it runs.
-    let fourth = raise(&mut c, &env, &args, "projects", "archive");
-    let token = tcctl_elicit(&env, &fourth);
-    let r = c.call("move_file", with_token(&args, &token));
-    assert_eq!(code(&r), None, "{r}");
-    assert!(!root.join("projects").exists());
-    assert_eq!(
-        read(&root, "archive/sub/new.md"),
-        "links to projects/plan.md"
-    );
-
-    let kinds = event_kinds(&env.socket);
-    assert_eq!(count(&kinds, "replay_drift"), 3, "{kinds:?}");
-    assert_eq!(count(&kinds, "tc.elicit.consumed"), 1, "{kinds:?}");
 }
