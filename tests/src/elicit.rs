@@ -281,3 +281,85 @@ pub fn start_persistent_tcd(env: &mut Env) -> std::path::PathBuf {
     env.start_tcd_keyed();
     env.tcd.latest_stderr_path()
 }
+
+/// `write_file` of "v1" over `note.txt` (which the URL and form scenes start at "v0").
+pub fn write_v1() -> Value {
+    json!({"path": "note.txt", "content": "v1"})
+}
+
+/// The URL-elicitation scene's vault: [`fs_vault`] with `extra` keys, the approval page on
+/// `127.0.0.1:<port>` when given, the confirmation TTL `ttl` seconds when given; tcd up
+/// and `note.txt` = "v0".
+pub fn url_env(extra: &str, port: Option<u16>, ttl: Option<u32>) -> Env {
+    let mut env = fs_vault(extra, None);
+    if let Some(p) = port {
+        let text = std::fs::read_to_string(&env.config).unwrap();
+        let text = format!("{text}\n[approvals]\nlisten = \"127.0.0.1:{p}\"\n");
+        std::fs::write(&env.config, text).unwrap();
+    }
+    if let Some(t) = ttl {
+        set_ttl(&env, t);
+    }
+    env.start_tcd();
+    std::fs::write(env.root.join("note.txt"), "v0").unwrap();
+    env
+}
+
+/// Checks a URL-mode prompt's params (either era) for the gated `write_file` in `fs`: a
+/// link to the request's page on `port` and no form; returns the request id.
+#[track_caller]
+pub fn url_request_id(prompt: &Value, port: u16) -> String {
+    assert_eq!(prompt["mode"], "url", "{prompt}");
+    assert!(prompt.get("requestedSchema").is_none(), "{prompt}");
+    let url = prompt["url"].as_str().unwrap();
+    let prefix = format!("http://127.0.0.1:{port}/requests/");
+    let id = url
+        .strip_prefix(&prefix)
+        .unwrap_or_else(|| panic!("{url}"))
+        .to_string();
+    assert_eq!(id.len(), 8, "{url}");
+    let msg = prompt["message"].as_str().unwrap();
+    assert!(
+        msg.contains("`write_file`") && msg.contains("`fs`") && msg.contains(&id),
+        "{msg}"
+    );
+    id
+}
+
+/// Asserts a `tcctl` run succeeded, showing its output if not.
+#[track_caller]
+pub fn assert_ok(o: &std::process::Output) {
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Approves request `id` with `tcctl approve` (the RPC the page uses).
+#[track_caller]
+pub fn tcctl_approve(env: &Env, id: &str) {
+    assert_ok(&env.tcd.tcctl(&["approve", id, "--yes"]));
+}
+
+/// A tool result refused with `want` as its code.
+#[track_caller]
+pub fn assert_code(r: &Value, want: &str) {
+    assert_eq!(code(r).as_deref(), Some(want), "{r}");
+}
+
+/// `note.txt` holds `want`.
+#[track_caller]
+pub fn assert_note(env: &Env, want: &str) {
+    assert_eq!(disk(env, "note.txt").as_deref(), Some(want));
+}
+
+/// The approved [`write_v1`] ran, once: `r` is no error, `note.txt` holds "v1", and tcd
+/// logged one consumed approval.
+#[track_caller]
+pub fn assert_wrote_v1_once(env: &Env, r: &Value) {
+    assert_ne!(r["isError"], true, "{r}");
+    assert_note(env, "v1");
+    assert_eq!(events_of(env, "tc.elicit.consumed"), 1);
+}
