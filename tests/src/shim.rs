@@ -609,6 +609,54 @@ pub fn with_token(args: &Value, token: &str) -> Value {
     a
 }
 
+/// How many approvals the env's daemon logged as consumed.
+pub fn consumed(env: &Env) -> usize {
+    count(&event_kinds(&env.socket), "tc.elicit.consumed")
+}
+
+/// The names of the tools in a `tools/list` result.
+pub fn tool_names(tools: &Value) -> Vec<&str> {
+    tools["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect()
+}
+
+/// A gated call without a token: refused as `elicit_required`; returns the refusal.
+#[track_caller]
+pub fn raise(c: &mut PyClient, name: &str, args: &Value) -> Value {
+    let r = c.call(name, args.clone());
+    assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
+    r
+}
+
+/// The CLI-token route's redemption: a token minted for `refusal` runs the re-sent call
+/// once (`file` then holds `want`); re-sent again, the spent token writes nothing (the
+/// removed file stays removed); one consumed approval in all.
+#[track_caller]
+pub fn assert_redeemed_once(
+    c: &mut PyClient,
+    env: &Env,
+    (name, args): (&str, &Value),
+    refusal: &Value,
+    file: &Path,
+    want: &str,
+) {
+    let token = mint(&env.socket, refusal);
+    let r = c.call(name, with_token(args, &token));
+    assert_eq!(code(&r), None, "{r}");
+    assert_eq!(std::fs::read_to_string(file).unwrap(), want);
+    std::fs::remove_file(file).unwrap();
+    let r = c.call(name, with_token(args, &token));
+    assert_eq!(code(&r).as_deref(), Some("invalid_input"), "{r}");
+    assert_eq!(sc(&r)["details"]["reason"], "spent", "{r}");
+    assert!(!file.exists(), "a spent token must not write");
+    let kinds = event_kinds(&env.socket);
+    assert_eq!(count(&kinds, "tc.elicit.consumed"), 1, "{kinds:?}");
+}
+
 /// How many events of `kind` are in `kinds`.
 pub fn count(kinds: &[String], kind: &str) -> usize {
     kinds.iter().filter(|k| *k == kind).count()

@@ -57,8 +57,7 @@ fn shim_era_modern_client_legacy_filesystem_downstream() {
 
     // Gated call (carrying the modern _meta envelope): elicit_required, nothing written.
     let args = json!({"path": "note.txt", "content": "v1"});
-    let r = c.call("write_file", args.clone());
-    assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
+    let r = raise(&mut c, "write_file", &args);
     assert_eq!(
         sc(&r)["details"]["args_hash"],
         tc_core::hash::args_hash("write_file", &args)
@@ -71,22 +70,7 @@ fn shim_era_modern_client_legacy_filesystem_downstream() {
 
     // Mint, re-call with the token: written once (the token was stripped before forwarding:
     // server-filesystem's strict schema would refuse an unknown argument).
-    let token = mint(&env.socket, &r);
-    let mut with_token = args;
-    with_token["elicit_token"] = json!(token);
-    let r = c.call("write_file", with_token.clone());
-    assert_eq!(code(&r), None, "{r}");
-    assert_eq!(std::fs::read_to_string(&note).unwrap(), "v1");
-    std::fs::remove_file(&note).unwrap();
-    let r = c.call("write_file", with_token);
-    assert_eq!(sc(&r)["details"]["reason"], "spent", "{r}");
-    assert!(!note.exists());
-    let kinds = event_kinds(&env.socket);
-    assert_eq!(
-        kinds.iter().filter(|k| *k == "tc.elicit.consumed").count(),
-        1,
-        "{kinds:?}"
-    );
+    assert_redeemed_once(&mut c, &env, ("write_file", &args), &r, &note, "v1");
 }
 
 #[test]
@@ -127,8 +111,7 @@ fn shim_era_modern_client_modern_git_downstream() {
     assert_eq!(code(&r), None, "{r}");
 
     let args = json!({"repo_path": root.display().to_string(), "message": "add a"});
-    let r = c.call("git_commit", args.clone());
-    assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
+    let r = raise(&mut c, "git_commit", &args);
     let count = || {
         git(&root, &["rev-list", "--count", "HEAD"])
             .trim()
@@ -136,9 +119,7 @@ fn shim_era_modern_client_modern_git_downstream() {
     };
     assert_eq!(count(), "1");
     let token = mint(&env.socket, &r);
-    let mut with_token = args;
-    with_token["elicit_token"] = json!(token);
-    let r = c.call("git_commit", with_token);
+    let r = c.call("git_commit", with_token(&args, &token));
     assert_eq!(code(&r), None, "{r}");
     assert_eq!(count(), "2");
     assert_eq!(git(&root, &["log", "-1", "--format=%s"]).trim(), "add a");

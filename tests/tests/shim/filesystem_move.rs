@@ -37,16 +37,13 @@ fn shim_filesystem_move_across_folders_needs_a_confirmation_within_one_does_not(
 
     // Across folders: held for a human, nothing moved.
     let args = json!({"source": "a/two.txt", "destination": "b/two.txt"});
-    let first = c.call("move_file", args.clone());
-    assert_eq!(code(&first).as_deref(), Some("elicit_required"), "{first}");
+    let first = raise(&mut c, "move_file", &args);
     assert!(env.root.join("a/two.txt").exists() && !env.root.join("b/two.txt").exists());
 
     // Drift on the destination side: something appears at b/two.txt meanwhile.
     let token = mint(&env.socket, &first);
     std::fs::write(env.root.join("b/two.txt"), "squatter").unwrap();
-    let mut with_token = args.clone();
-    with_token["elicit_token"] = json!(token);
-    let r = c.call("move_file", with_token);
+    let r = c.call("move_file", with_token(&args, &token));
     assert_eq!(code(&r).as_deref(), Some("replay_drift"), "{r}");
     assert_eq!(
         std::fs::read_to_string(env.root.join("b/two.txt")).unwrap(),
@@ -56,12 +53,9 @@ fn shim_filesystem_move_across_folders_needs_a_confirmation_within_one_does_not(
 
     // Fresh confirmation against the current state, after the squatter is gone.
     std::fs::remove_file(env.root.join("b/two.txt")).unwrap();
-    let fresh = c.call("move_file", args.clone());
-    assert_eq!(code(&fresh).as_deref(), Some("elicit_required"), "{fresh}");
+    let fresh = raise(&mut c, "move_file", &args);
     let token = mint(&env.socket, &fresh);
-    let mut with_token = args;
-    with_token["elicit_token"] = json!(token);
-    let r = c.call("move_file", with_token);
+    let r = c.call("move_file", with_token(&args, &token));
     assert_eq!(code(&r), None, "{r}");
     assert!(env.root.join("b/two.txt").exists() && !env.root.join("a/two.txt").exists());
 }
@@ -74,13 +68,10 @@ fn shim_filesystem_edit_file_drift_applies_nothing() {
     std::fs::write(&note, "hello world\n").unwrap();
     let mut c = PyClient::start(&env.shim_argv("fs"));
     let args = json!({"path": "note.md", "edits": [{"oldText": "world", "newText": "there"}]});
-    let first = c.call("edit_file", args.clone());
-    assert_eq!(code(&first).as_deref(), Some("elicit_required"), "{first}");
+    let first = raise(&mut c, "edit_file", &args);
     let token = mint(&env.socket, &first);
     std::fs::write(&note, "hello world, edited by a human\n").unwrap();
-    let mut with_token = args.clone();
-    with_token["elicit_token"] = json!(token);
-    let r = c.call("edit_file", with_token);
+    let r = c.call("edit_file", with_token(&args, &token));
     assert_eq!(code(&r).as_deref(), Some("replay_drift"), "{r}");
     assert_eq!(
         std::fs::read_to_string(&note).unwrap(),
@@ -89,9 +80,7 @@ fn shim_filesystem_edit_file_drift_applies_nothing() {
 
     let fresh = c.call("edit_file", args.clone());
     let token = mint(&env.socket, &fresh);
-    let mut with_token = args;
-    with_token["elicit_token"] = json!(token);
-    let r = c.call("edit_file", with_token);
+    let r = c.call("edit_file", with_token(&args, &token));
     assert_eq!(code(&r), None, "{r}");
     assert_eq!(
         std::fs::read_to_string(&note).unwrap(),

@@ -25,33 +25,18 @@ fn shim_filesystem_cli_token_route() {
 
     // tools/list: gated tools advertise elicit_token; the ungated floor tool is hidden.
     let tools = c.list();
-    let names: Vec<&str> = tools["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let names = tool_names(&tools);
     assert!(names.contains(&"read_text_file"), "{names:?}");
     assert!(
         !names.contains(&"move_file"),
         "floor tool without a gate must be hidden: {names:?}"
     );
-    let wf = tools["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["name"] == "write_file")
-        .unwrap();
+    let wf = tool(&tools, "write_file").unwrap();
     assert_eq!(
         wf["inputSchema"]["properties"]["elicit_token"]["type"],
         "string"
     );
-    let rt = tools["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|t| t["name"] == "read_text_file")
-        .unwrap();
+    let rt = tool(&tools, "read_text_file").unwrap();
     assert!(rt["inputSchema"]["properties"]
         .get("elicit_token")
         .is_none());
@@ -84,27 +69,9 @@ fn shim_filesystem_cli_token_route() {
     assert_eq!(sc(&r)["details"]["caller"], "stdio");
     assert_eq!(std::fs::read_to_string(&note).unwrap(), "v0");
 
-    // The operator mints; the same call with the token runs once.
-    let token = mint(&env.socket, &r);
-    let mut with_token = args.clone();
-    with_token["elicit_token"] = json!(token);
-    let r = c.call("write_file", with_token.clone());
-    assert_eq!(code(&r), None, "{r}");
-    assert_eq!(std::fs::read_to_string(&note).unwrap(), "v1");
-
-    // Second use: spent, nothing forwarded (the removed file stays removed).
-    std::fs::remove_file(&note).unwrap();
-    let r = c.call("write_file", with_token);
-    assert_eq!(code(&r).as_deref(), Some("invalid_input"), "{r}");
-    assert_eq!(sc(&r)["details"]["reason"], "spent", "{r}");
-    assert!(!note.exists(), "a spent token must not write");
-
-    let kinds = event_kinds(&env.socket);
-    assert_eq!(
-        kinds.iter().filter(|k| *k == "tc.elicit.consumed").count(),
-        1,
-        "{kinds:?}"
-    );
+    // The operator mints; the same call with the token runs once; a second use is spent,
+    // nothing forwarded (the removed file stays removed).
+    assert_redeemed_once(&mut c, &env, ("write_file", &args), &r, &note, "v1");
 }
 
 #[test]
@@ -116,15 +83,13 @@ fn shim_filesystem_drift_is_refused_and_nothing_is_written() {
     let mut c = PyClient::start(&env.shim_argv("fs"));
 
     let args = json!({"path": "drift.txt", "content": "overwrite"});
-    let first = c.call("write_file", args.clone());
-    assert_eq!(code(&first).as_deref(), Some("elicit_required"), "{first}");
+    let first = raise(&mut c, "write_file", &args);
     let token = mint(&env.socket, &first);
 
     // The human edits the target between raise and redeem.
     std::fs::write(&target, "edited meanwhile").unwrap();
-    let mut with_token = args.clone();
-    with_token["elicit_token"] = json!(token);
-    let r = c.call("write_file", with_token.clone());
+    let redeem = with_token(&args, &token);
+    let r = c.call("write_file", redeem.clone());
     assert_eq!(code(&r).as_deref(), Some("replay_drift"), "{r}");
     assert_eq!(
         std::fs::read_to_string(&target).unwrap(),
@@ -132,7 +97,7 @@ fn shim_filesystem_drift_is_refused_and_nothing_is_written() {
     );
 
     // The token is spent even though nothing ran.
-    let r = c.call("write_file", with_token);
+    let r = c.call("write_file", redeem);
     assert_eq!(sc(&r)["details"]["reason"], "spent", "{r}");
     assert_eq!(
         std::fs::read_to_string(&target).unwrap(),
@@ -140,16 +105,13 @@ fn shim_filesystem_drift_is_refused_and_nothing_is_written() {
     );
 
     // Re-issuing without a token raises a fresh request bound to the new state.
-    let fresh = c.call("write_file", args.clone());
-    assert_eq!(code(&fresh).as_deref(), Some("elicit_required"), "{fresh}");
+    let fresh = raise(&mut c, "write_file", &args);
     assert_ne!(
         sc(&fresh)["details"]["state_fp"],
         sc(&first)["details"]["state_fp"]
     );
     let token = mint(&env.socket, &fresh);
-    let mut with_token = args;
-    with_token["elicit_token"] = json!(token);
-    let r = c.call("write_file", with_token);
+    let r = c.call("write_file", with_token(&args, &token));
     assert_eq!(code(&r), None, "{r}");
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "overwrite");
     let kinds = event_kinds(&env.socket);
@@ -168,16 +130,14 @@ fn shim_filesystem_acl_refusal_releases_the_token() {
     std::fs::create_dir_all(env.root.join("private")).unwrap();
     let mut c = PyClient::start(&env.shim_argv("fs"));
     let args = json!({"path": "private/secret.txt", "content": "x"});
-    let r = c.call("write_file", args.clone());
-    assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
+    let r = raise(&mut c, "write_file", &args);
     let token = mint(&env.socket, &r);
-    let mut with_token = args;
-    with_token["elicit_token"] = json!(token);
-    let r = c.call("write_file", with_token.clone());
+    let redeem = with_token(&args, &token);
+    let r = c.call("write_file", redeem.clone());
     assert_eq!(code(&r).as_deref(), Some("acl_denied"), "{r}");
     assert!(!env.root.join("private/secret.txt").exists());
     // Released, not spent: the same token is still good (and refused by the ACL again).
-    let r = c.call("write_file", with_token);
+    let r = c.call("write_file", redeem);
     assert_eq!(code(&r).as_deref(), Some("acl_denied"), "{r}");
     let kinds = event_kinds(&env.socket);
     assert_eq!(

@@ -27,8 +27,7 @@ fn shim_git_commit_bound_to_head_and_staged_index() {
     let mut c = PyClient::start(&env.shim_argv("repo"));
     let repo_path = root.display().to_string();
     let args = json!({"repo_path": repo_path, "message": "add a"});
-    let r = c.call("git_commit", args.clone());
-    assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
+    let r = raise(&mut c, "git_commit", &args);
     let token = mint(&env.socket, &r);
 
     // A stat-only index refresh rewrites .git/index but is not drift.
@@ -48,9 +47,7 @@ fn shim_git_commit_bound_to_head_and_staged_index() {
         "the refresh must really rewrite the index for this test to mean anything"
     );
 
-    let mut with_token = args.clone();
-    with_token["elicit_token"] = json!(token);
-    let r = c.call("git_commit", with_token);
+    let r = c.call("git_commit", with_token(&args, &token));
     assert_eq!(code(&r), None, "{r}");
     assert_eq!(commits(&root), 2);
 
@@ -59,13 +56,10 @@ fn shim_git_commit_bound_to_head_and_staged_index() {
     std::fs::write(root.join("c.txt"), "c").unwrap();
     git(&root, &["add", "b.txt"]);
     let args = json!({"repo_path": repo_path, "message": "add b"});
-    let r = c.call("git_commit", args.clone());
-    assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
+    let r = raise(&mut c, "git_commit", &args);
     let token = mint(&env.socket, &r);
     git(&root, &["add", "c.txt"]);
-    let mut with_token = args;
-    with_token["elicit_token"] = json!(token);
-    let r = c.call("git_commit", with_token);
+    let r = c.call("git_commit", with_token(&args, &token));
     assert_eq!(code(&r).as_deref(), Some("replay_drift"), "{r}");
     assert_eq!(commits(&root), 2, "nothing may be committed on drift");
 }

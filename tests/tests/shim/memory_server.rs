@@ -17,12 +17,7 @@ fn shim_memory_probe_target_binds_the_entity() {
     let mut c = PyClient::start(&env.shim_argv("mem"));
 
     let tools = c.list();
-    let names: Vec<&str> = tools["tools"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|t| t["name"].as_str().unwrap())
-        .collect();
+    let names = tool_names(&tools);
     assert!(
         names.contains(&"delete_entities") && names.contains(&"open_nodes"),
         "{names:?}"
@@ -39,8 +34,7 @@ fn shim_memory_probe_target_binds_the_entity() {
     assert_eq!(code(&r), None, "{r}");
 
     let args = json!({"entityNames": ["alice"]});
-    let first = c.call("delete_entities", args.clone());
-    assert_eq!(code(&first).as_deref(), Some("elicit_required"), "{first}");
+    let first = raise(&mut c, "delete_entities", &args);
     let token = mint(&env.socket, &first);
 
     // The entity changes between raise and redeem: drift, nothing deleted.
@@ -49,9 +43,7 @@ fn shim_memory_probe_target_binds_the_entity() {
         json!({"observations": [{"entityName": "alice", "contents": ["likes coffee"]}]}),
     );
     assert_eq!(code(&r), None, "{r}");
-    let mut with_token = args.clone();
-    with_token["elicit_token"] = json!(token);
-    let r = c.call("delete_entities", with_token);
+    let r = c.call("delete_entities", with_token(&args, &token));
     assert_eq!(code(&r).as_deref(), Some("replay_drift"), "{r}");
     let stored = std::fs::read_to_string(&memory).unwrap();
     assert!(
@@ -60,23 +52,16 @@ fn shim_memory_probe_target_binds_the_entity() {
     );
 
     // A fresh confirmation of the new state deletes it, once.
-    let fresh = c.call("delete_entities", args.clone());
-    assert_eq!(code(&fresh).as_deref(), Some("elicit_required"), "{fresh}");
+    let fresh = raise(&mut c, "delete_entities", &args);
     assert_ne!(
         sc(&fresh)["details"]["state_fp"],
         sc(&first)["details"]["state_fp"]
     );
     let token = mint(&env.socket, &fresh);
-    let mut with_token = args;
-    with_token["elicit_token"] = json!(token);
-    let r = c.call("delete_entities", with_token);
+    let r = c.call("delete_entities", with_token(&args, &token));
     assert_eq!(code(&r), None, "{r}");
     let stored = std::fs::read_to_string(&memory).unwrap();
     assert!(!stored.contains("alice"), "{stored}");
     let kinds = event_kinds(&env.socket);
-    assert_eq!(
-        kinds.iter().filter(|k| *k == "tc.elicit.consumed").count(),
-        1,
-        "{kinds:?}"
-    );
+    assert_eq!(count(&kinds, "tc.elicit.consumed"), 1, "{kinds:?}");
 }

@@ -55,22 +55,6 @@ fn shim_ts_client_filesystem_cli_token_route() {
     assert_eq!(sc(&r)["details"]["caller"], "stdio");
     assert_eq!(std::fs::read_to_string(&note).unwrap(), "v0");
 
-    let token = mint(&env.socket, &r);
-    let mut with_token = args;
-    with_token["elicit_token"] = json!(token);
-    let r = c.call("write_file", with_token.clone());
-    assert_eq!(code(&r), None, "{r}");
-    assert_eq!(std::fs::read_to_string(&note).unwrap(), "from ts");
-
     // Exactly once: the spent token writes nothing.
-    std::fs::remove_file(&note).unwrap();
-    let r = c.call("write_file", with_token);
-    assert_eq!(sc(&r)["details"]["reason"], "spent", "{r}");
-    assert!(!note.exists());
-    let kinds = event_kinds(&env.socket);
-    assert_eq!(
-        kinds.iter().filter(|k| *k == "tc.elicit.consumed").count(),
-        1,
-        "{kinds:?}"
-    );
+    assert_redeemed_once(&mut c, &env, ("write_file", &args), &r, &note, "from ts");
 }
