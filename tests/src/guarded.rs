@@ -118,6 +118,16 @@ pub fn text(o: &Output) -> String {
     )
 }
 
+/// What a command printed: its stdout, then its stderr (for checks on what it said,
+/// wherever it said it).
+pub fn printed(o: &Output) -> String {
+    format!(
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
 /// Runs the calling test inside a private mount namespace. Outside: re-executes this
 /// test binary (`--exact name`) under `unshare --mount --propagation private`, asserts
 /// it passed and returns false (the caller returns). Inside: mounts fresh tmpfs over
@@ -497,4 +507,291 @@ pub fn write_system_config(text: &str) {
     let p = Path::new(tc_core::guarded::SYSTEM_CONFIG);
     std::fs::write(p, text).expect("write /etc/tc/config.toml");
     chmod(p, 0o644);
+}
+
+// ---- the guarded scene: one gated vault, its humans, their agents and the page ----
+
+/// The Python the pty relay (tests/fixtures/pty_run.py) runs on.
+pub const PYTHON: &str = "/usr/bin/python3";
+
+/// Whether the calling test must skip: true (and says why) unless this process can run
+/// the guarded tests ([`can_run`]) and every path of `needs` exists.
+pub fn skip(needs: &[&str]) -> bool {
+    let ok = can_run() && needs.iter().all(|p| Path::new(p).exists());
+    if !ok {
+        let mut all = vec!["root", "setpriv", "unshare", "useradd", "mount"];
+        all.extend_from_slice(needs);
+        eprintln!("skipped: needs {}", all.join(", "));
+    }
+    !ok
+}
+
+/// `args` on a fresh pty that is its controlling terminal, the relay run as `who` (None:
+/// root), so the pty belongs to whoever is at it.
+pub fn on_pty(who: Option<(&User, &Path)>, args: &[&str]) -> crate::pty::Pty {
+    let mut c = match who {
+        Some((u, home)) => as_user(u, home, PYTHON),
+        None => {
+            let mut c = Command::new(PYTHON);
+            clean_env(&mut c, Path::new("/root"));
+            c
+        }
+    };
+    c.arg(crate::workspace().join("tests/fixtures/pty_run.py"))
+        .args(args);
+    crate::pty::Pty::start(c)
+}
+
+/// What a [`Scene`] deploys: vault `fs` (server-filesystem, `write_file` gated on its
+/// `path`) over a root [`HUMAN`] owns, holding `files` (by default note.txt = "v0"), and
+/// whatever of the page, legacy prompts, a diff preview and a second human the test asks
+/// for (`Setup { page: true, ..Setup::default() }`).
+#[derive(Debug, Clone)]
+pub struct Setup {
+    /// The approval page on a free loopback port ([`Scene::port`]).
+    pub page: bool,
+    /// The vault's `legacy_elicitation_shim = true` (in-protocol prompts for legacy clients).
+    pub legacy_prompts: bool,
+    /// The gate's diff preview of `write_file(path, content)`.
+    pub preview: bool,
+    /// [`HUMAN2`] one of the humans too.
+    pub two_humans: bool,
+    /// The vault root's mode.
+    pub root_mode: u32,
+    /// The root's files: (name, content, mode), all [`HUMAN`]'s.
+    pub files: Vec<(&'static str, &'static str, u32)>,
+}
+
+impl Default for Setup {
+    fn default() -> Setup {
+        Setup {
+            page: false,
+            legacy_prompts: false,
+            preview: false,
+            two_humans: false,
+            root_mode: 0o755,
+            files: vec![("note.txt", "v0", 0o644)],
+        }
+    }
+}
+
+impl Setup {
+    /// For the calling test: None when it must skip ([`skip`], with `needs`) or has just
+    /// run in its own namespace ([`in_namespace`]); the caller then returns. Inside the
+    /// namespace: the scene, started.
+    #[track_caller]
+    pub fn start_in_namespace(self, name: &str, needs: &[&str]) -> Option<Scene> {
+        if skip(needs) || !in_namespace(name) {
+            return None;
+        }
+        Some(self.start())
+    }
+
+    /// Makes the root and its files, writes /etc/tc/config.toml and starts tcd.
+    pub fn start(self) -> Scene {
+        let t = open_tempdir();
+        let human = user(HUMAN);
+        let root = owned_dir(t.path(), "vault", &human, self.root_mode);
+        for &(name, content, mode) in &self.files {
+            let f = root.join(name);
+            std::fs::write(&f, content).unwrap();
+            std::os::unix::fs::chown(&f, Some(human.uid), Some(human.gid)).unwrap();
+            chmod(&f, mode);
+        }
+        let port = if self.page { crate::free_port() } else { 0 };
+        let r = root.display();
+        let mut vaults = String::new();
+        if self.page {
+            vaults += &format!("[approvals]\nlisten = \"127.0.0.1:{port}\"\n\n");
+        }
+        vaults += &format!(
+            "[[vaults]]\nid = \"fs\"\nroot = \"{r}\"\ncommand = [\"node\", \"{}\", \"{r}\"]\n",
+            crate::shim::filesystem_server().display()
+        );
+        if self.legacy_prompts {
+            vaults += "legacy_elicitation_shim = true\n";
+        }
+        vaults += "\n[[vaults.gates]]\ntool = \"write_file\"\ntargets = { paths = [\"path\"] }\n";
+        if self.preview {
+            vaults += "preview = { diff = { path = \"path\", content = \"content\" } }\n";
+        }
+        let d = if self.two_humans {
+            Deployment::start_two_humans(&vaults)
+        } else {
+            Deployment::start(&vaults)
+        };
+        Scene {
+            d,
+            root,
+            port,
+            _t: t,
+        }
+    }
+}
+
+/// The guarded scene the guarded tests share: a [`Deployment`] as [`Setup`] made it, the
+/// vault root, and the page's port (0: no page).
+pub struct Scene {
+    pub d: Deployment,
+    pub root: PathBuf,
+    pub port: u16,
+    _t: tempfile::TempDir,
+}
+
+/// `write_file` of note.txt with `content`.
+pub fn write(content: &str) -> serde_json::Value {
+    serde_json::json!({"path": "note.txt", "content": content})
+}
+
+/// The request id of a guarded `elicit_required` refusal.
+#[track_caller]
+pub fn refused_id(r: &serde_json::Value) -> String {
+    use crate::shim::{code, sc};
+    assert_eq!(code(r).as_deref(), Some("elicit_required"), "{r}");
+    assert_eq!(sc(r)["details"]["mode"], "guarded", "{r}");
+    sc(r)["details"]["request_id"].as_str().unwrap().to_string()
+}
+
+impl Scene {
+    /// The default [`Setup`]: no page, one human, note.txt = "v0".
+    pub fn start() -> Scene {
+        Setup::default().start()
+    }
+
+    /// What the root's file `name` holds.
+    pub fn file(&self, name: &str) -> String {
+        std::fs::read_to_string(self.root.join(name)).unwrap()
+    }
+
+    /// What note.txt holds.
+    pub fn note(&self) -> String {
+        self.file("note.txt")
+    }
+
+    /// [`HUMAN`] and their `HOME`.
+    pub fn h1(&self) -> (&User, &Path) {
+        (&self.d.human, &self.d.home)
+    }
+
+    /// [`HUMAN2`] and their `HOME`.
+    pub fn h2(&self) -> (&User, &Path) {
+        (&self.d.human2, &self.d.home2)
+    }
+
+    /// Root enrolls [`HUMAN`] (see [`Scene::enroll_user`]).
+    pub fn enroll(&self) -> Vec<u8> {
+        self.enroll_user(HUMAN)
+    }
+
+    /// Root enrolls `name` on a pty, confirming with step T−1's code (T stays fresh);
+    /// returns the secret read from what tcctl showed.
+    pub fn enroll_user(&self, name: &str) -> Vec<u8> {
+        let tcctl = bin("tcctl").display().to_string();
+        let mut p = on_pty(None, &[&tcctl, "enroll", "totp", "--user", name]);
+        let (shown, b32) = crate::pty::enrollment_shown(&p);
+        assert!(shown.contains(&format!("otpauth://totp/tc:{name}?secret={b32}&")));
+        let secret = crate::pty::base32_decode(&b32);
+        crate::pty::confirm_enrollment(&mut p, &secret);
+        let (rc, out) = p.finish();
+        assert!(rc == 0 && out.contains("enrolled"), "{out}");
+        secret
+    }
+
+    /// The agent of [`HUMAN`] (see [`Scene::agent_as`]).
+    pub fn agent(&self) -> crate::shim::RawClient {
+        self.agent_as(self.h1())
+    }
+
+    /// An agent: a raw MCP client on a tc-shim run as `who` (no elicitation capability:
+    /// the refusal route).
+    pub fn agent_as(&self, who: (&User, &Path)) -> crate::shim::RawClient {
+        let argv = self.d.shim_argv_as(who.0, who.1, "fs", &[], &[]);
+        let mut c = crate::shim::RawClient::start(&argv);
+        let init = c.initialize();
+        assert!(init["result"]["serverInfo"].is_object(), "{init}");
+        c
+    }
+
+    /// `tcctl args` as `who`.
+    pub fn tcctl(&self, who: (&User, &Path), args: &[&str]) -> Output {
+        self.d.tcctl_as(who.0, who.1, args)
+    }
+
+    /// `tcctl page --print` as `who`: the one-time link.
+    pub fn link(&self, who: (&User, &Path)) -> String {
+        let o = self.tcctl(who, &["page", "--print"]);
+        assert!(o.status.success(), "{}", text(&o));
+        let link = String::from_utf8_lossy(&o.stdout).trim().to_string();
+        let prefix = format!("http://localhost:{}/open?t=", self.port);
+        assert!(
+            link.starts_with(&prefix) && link.len() == prefix.len() + 64,
+            "{link}"
+        );
+        link
+    }
+
+    /// A page session of `who`, opened the only way there is (a link of theirs, spent
+    /// and used from sockets of theirs).
+    pub fn session(&self, who: (&User, &Path)) -> crate::page::PageSession {
+        crate::page::PageSession::open_as(&self.link(who), Some(who.0.uid))
+    }
+
+    /// `tcctl <args> --json` as `who` (None: root): (raw stdout, one object a line).
+    fn json_lines(
+        &self,
+        who: Option<(&User, &Path)>,
+        args: &[&str],
+    ) -> (String, Vec<serde_json::Value>) {
+        let o = match who {
+            Some(w) => self.tcctl(w, args),
+            None => self.d.tcctl_as_root(args),
+        };
+        assert!(o.status.success(), "{}", text(&o));
+        let raw = String::from_utf8_lossy(&o.stdout).into_owned();
+        let rows = raw
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        (raw, rows)
+    }
+
+    /// `tcctl pending --json` as `who` (None: root): (raw stdout, one object a line).
+    pub fn pending(&self, who: Option<(&User, &Path)>) -> (String, Vec<serde_json::Value>) {
+        self.json_lines(who, &["pending", "--json"])
+    }
+
+    /// `tcctl events --json` as `who` (None: root): (raw stdout, one object a line).
+    pub fn events_of(&self, who: Option<(&User, &Path)>) -> (String, Vec<serde_json::Value>) {
+        self.json_lines(who, &["events", "--json"])
+    }
+
+    /// Root's view of the audit events of `kind` (details parsed).
+    pub fn logged(&self, kind: &str) -> Vec<serde_json::Value> {
+        self.events_of(None)
+            .1
+            .into_iter()
+            .filter(|e| e["kind"] == kind)
+            .map(|mut e| {
+                if let Some(s) = e["detail"].as_str() {
+                    e["detail"] = serde_json::from_str(s).unwrap_or(serde_json::Value::Null);
+                }
+                e
+            })
+            .collect()
+    }
+
+    /// How many audit events of `kind` tcd logged.
+    pub fn events(&self, kind: &str) -> usize {
+        self.logged(kind).len()
+    }
+
+    /// The status tcd reports for request `id` to root ("" when not listed).
+    pub fn status(&self, id: &str) -> String {
+        self.pending(None)
+            .1
+            .into_iter()
+            .find(|v| v["request_id"] == id)
+            .map(|v| v["status"].as_str().unwrap().to_string())
+            .unwrap_or_default()
+    }
 }

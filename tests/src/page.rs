@@ -35,12 +35,28 @@ pub fn http_as(port: u16, uid: Option<u32>, req: &str) -> (u16, String) {
     s.write_all(req.as_bytes()).expect("send");
     let mut out = String::new();
     let _ = s.read_to_string(&mut out);
-    let status = out
-        .split(' ')
+    (status_of(&out), out)
+}
+
+/// The status code of an HTTP/1.1 response (0 when there is none).
+pub fn status_of(out: &str) -> u16 {
+    out.split(' ')
         .nth(1)
         .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (status, out)
+        .unwrap_or(0)
+}
+
+/// Turns the approval page on at a free loopback port: appends `[approvals] listen` to
+/// the config file `config` (before tcd starts); returns the port.
+pub fn listen_on_free_port(config: &std::path::Path) -> u16 {
+    let port = crate::free_port();
+    let text = std::fs::read_to_string(config).unwrap();
+    std::fs::write(
+        config,
+        format!("{text}\n[approvals]\nlisten = \"127.0.0.1:{port}\"\n"),
+    )
+    .unwrap();
+    port
 }
 
 /// The body of a response as JSON (Null when it is not).
@@ -181,7 +197,6 @@ pub fn post_as(
     cookie: Option<&str>,
     csrf: Option<&str>,
 ) -> (u16, Value) {
-    let body = body.to_string();
     let host = format!("localhost:{port}");
     let cookie = cookie
         .map(|c| format!("Cookie: {c}\r\n"))
@@ -189,12 +204,21 @@ pub fn post_as(
     let csrf = csrf
         .map(|c| format!("x-tc-csrf: {c}\r\n"))
         .unwrap_or_default();
+    let head = format!("Host: {host}\r\nOrigin: http://{host}\r\n{cookie}{csrf}");
+    post_raw(port, uid, path, &head, body)
+}
+
+/// A POST of `body` (JSON) to `path` from a socket owned by `uid`, with the header lines
+/// `head` (each ending in CRLF: Host, Origin, cookie, CSRF token, as the caller wants
+/// them, right or wrong): (status, JSON body).
+pub fn post_raw(port: u16, uid: Option<u32>, path: &str, head: &str, body: &Value) -> (u16, Value) {
+    let body = body.to_string();
     let (st, out) = http_as(
         port,
         uid,
         &format!(
-            "POST {path} HTTP/1.1\r\nHost: {host}\r\nOrigin: http://{host}\r\n{cookie}{csrf}\
-             content-type: application/json\r\ncontent-length: {}\r\nConnection: close\r\n\r\n{body}",
+            "POST {path} HTTP/1.1\r\n{head}content-type: application/json\r\n\
+             content-length: {}\r\nConnection: close\r\n\r\n{body}",
             body.len()
         ),
     );
@@ -234,11 +258,48 @@ impl PageSession {
             }
         }
         let out = String::from_utf8_lossy(&buf).into_owned();
-        let status = out
-            .split(' ')
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        (status, out)
+        (status_of(&out), out)
+    }
+
+    /// POST `path` with `body`, the session's cookie, `host` as the Host header, `origin`
+    /// as the Origin header (None: none) and the CSRF token when `csrf`: a request the
+    /// page's own script would make but for what the caller changes. (status, JSON body).
+    pub fn post_with(
+        &self,
+        path: &str,
+        body: &Value,
+        host: &str,
+        origin: Option<&str>,
+        csrf: bool,
+    ) -> (u16, Value) {
+        let origin = origin
+            .map(|o| format!("Origin: {o}\r\n"))
+            .unwrap_or_default();
+        let token = if csrf {
+            format!("x-tc-csrf: {}\r\n", self.csrf)
+        } else {
+            String::new()
+        };
+        let head = format!("Host: {host}\r\n{origin}Cookie: {}\r\n{token}", self.cookie);
+        post_raw(self.port, self.uid, path, &head, body)
+    }
+
+    /// POST `/api/requests/{id}/approve/totp` with `code`; a refusal for the wrong-code
+    /// delay (the code was not checked) is waited out.
+    pub fn approve_totp(&self, id: &str, code: &str) -> (u16, Value) {
+        for _ in 0..100 {
+            let r = self.post(
+                &format!("/api/requests/{id}/approve/totp"),
+                &serde_json::json!({ "code": code }),
+            );
+            let delayed = r.1["error"]
+                .as_str()
+                .is_some_and(|e| e.starts_with("factor_delay"));
+            if !delayed {
+                return r;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        panic!("always refused for the delay");
     }
 }

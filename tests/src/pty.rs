@@ -151,3 +151,27 @@ impl Pty {
         (st.code().unwrap_or(-1), text)
     }
 }
+
+// ---- `tcctl enroll totp` on a terminal ----
+
+/// Waits until `tcctl enroll totp` on `p` asks for its first code: (all it showed, the
+/// secret in base32 as shown for typing in).
+pub fn enrollment_shown(p: &Pty) -> (String, String) {
+    let shown = p.wait_for("to confirm (1 of 3): ");
+    let b32 = shown
+        .split("secret (base32, to type in instead): ")
+        .nth(1)
+        .and_then(|s| s.split_whitespace().next())
+        .unwrap_or_else(|| panic!("no secret shown:\n{shown}"))
+        .to_string();
+    (shown, b32)
+}
+
+/// Confirms the enrollment on `p` with step T−1's code of `secret` (so step T is still
+/// fresh for the first approval); returns the code typed.
+pub fn confirm_enrollment(p: &mut Pty, secret: &[u8]) -> String {
+    away_from_a_step_edge();
+    let code = totp(secret, step_now() - 1);
+    p.type_line(&code);
+    code
+}

@@ -6,6 +6,7 @@
 use tc_tests::shim as support;
 
 use tc_tests::elicit;
+use tc_tests::guarded::printed as text;
 
 use std::process::Output;
 
@@ -30,14 +31,6 @@ fn write(content: &str) -> Value {
 
 fn tcctl(env: &Env, args: &[&str]) -> Output {
     env.tcd.tcctl(args)
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// The request id of an `elicit_required` refusal; checks the refusal asks for

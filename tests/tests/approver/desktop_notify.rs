@@ -9,7 +9,6 @@ use tc_tests::shim as support;
 
 use tc_tests::elicit;
 
-use std::io::{BufRead, BufReader, Read};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -19,20 +18,9 @@ use elicit::*;
 use serde_json::{json, Value};
 use support::*;
 
-const WAIT: Duration = Duration::from_secs(30);
+use crate::watch::{lines_of, spawn_tcctl};
 
-/// Lines of a child's pipe, on a channel.
-fn lines_of(r: impl Read + Send + 'static) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for l in BufReader::new(r).lines().map_while(Result::ok) {
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
+const WAIT: Duration = Duration::from_secs(30);
 
 /// A child killed (and reaped) on drop.
 struct Killed(Child);
@@ -144,20 +132,7 @@ struct Watch {
 
 impl Watch {
     fn start(env: &Env, bus: Option<&str>) -> Watch {
-        let mut c = Command::new(bin("tcctl"));
-        c.arg("--socket")
-            .arg(&env.socket)
-            .arg("--config")
-            .arg(&env.config)
-            .arg("watch")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        match bus {
-            Some(a) => c.env("DBUS_SESSION_BUS_ADDRESS", a),
-            None => c.env_remove("DBUS_SESSION_BUS_ADDRESS"),
-        };
-        let mut child = c.spawn().expect("spawn tcctl watch");
+        let mut child = spawn_tcctl(env, &["watch"], bus);
         let out = lines_of(child.stdout.take().unwrap());
         let err = lines_of(child.stderr.take().unwrap());
         Watch {
@@ -183,13 +158,7 @@ impl Watch {
 /// tcd with the approval page on a free port; the Python client connected.
 fn started() -> (Env, Human, u16) {
     let mut env = fs_vault("", None);
-    let port = tc_tests::free_port();
-    let text = std::fs::read_to_string(&env.config).unwrap();
-    std::fs::write(
-        &env.config,
-        format!("{text}\n[approvals]\nlisten = \"127.0.0.1:{port}\"\n"),
-    )
-    .unwrap();
+    let port = tc_tests::page::listen_on_free_port(&env.config);
     env.start_tcd();
     let h = Human::python("legacy", &env.shim_argv("fs"));
     (env, h, port)

@@ -7,94 +7,20 @@ use tc_tests::shim as support;
 
 use tc_tests::elicit;
 
-use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use base64::Engine;
 use elicit::*;
 use serde_json::{json, Value};
 use support::*;
+use tc_tests::browser::Browser;
 use tc_tests::page::{http, PageSession};
 
-/// The browser script, one JSON command per line.
-struct Browser {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-}
-
-impl Browser {
-    fn open(url: &str) -> Browser {
-        assert!(
-            std::path::Path::new("/usr/bin/chromium").exists(),
-            "/usr/bin/chromium is missing: run scripts/install-peers (apt-get install chromium)"
-        );
-        let pw = peers().join("npm/node_modules/playwright-core");
-        assert!(
-            pw.exists(),
-            "{} is missing: run scripts/install-peers",
-            pw.display()
-        );
-        let mut child = Command::new("node")
-            .arg(tc_tests::workspace().join("tests/browser/approval_page.mjs"))
-            .env("TC_PLAYWRIGHT_CORE", &pw)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("node");
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut b = Browser {
-            child,
-            stdin,
-            stdout,
-        };
-        b.cmd(json!({"op": "open", "url": url}));
-        b
-    }
-
-    /// Runs one command; panics with the script's error when it failed.
-    fn cmd(&mut self, c: Value) -> Value {
-        writeln!(self.stdin, "{c}").unwrap();
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
-        let v: Value =
-            serde_json::from_str(&line).unwrap_or_else(|_| panic!("browser said {line:?}"));
-        assert_eq!(v["ok"], true, "browser command {c} failed: {}", v["error"]);
-        v
-    }
-
-    fn msg(&mut self, c: Value) -> String {
-        self.cmd(c)["msg"].as_str().unwrap().to_string()
-    }
-
-    /// A fetch from the page (its cookie; `csrf: false` leaves the token out).
-    fn request(&mut self, method: &str, path: &str, body: Value, csrf: bool) -> (u16, String) {
-        let v = self.cmd(
-            json!({"op": "request", "method": method, "path": path, "body": body, "csrf": csrf}),
-        );
-        (
-            v["status"].as_u64().unwrap() as u16,
-            v["body"].as_str().unwrap().to_string(),
-        )
-    }
-}
-
-impl Drop for Browser {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// A free loopback port for `[approvals] listen`.
 /// Server-filesystem behind the shim, tcd with the page on; the client connected.
 fn started(ttl: Option<u32>) -> (Env, Human, u16) {
     let mut env = fs_vault("", None);
-    let port = tc_tests::free_port();
-    let mut text = std::fs::read_to_string(&env.config).unwrap();
-    text.push_str(&format!("\n[approvals]\nlisten = \"127.0.0.1:{port}\"\n"));
+    let port = tc_tests::page::listen_on_free_port(&env.config);
+    let text = std::fs::read_to_string(&env.config).unwrap();
     // The gate declares a preview: the page shows the diff of what the write would do.
     let text = text.replacen(
         "targets = { paths = [\"path\"] }",
@@ -183,17 +109,9 @@ fn shots() -> PathBuf {
 }
 
 fn raw_post(port: u16, host: &str, origin: &str, cookie: &str, csrf: &str, path: &str) -> u16 {
-    let body = r#"{"reason":"raw"}"#;
-    http(
-        port,
-        &format!(
-            "POST {path} HTTP/1.1\r\nHost: {host}\r\nOrigin: {origin}\r\nCookie: {cookie}\r\n\
-             x-tc-csrf: {csrf}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\
-             Connection: close\r\n\r\n{body}",
-            body.len()
-        ),
-    )
-    .0
+    let head =
+        format!("Host: {host}\r\nOrigin: {origin}\r\nCookie: {cookie}\r\nx-tc-csrf: {csrf}\r\n");
+    tc_tests::page::post_raw(port, None, path, &head, &json!({"reason": "raw"})).0
 }
 
 #[test]

@@ -5,8 +5,7 @@
 use tc_tests::shim as support;
 
 use tc_tests::elicit;
-
-use std::process::Output;
+use tc_tests::guarded::printed as text;
 
 use elicit::*;
 use serde_json::{json, Value};
@@ -15,35 +14,15 @@ use support::*;
 /// A personal-mode env (refusal route: the Python client is legacy, not opted in) whose
 /// `write_file` gate declares the diff preview; `private/**` is denied.
 fn started() -> (Env, Human) {
-    let server =
-        peers().join("npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
-    let mut env = Env::new(&format!(
-        r#"[[vaults]]
-id = "fs"
-root = "$ROOT"
-command = ["node", "{}", "$ROOT"]
-
-[[vaults.gates]]
-tool = "write_file"
-targets = {{ paths = ["path"] }}
-preview = {{ diff = {{ path = "path", content = "content" }} }}
-
-[vaults.acl]
-deny = ["private/**"]
-"#,
-        server.display()
-    ));
+    let vault = Vault::filesystem("fs")
+        .gate("write_file", "{ paths = [\"path\"] }")
+        // A line of the gate's own table, after its `targets`.
+        .key("preview = { diff = { path = \"path\", content = \"content\" } }")
+        .acl_deny(&["private/**"]);
+    let mut env = Env::with(&vault);
     env.start_tcd();
     let h = Human::python("legacy", &env.shim_argv("fs"));
     (env, h)
-}
-
-fn text(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
 }
 
 /// Calls `write_file(path, content)`; it must be refused with a raised request: its id.

@@ -6,7 +6,7 @@ use tc_tests::shim as support;
 
 use tc_tests::elicit;
 
-use std::io::{BufRead, BufReader};
+use std::io::{BufRead, BufReader, Read};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
@@ -21,31 +21,42 @@ struct Watching {
     lines: mpsc::Receiver<String>,
 }
 
+/// `tcctl args` against `env` as a child, stdout and stderr piped, on the session bus
+/// `dbus` (None: none).
+pub(crate) fn spawn_tcctl(env: &Env, args: &[&str], dbus: Option<&str>) -> Child {
+    let mut c = Command::new(bin("tcctl"));
+    c.arg("--socket")
+        .arg(&env.socket)
+        .arg("--config")
+        .arg(&env.config)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    match dbus {
+        Some(a) => c.env("DBUS_SESSION_BUS_ADDRESS", a),
+        None => c.env_remove("DBUS_SESSION_BUS_ADDRESS"),
+    };
+    c.spawn().expect("spawn tcctl")
+}
+
+/// Lines of a child's pipe, on a channel.
+pub(crate) fn lines_of(r: impl Read + Send + 'static) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    std::thread::spawn(move || {
+        for l in BufReader::new(r).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
 impl Watching {
     fn start(env: &Env, args: &[&str], dbus: Option<&str>) -> Watching {
-        let mut c = Command::new(bin("tcctl"));
-        c.arg("--socket")
-            .arg(&env.socket)
-            .arg("--config")
-            .arg(&env.config)
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        match dbus {
-            Some(a) => c.env("DBUS_SESSION_BUS_ADDRESS", a),
-            None => c.env_remove("DBUS_SESSION_BUS_ADDRESS"),
-        };
-        let mut child = c.spawn().expect("spawn tcctl");
-        let out = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(l).is_err() {
-                    break;
-                }
-            }
-        });
+        let mut child = spawn_tcctl(env, args, dbus);
+        let lines = lines_of(child.stdout.take().unwrap());
         Watching { child, lines }
     }
 
@@ -66,15 +77,11 @@ impl Drop for Watching {
 /// tcd (with the approval page on a free port when `page`), the Python client connected.
 fn started(page: bool) -> (Env, Human, u16) {
     let mut env = fs_vault("", None);
-    let port = if page { tc_tests::free_port() } else { 0 };
-    if page {
-        let text = std::fs::read_to_string(&env.config).unwrap();
-        std::fs::write(
-            &env.config,
-            format!("{text}\n[approvals]\nlisten = \"127.0.0.1:{port}\"\n"),
-        )
-        .unwrap();
-    }
+    let port = if page {
+        tc_tests::page::listen_on_free_port(&env.config)
+    } else {
+        0
+    };
     env.start_tcd();
     let h = Human::python("legacy", &env.shim_argv("fs"));
     (env, h, port)

@@ -7,120 +7,46 @@
 
 use tc_tests::elicit;
 use tc_tests::guarded;
-use tc_tests::pty as pty_support;
 use tc_tests::shim as support;
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use guarded::{as_user, clean_env, in_namespace, owned_dir, run, text, Deployment, User};
-use pty_support::{
-    away_from_a_step_edge, base32_decode, right_code, step_now, totp, wrong_code, Pty,
-};
-use serde_json::{json, Value};
-use support::{bin, code, filesystem_server, sc, workspace, RawClient};
+use guarded::{as_user, on_pty as pty, owned_dir, run, text, write, Scene, Setup, User};
+use guarded::{printed as all, PYTHON};
+use serde_json::Value;
+use support::{bin, code, filesystem_server, sc};
+use tc_tests::pty::{right_code, wrong_code};
 
 /// tcctl's exit codes.
 const FAILURE: i32 = 1;
 const REFUSED: i32 = 4;
 /// Marks this binary re-executed as another uid to call Approve with guessed codes.
 const PROBE: &str = "TC_AGENT_PROBE";
-const PYTHON: &str = "/usr/bin/python3";
-
-fn skip() -> bool {
-    let ok = guarded::can_run() && Path::new(PYTHON).exists();
-    if !ok {
-        eprintln!("skipped: needs root, setpriv, unshare, useradd, mount and {PYTHON}");
-    }
-    !ok
-}
-
-// ---- a real terminal (tests/fixtures/pty_run.py) ----
-
-/// `args` on a fresh pty that is its controlling terminal, the relay run as `who`
-/// (None: root), so the pty belongs to whoever is at it.
-fn pty(who: Option<(&User, &Path)>, args: &[&str]) -> Pty {
-    let relay = workspace().join("tests/fixtures/pty_run.py");
-    let mut c = match who {
-        Some((u, home)) => as_user(u, home, PYTHON),
-        None => {
-            let mut c = Command::new(PYTHON);
-            clean_env(&mut c, Path::new("/root"));
-            c
-        }
-    };
-    c.arg(relay).args(args);
-    Pty::start(c)
-}
-
-// ---- the deployment ----
 
 /// A guarded deployment with vault `fs` (server-filesystem, write_file gated, legacy
-/// in-protocol prompts on) over a root the human owns, holding note.txt = "v0".
-struct Scene {
-    d: Deployment,
-    root: PathBuf,
-    _t: tempfile::TempDir,
+/// in-protocol prompts on) over a root the human owns, holding note.txt = "v0", for the
+/// test `name` in its namespace (None: the test returns).
+#[track_caller]
+fn scene(name: &str) -> Option<Scene> {
+    let setup = Setup {
+        legacy_prompts: true,
+        ..Setup::default()
+    };
+    setup.start_in_namespace(name, &[PYTHON])
 }
 
-impl Scene {
-    fn start() -> Scene {
-        let t = guarded::open_tempdir();
-        let human = guarded::user(guarded::HUMAN);
-        let root = owned_dir(t.path(), "vault", &human, 0o755);
-        let note = root.join("note.txt");
-        std::fs::write(&note, "v0").unwrap();
-        std::os::unix::fs::chown(&note, Some(human.uid), Some(human.gid)).unwrap();
-        let r = root.display();
-        let vaults = format!(
-            "[[vaults]]\nid = \"fs\"\nroot = \"{r}\"\ncommand = [\"node\", \"{}\", \"{r}\"]\n\
-             legacy_elicitation_shim = true\n\n[[vaults.gates]]\ntool = \"write_file\"\n\
-             targets = {{ paths = [\"path\"] }}\n",
-            filesystem_server().display()
-        );
-        let d = Deployment::start(&vaults);
-        Scene { d, root, _t: t }
-    }
+/// What the agent and the human do at tcctl and tcd's socket, besides the agent's calls.
+trait AtTheTerminal {
+    fn tcctl_as(&self, u: &User, home: &Path, args: &[&str]) -> Output;
+    fn approve_on_pty(&self, u: &User, home: &Path, id: &str, code: &str) -> (i32, String);
+    fn elicit_on_pty(&self, cmd: &str, typed: &str) -> (i32, String);
+    fn approve_rpc_as(&self, u: &User, home: &Path, id: &str, codes: &[String]) -> Vec<String>;
+}
 
-    fn note(&self) -> String {
-        std::fs::read_to_string(self.root.join("note.txt")).unwrap()
-    }
-
-    /// Root enrolls the human on a pty, confirming with step T−1's code (T stays fresh);
-    /// returns the secret read from what tcctl showed.
-    fn enroll(&self) -> Vec<u8> {
-        let tcctl = bin("tcctl").display().to_string();
-        let mut p = pty(None, &[&tcctl, "enroll", "totp", "--user", guarded::HUMAN]);
-        let shown = p.wait_for("to confirm (1 of 3): ");
-        let b32 = shown
-            .split("secret (base32, to type in instead): ")
-            .nth(1)
-            .and_then(|s| s.split_whitespace().next())
-            .unwrap_or_else(|| panic!("no secret shown:\n{shown}"))
-            .to_string();
-        assert!(shown.contains(&format!(
-            "otpauth://totp/tc:{}?secret={b32}&",
-            guarded::HUMAN
-        )));
-        let secret = base32_decode(&b32);
-        away_from_a_step_edge();
-        p.type_line(&totp(&secret, step_now() - 1));
-        let (rc, out) = p.finish();
-        assert!(rc == 0 && out.contains("enrolled"), "{out}");
-        secret
-    }
-
-    /// The agent's raw MCP client on a shim run as the human (no elicitation capability:
-    /// the refusal route).
-    fn agent(&self) -> RawClient {
-        let mut c = RawClient::start(&self.d.shim_argv("fs", &[], &[]));
-        let init = c.initialize();
-        assert!(init["result"]["serverInfo"].is_object(), "{init}");
-        c
-    }
-
+impl AtTheTerminal for Scene {
     /// `tcctl args` as `u`, in a new session: no controlling terminal.
     fn tcctl_as(&self, u: &User, home: &Path, args: &[&str]) -> Output {
         let mut c = as_user(u, home, "setsid");
@@ -166,17 +92,6 @@ impl Scene {
         panic!("always refused for the delay");
     }
 
-    /// How many audit events of `kind` tcd logged (`tcctl events --json` as root).
-    fn events(&self, kind: &str) -> usize {
-        let out = self.d.tcctl_as_root(&["events", "--json"]);
-        assert!(out.status.success(), "{}", text(&out));
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .map(|l| serde_json::from_str::<Value>(l).unwrap())
-            .filter(|e| e["kind"] == kind)
-            .count()
-    }
-
     /// The Approve RPC of request `id` with each of `codes` in turn, made by this test
     /// binary re-executed as `u` (the agent's own gRPC client: no terminal involved);
     /// the refusal reason of each ("-" for success).
@@ -202,18 +117,12 @@ impl Scene {
     }
 }
 
-fn write(content: &str) -> Value {
-    json!({"path": "note.txt", "content": content})
-}
-
 /// The request id of a guarded `elicit_required` refusal; returns it and the exact
 /// `tcctl elicit` line of its recovery.
 #[track_caller]
 fn refused_id(r: &Value) -> (String, String) {
-    assert_eq!(code(r).as_deref(), Some("elicit_required"), "{r}");
+    let id = guarded::refused_id(r);
     let s = sc(r);
-    assert_eq!(s["details"]["mode"], "guarded", "{r}");
-    let id = s["details"]["request_id"].as_str().unwrap().to_string();
     assert_eq!(
         s["recovery"]["approve"],
         format!("tcctl approve {id}"),
@@ -224,15 +133,7 @@ fn refused_id(r: &Value) -> (String, String) {
     (id, cmd)
 }
 
-fn all(o: &Output) -> String {
-    format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    )
-}
-
-/// Not a test of its own: what [`Scene::approve_rpc_as`] runs as another uid.
+/// Not a test of its own: what [`AtTheTerminal::approve_rpc_as`] runs as another uid.
 #[test]
 fn agent_probe() {
     let Ok(spec) = std::env::var(PROBE) else {
@@ -277,10 +178,9 @@ fn agent_probe() {
 /// raises `tc.factor.replayed`.
 #[test]
 fn an_agent_cannot_approve_and_the_human_approves_once() {
-    if skip() || !in_namespace("an_agent_cannot_approve_and_the_human_approves_once") {
+    let Some(s) = scene("an_agent_cannot_approve_and_the_human_approves_once") else {
         return;
-    }
-    let s = Scene::start();
+    };
     let secret = s.enroll();
     let (human, home) = (&s.d.human, &s.d.home);
     let mut agent = s.agent();
@@ -388,10 +288,9 @@ fn an_agent_cannot_approve_and_the_human_approves_once() {
 /// loosen the gate, a personal tcd of its own is never used, tcd cannot be traced.
 #[test]
 fn an_agent_cannot_read_loosen_reroute_or_trace() {
-    if skip() || !in_namespace("an_agent_cannot_read_loosen_reroute_or_trace") {
+    let Some(s) = scene("an_agent_cannot_read_loosen_reroute_or_trace") else {
         return;
-    }
-    let s = Scene::start();
+    };
     let (human, home) = (s.d.human.clone(), s.d.home.clone());
     let mut agent = s.agent();
     refused_id(&agent.call_tool(1, "write_file", write("v1")));
@@ -531,10 +430,9 @@ fn an_agent_cannot_read_loosen_reroute_or_trace() {
 /// root can; then the right code approves and the retry runs.
 #[test]
 fn guessing_locks_until_root_unlocks() {
-    if skip() || !in_namespace("guessing_locks_until_root_unlocks") {
+    let Some(s) = scene("guessing_locks_until_root_unlocks") else {
         return;
-    }
-    let s = Scene::start();
+    };
     let secret = s.enroll();
     let (human, home) = (&s.d.human, &s.d.home);
     let mut agent = s.agent();

@@ -4,67 +4,36 @@
 //! a gate on server-filesystem's `write_file`, and a tc-shim run as the human.
 
 use tc_tests::guarded;
-use tc_tests::pty as pty_support;
 use tc_tests::shim as support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Stdio};
 
-use guarded::{as_user, in_namespace, owned_dir, run, text, Deployment};
+use guarded::{as_user, run, text, write, Scene, Setup};
 use serde_json::{json, Value};
-use support::{bin, code, filesystem_server, sc, RawClient};
+use support::{bin, code, sc};
 
 /// Marks this binary re-executed as the human to call SealState (the agent's own client).
 const PROBE: &str = "TC_REVIEW3_PROBE";
 /// The `inner` bytes the probe seals.
 const PROBE_INNER: &str = "TC_REVIEW3_INNER";
 
-fn skip() -> bool {
-    let ok = guarded::can_run();
-    if !ok {
-        eprintln!("skipped: needs root, setpriv, unshare, useradd and mount");
-    }
-    !ok
-}
-
 /// A guarded deployment with vault `fs` (server-filesystem, `write_file` gated) over a
-/// root the human owns, holding note.txt = "v0".
-struct Scene {
-    d: Deployment,
-    root: PathBuf,
-    _t: tempfile::TempDir,
+/// root the human owns, holding note.txt = "v0", for the test `name` in its namespace
+/// (None: the test returns).
+#[track_caller]
+fn scene(name: &str) -> Option<Scene> {
+    Setup::default().start_in_namespace(name, &[])
 }
 
-impl Scene {
-    fn start() -> Scene {
-        let t = guarded::open_tempdir();
-        let human = guarded::user(guarded::HUMAN);
-        let root = owned_dir(t.path(), "vault", &human, 0o755);
-        let note = root.join("note.txt");
-        std::fs::write(&note, "v0").unwrap();
-        std::os::unix::fs::chown(&note, Some(human.uid), Some(human.gid)).unwrap();
-        let r = root.display();
-        let vaults = format!(
-            "[[vaults]]\nid = \"fs\"\nroot = \"{r}\"\ncommand = [\"node\", \"{}\", \"{r}\"]\n\n\
-             [[vaults.gates]]\ntool = \"write_file\"\ntargets = {{ paths = [\"path\"] }}\n",
-            filesystem_server().display()
-        );
-        let d = Deployment::start(&vaults);
-        Scene { d, root, _t: t }
-    }
+/// What the agent with a shell does besides calling tools: start the shim itself, and
+/// call tcd's SealState with its own gRPC client.
+trait AgentShell {
+    fn shim_starts(&self) -> Result<(), String>;
+    fn seal_as_human(&self, args: &Value, state_fp: &str, inner: &str) -> String;
+}
 
-    fn note(&self) -> String {
-        std::fs::read_to_string(self.root.join("note.txt")).unwrap()
-    }
-
-    /// The agent's raw MCP client on a shim run as the human.
-    fn agent(&self) -> RawClient {
-        let mut c = RawClient::start(&self.d.shim_argv("fs", &[], &[]));
-        let init = c.initialize();
-        assert!(init["result"]["serverInfo"].is_object(), "{init}");
-        c
-    }
-
+impl AgentShell for Scene {
     /// The shim with nothing on stdin: Err(stderr) if it refused to start.
     fn shim_starts(&self) -> Result<(), String> {
         let argv = self.d.shim_argv("fs", &[], &[]);
@@ -102,7 +71,7 @@ impl Scene {
     }
 }
 
-/// Not a test of its own: what [`Scene::seal_as_human`] runs as the human.
+/// Not a test of its own: what [`AgentShell::seal_as_human`] runs as the human.
 #[test]
 fn review3_probe() {
     let Ok(spec) = std::env::var(PROBE) else {
@@ -133,8 +102,26 @@ fn review3_probe() {
     println!("SEALED {blob}");
 }
 
-fn write(content: &str) -> Value {
-    json!({"path": "note.txt", "content": content})
+/// The human's own file `user_config` adds a gate: if the shim starts anyway, the agent's `call`
+/// (id, tool, arguments) must leave note.txt as it was (`ran` says what it would have
+/// done); the shim must refuse the file, naming `key`, and nothing is written.
+#[track_caller]
+fn the_user_file_is_refused(
+    s: &Scene,
+    user_config: &str,
+    call: (u64, &str, Value),
+    ran: &str,
+    key: &str,
+) {
+    s.d.write_user_config(user_config);
+    if s.shim_starts().is_ok() {
+        let mut agent = s.agent();
+        let r = agent.call_tool(call.0, call.1, call.2);
+        assert_eq!(s.note(), "v0", "{ran}: {r}");
+    }
+    let e = s.shim_starts().unwrap_err();
+    assert!(e.contains(key), "{e}");
+    assert_eq!(s.note(), "v0");
 }
 
 /// Finding 1 (critical): SealState is open to the humans (the shim needs it), so the
@@ -143,10 +130,9 @@ fn write(content: &str) -> Value {
 /// it. Fixed: a round of an approved call must carry this shim process's own MAC.
 #[test]
 fn review3_a_forged_round_of_an_approved_call_runs_nothing() {
-    if skip() || !in_namespace("review3_a_forged_round_of_an_approved_call_runs_nothing") {
+    let Some(s) = scene("review3_a_forged_round_of_an_approved_call_runs_nothing") else {
         return;
-    }
-    let s = Scene::start();
+    };
     let mut agent = s.agent();
     let args = write("pwned");
     let r = agent.call_tool(1, "write_file", args.clone());
@@ -176,29 +162,24 @@ fn review3_a_forged_round_of_an_approved_call_runs_nothing() {
 /// Fixed: a gate the user adds cannot carry `when`.
 #[test]
 fn review3_a_user_gate_cannot_switch_off_the_floor() {
-    if skip() || !in_namespace("review3_a_user_gate_cannot_switch_off_the_floor") {
+    let Some(s) = scene("review3_a_user_gate_cannot_switch_off_the_floor") else {
         return;
-    }
-    let s = Scene::start();
+    };
     // The floor, before the agent touches its file: edit_file is disabled.
     let edit = json!({"path": "note.txt", "edits": [{"oldText": "v0", "newText": "pwned"}]});
     let mut agent = s.agent();
     let r = agent.call_tool(1, "edit_file", edit.clone());
     assert_eq!(code(&r).as_deref(), Some("gate_not_configured"), "{r}");
     drop(agent);
-    s.d.write_user_config(
+    the_user_file_is_refused(
+        &s,
         "[[vaults]]\nid = \"fs\"\n[[vaults.gates]]\ntool = \"edit_file\"\n\
          when = { equals = { arg = \"dryRun\", value = \"never\" } }\n\
          targets = { paths = [\"path\"] }\n",
+        (2, "edit_file", edit),
+        "edit_file ran unconfirmed",
+        "vaults[0].gates[0].when",
     );
-    if s.shim_starts().is_ok() {
-        let mut agent = s.agent();
-        let r = agent.call_tool(2, "edit_file", edit);
-        assert_eq!(s.note(), "v0", "edit_file ran unconfirmed: {r}");
-    }
-    let e = s.shim_starts().unwrap_err();
-    assert!(e.contains("vaults[0].gates[0].when"), "{e}");
-    assert_eq!(s.note(), "v0");
 }
 
 /// Finding 3 (critical): a gate the user adds may fingerprint its target with a `probe`,
@@ -207,22 +188,17 @@ fn review3_a_user_gate_cannot_switch_off_the_floor() {
 /// Fixed: a gate the user adds cannot declare a probe.
 #[test]
 fn review3_a_user_gate_cannot_probe_with_a_gated_tool() {
-    if skip() || !in_namespace("review3_a_user_gate_cannot_probe_with_a_gated_tool") {
+    let Some(s) = scene("review3_a_user_gate_cannot_probe_with_a_gated_tool") else {
         return;
-    }
-    let s = Scene::start();
-    s.d.write_user_config(
+    };
+    the_user_file_is_refused(
+        &s,
         "[[vaults]]\nid = \"fs\"\n[[vaults.gates]]\ntool = \"list_allowed_directories\"\n\
          targets = { probe = { tool = \"write_file\", arguments = { path = \"$path\", content = \"$content\" } } }\n",
+        (1, "list_allowed_directories", write("pwned")),
+        "the probe ran write_file unconfirmed",
+        "vaults[0].gates[0].targets.probe",
     );
-    if s.shim_starts().is_ok() {
-        let mut agent = s.agent();
-        let r = agent.call_tool(1, "list_allowed_directories", write("pwned"));
-        assert_eq!(s.note(), "v0", "the probe ran write_file unconfirmed: {r}");
-    }
-    let e = s.shim_starts().unwrap_err();
-    assert!(e.contains("vaults[0].gates[0].targets.probe"), "{e}");
-    assert_eq!(s.note(), "v0");
 }
 
 /// Finding 4 (high): in guarded mode `tcctl elicit` asked for the human's code showing
@@ -233,20 +209,17 @@ fn review3_a_user_gate_cannot_probe_with_a_gated_tool() {
 /// it asks for the code; a hash with no raised request is refused before any code.
 #[test]
 fn review3_elicit_shows_the_call_before_asking_for_the_code() {
-    if skip() || !in_namespace("review3_elicit_shows_the_call_before_asking_for_the_code") {
+    let Some(s) = scene("review3_elicit_shows_the_call_before_asking_for_the_code") else {
         return;
-    }
-    let s = Scene::start();
+    };
     let mut agent = s.agent();
     let r = agent.call_tool(1, "write_file", write("HIDDEN-PAYLOAD"));
     assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
     let cmd = sc(&r)["recovery"]["command"].as_str().unwrap().to_string();
-    let mut words: Vec<String> = cmd.split_whitespace().map(String::from).collect();
-    words[0] = bin("tcctl").display().to_string();
-    let relay = support::workspace().join("tests/fixtures/pty_run.py");
-    let mut c = as_user(&s.d.human, &s.d.home, "/usr/bin/python3");
-    c.arg(relay).args(&words);
-    let mut p = pty_support::Pty::start(c);
+    let mut words: Vec<&str> = cmd.split_whitespace().collect();
+    let tcctl = bin("tcctl").display().to_string();
+    words[0] = &tcctl;
+    let mut p = guarded::on_pty(Some(s.h1()), &words);
     let shown = p.wait_for("[y/N]");
     assert!(
         shown.contains("HIDDEN-PAYLOAD") && !shown.contains("6-digit code"),

@@ -12,7 +12,10 @@ use std::io::Write;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use pty_support::{away_from_a_step_edge, base32_decode, step_now, totp, wrong_code, Pty};
+use pty_support::{
+    away_from_a_step_edge, base32_decode, confirm_enrollment, enrollment_shown, step_now, totp,
+    wrong_code, Pty,
+};
 
 use tc_core::codes::events;
 use tc_core::Reason;
@@ -114,13 +117,7 @@ fn is_root() -> bool {
 /// T is still fresh for the first approval); returns the secret read from its output.
 fn enroll(g: &Guarded) -> Vec<u8> {
     let mut p = pty(&g.tcctl_args(&["enroll", "totp", "--user", "root"]));
-    let shown = p.wait_for("to confirm (1 of 3): ");
-    let b32 = shown
-        .split("secret (base32, to type in instead): ")
-        .nth(1)
-        .and_then(|s| s.split_whitespace().next())
-        .unwrap_or_else(|| panic!("no secret shown:\n{shown}"))
-        .to_string();
+    let (shown, b32) = enrollment_shown(&p);
     assert!(
         shown.contains(&format!(
             "otpauth://totp/tc:root?secret={b32}&issuer=tc&algorithm=SHA1&digits=6&period=30"
@@ -133,9 +130,7 @@ fn enroll(g: &Guarded) -> Vec<u8> {
     );
     let secret = base32_decode(&b32);
     assert_eq!(secret.len(), 20, "a 160-bit secret");
-    away_from_a_step_edge();
-    let code = totp(&secret, step_now() - 1);
-    p.type_line(&code);
+    let code = confirm_enrollment(&mut p, &secret);
     let (rc, out) = p.finish();
     assert_eq!(rc, 0, "{out}");
     assert!(out.contains("enrolled"), "{out}");
@@ -146,9 +141,9 @@ fn enroll(g: &Guarded) -> Vec<u8> {
     secret
 }
 
-/// `tcctl elicit` for `b` on a pty, the human typing `typed` at the prompt.
-fn elicit_on_pty(g: &Guarded, b: &v1::Binding, typed: &str) -> (i32, String) {
-    let mut p = pty(&g.tcctl_args(&[
+/// `tcctl elicit`'s arguments for `b`, its caller left to tcctl's default.
+fn elicit_args(b: &v1::Binding) -> Vec<&str> {
+    vec![
         "elicit",
         "--hash",
         &b.args_hash,
@@ -156,9 +151,14 @@ fn elicit_on_pty(g: &Guarded, b: &v1::Binding, typed: &str) -> (i32, String) {
         &b.tool,
         "--vault",
         &b.vault,
-        "--caller",
-        &b.caller,
-    ]));
+    ]
+}
+
+/// `tcctl elicit` for `b` on a pty, the human typing `typed` at the prompt.
+fn elicit_on_pty(g: &Guarded, b: &v1::Binding, typed: &str) -> (i32, String) {
+    let mut args = elicit_args(b);
+    args.extend(["--caller", &b.caller]);
+    let mut p = pty(&g.tcctl_args(&args));
     // The call is shown in full and confirmed before any code is asked.
     let shown = p.wait_for("[y/N]");
     assert!(shown.contains(&b.tool), "the call is shown:\n{shown}");
@@ -225,15 +225,7 @@ fn an_agent_without_the_secret_cannot_approve_and_the_human_approves_once() {
     // pipe: refused before anything is sent.
     let mut agent = Command::new("setsid")
         .arg("-w")
-        .args(g.tcctl_args(&[
-            "elicit",
-            "--hash",
-            &b.args_hash,
-            "--tool",
-            &b.tool,
-            "--vault",
-            &b.vault,
-        ]))
+        .args(g.tcctl_args(&elicit_args(&b)))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -388,15 +380,7 @@ fn personal_mode_has_no_factors_and_mints_without_a_code() {
     }))
     .unwrap();
     // tcctl asks for no code (stdin is null and it has no terminal of its own here).
-    let out = d.tcctl(&[
-        "elicit",
-        "--hash",
-        &b.args_hash,
-        "--tool",
-        &b.tool,
-        "--vault",
-        &b.vault,
-    ]);
+    let out = d.tcctl(&elicit_args(&b));
     assert!(
         out.status.success(),
         "{}",

@@ -8,20 +8,17 @@
 //! namespace (tests/src/guarded.rs).
 
 use tc_tests::guarded;
-use tc_tests::pty as pty_support;
-use tc_tests::shim as support;
 
-use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
-use std::process::{Child, ChildStdin, ChildStdout, Command, Output, Stdio};
+use std::path::Path;
+use std::process::Output;
 
-use guarded::{as_user, clean_env, in_namespace, owned_dir, run, text, Deployment, User};
-use pty_support::{away_from_a_step_edge, base32_decode, right_code, step_now, totp, Pty};
+use guarded::{as_user, refused_id, run, text, Scene, Setup, User, PYTHON};
 use serde_json::{json, Value};
-use support::{bin, code, filesystem_server, peers, sc, workspace, RawClient};
-use tc_tests::page::{http, http_as, link_parts, PageSession};
+use tc_tests::browser::Browser;
+use tc_tests::page::{http, http_as, link_parts, status_of, PageSession};
+use tc_tests::pty::right_code;
+use tc_tests::shim::{bin, code};
 
-const PYTHON: &str = "/usr/bin/python3";
 /// What human 1's 0600 file holds: shown in human 1's preview, and nowhere else.
 const SECRET: &str = "tc-isolation-SECRET-5c1e07a9";
 /// What human 1's agent wants to write there (in the arguments).
@@ -29,127 +26,44 @@ const NEW_SECRET: &str = "tc-isolation-NEWSECRET-9b44d2f1";
 /// Human 1's reason for declining their own request (in their history only).
 const REASON: &str = "tc-isolation-REASON-30d8e6b2";
 
-fn skip() -> bool {
-    let ok =
-        guarded::can_run() && Path::new(PYTHON).exists() && Path::new("/usr/bin/curl").exists();
-    if !ok {
-        eprintln!("skipped: needs root, setpriv, unshare, useradd, mount, {PYTHON} and curl");
-    }
-    !ok
-}
-
 /// Two humans and a vault `fs` (server-filesystem; write_file gated with a diff preview)
 /// over a directory human 1 owns and everyone may write (so both humans' agents can run
 /// the identical call): secret.txt (human 1's, 0600, [`SECRET`]), shared.txt (0666,
-/// "v0"), note.txt (human 1's, "v0"). The page on `port`.
-struct Scene {
-    d: Deployment,
-    root: PathBuf,
-    port: u16,
-    _t: tempfile::TempDir,
-}
-
-impl Scene {
-    fn start() -> Scene {
-        let t = guarded::open_tempdir();
-        let human = guarded::user(guarded::HUMAN);
-        let root = owned_dir(t.path(), "vault", &human, 0o777);
-        for (name, content, mode) in [
+/// "v0"), note.txt (human 1's, "v0"). The page on `port`. For the test `name` in its
+/// namespace (None: the test returns).
+#[track_caller]
+fn scene(name: &str) -> Option<Scene> {
+    let setup = Setup {
+        page: true,
+        preview: true,
+        two_humans: true,
+        root_mode: 0o777,
+        files: vec![
             ("secret.txt", SECRET, 0o600),
             ("shared.txt", "v0", 0o666),
             ("note.txt", "v0", 0o644),
-        ] {
-            let f = root.join(name);
-            std::fs::write(&f, content).unwrap();
-            std::os::unix::fs::chown(&f, Some(human.uid), Some(human.gid)).unwrap();
-            guarded::chmod(&f, mode);
-        }
-        let port = tc_tests::free_port();
-        let r = root.display();
-        let vaults = format!(
-            "[approvals]\nlisten = \"127.0.0.1:{port}\"\n\n\
-             [[vaults]]\nid = \"fs\"\nroot = \"{r}\"\ncommand = [\"node\", \"{}\", \"{r}\"]\n\n\
-             [[vaults.gates]]\ntool = \"write_file\"\ntargets = {{ paths = [\"path\"] }}\n\
-             preview = {{ diff = {{ path = \"path\", content = \"content\" }} }}\n",
-            filesystem_server().display()
-        );
-        let d = Deployment::start_two_humans(&vaults);
-        Scene {
-            d,
-            root,
-            port,
-            _t: t,
-        }
-    }
+        ],
+        ..Setup::default()
+    };
+    setup.start_in_namespace(name, &[PYTHON, "/usr/bin/curl"])
+}
 
-    fn file(&self, name: &str) -> String {
-        std::fs::read_to_string(self.root.join(name)).unwrap()
-    }
+/// What the humans and the outsider do here besides their agents' calls: passkeys, and
+/// the outsider's own HTTP.
+trait Apart {
+    fn passkey_code(&self, who: (&User, &Path)) -> String;
+    fn passkeys(&self, who: (&User, &Path)) -> Vec<Value>;
+    fn outsider(
+        &self,
+        method: &str,
+        path: &str,
+        cookie: Option<&str>,
+        csrf: Option<&str>,
+        body: Option<&Value>,
+    ) -> (u16, String);
+}
 
-    fn h1(&self) -> (&User, &Path) {
-        (&self.d.human, &self.d.home)
-    }
-
-    fn h2(&self) -> (&User, &Path) {
-        (&self.d.human2, &self.d.home2)
-    }
-
-    /// Root enrolls `name` on a pty, confirming with step T−1's code (T stays fresh);
-    /// returns the secret read from what tcctl showed.
-    fn enroll(&self, name: &str) -> Vec<u8> {
-        let mut c = Command::new(PYTHON);
-        clean_env(&mut c, Path::new("/root"));
-        c.arg(workspace().join("tests/fixtures/pty_run.py"))
-            .arg(bin("tcctl"))
-            .args(["enroll", "totp", "--user", name]);
-        let mut p = Pty::start(c);
-        let shown = p.wait_for("to confirm (1 of 3): ");
-        let b32 = shown
-            .split("secret (base32, to type in instead): ")
-            .nth(1)
-            .and_then(|s| s.split_whitespace().next())
-            .unwrap_or_else(|| panic!("no secret shown:\n{shown}"))
-            .to_string();
-        let secret = base32_decode(&b32);
-        away_from_a_step_edge();
-        p.type_line(&totp(&secret, step_now() - 1));
-        let (rc, out) = p.finish();
-        assert!(rc == 0 && out.contains("enrolled"), "{out}");
-        secret
-    }
-
-    /// An agent: a raw MCP client on a tc-shim run as `who` (refusal route).
-    fn agent(&self, who: (&User, &Path)) -> RawClient {
-        let argv = self.d.shim_argv_as(who.0, who.1, "fs", &[], &[]);
-        let mut c = RawClient::start(&argv);
-        let init = c.initialize();
-        assert!(init["result"]["serverInfo"].is_object(), "{init}");
-        c
-    }
-
-    fn tcctl(&self, who: (&User, &Path), args: &[&str]) -> Output {
-        self.d.tcctl_as(who.0, who.1, args)
-    }
-
-    /// `tcctl page --print` as `who`: the one-time link.
-    fn link(&self, who: (&User, &Path)) -> String {
-        let o = self.tcctl(who, &["page", "--print"]);
-        assert!(o.status.success(), "{}", text(&o));
-        let link = String::from_utf8_lossy(&o.stdout).trim().to_string();
-        let prefix = format!("http://localhost:{}/open?t=", self.port);
-        assert!(
-            link.starts_with(&prefix) && link.len() == prefix.len() + 64,
-            "{link}"
-        );
-        link
-    }
-
-    /// A page session of `who`, opened the only way there is (a link of theirs, spent
-    /// and used from sockets of theirs).
-    fn session(&self, who: (&User, &Path)) -> PageSession {
-        PageSession::open_as(&self.link(who), Some(who.0.uid))
-    }
-
+impl Apart for Scene {
     /// `tcctl passkey add` as `who`: the registration code.
     fn passkey_code(&self, who: (&User, &Path)) -> String {
         let o = self.tcctl(who, &["passkey", "add"]);
@@ -157,63 +71,6 @@ impl Scene {
         let code = String::from_utf8_lossy(&o.stdout).trim().to_string();
         assert_eq!(code.len(), 14, "{code}");
         code
-    }
-
-    /// `tcctl pending --json` as `who` (None: root): (raw stdout, one object a line).
-    fn pending(&self, who: Option<(&User, &Path)>) -> (String, Vec<Value>) {
-        let args = ["pending", "--json"];
-        let o = match who {
-            Some(w) => self.tcctl(w, &args),
-            None => self.d.tcctl_as_root(&args),
-        };
-        assert!(o.status.success(), "{}", text(&o));
-        let raw = String::from_utf8_lossy(&o.stdout).into_owned();
-        let rows = raw
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        (raw, rows)
-    }
-
-    /// `tcctl events --json` as `who` (None: root): (raw stdout, one object a line).
-    fn events_of(&self, who: Option<(&User, &Path)>) -> (String, Vec<Value>) {
-        let args = ["events", "--json"];
-        let o = match who {
-            Some(w) => self.tcctl(w, &args),
-            None => self.d.tcctl_as_root(&args),
-        };
-        assert!(o.status.success(), "{}", text(&o));
-        let raw = String::from_utf8_lossy(&o.stdout).into_owned();
-        let rows = raw
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
-        (raw, rows)
-    }
-
-    /// Root's view of the audit events of `kind` (details parsed).
-    fn events(&self, kind: &str) -> Vec<Value> {
-        self.events_of(None)
-            .1
-            .into_iter()
-            .filter(|e| e["kind"] == kind)
-            .map(|mut e| {
-                if let Some(s) = e["detail"].as_str() {
-                    e["detail"] = serde_json::from_str(s).unwrap_or(Value::Null);
-                }
-                e
-            })
-            .collect()
-    }
-
-    /// The status tcd reports for request `id` to root ("" when not listed).
-    fn status(&self, id: &str) -> String {
-        self.pending(None)
-            .1
-            .into_iter()
-            .find(|v| v["request_id"] == id)
-            .map(|v| v["status"].as_str().unwrap().to_string())
-            .unwrap_or_default()
     }
 
     /// Human `who`'s passkeys (`tcctl passkey list --json`).
@@ -257,25 +114,12 @@ impl Scene {
         c.arg(format!("http://127.0.0.1:{port}{path}"));
         let o = run(c);
         let out = String::from_utf8_lossy(&o.stdout).into_owned();
-        let status = out
-            .split(' ')
-            .nth(1)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0);
-        (status, out)
+        (status_of(&out), out)
     }
 }
 
 fn write(path: &str, content: &str) -> Value {
     json!({"path": path, "content": content})
-}
-
-/// The request id of a guarded `elicit_required` refusal.
-#[track_caller]
-fn refused_id(r: &Value) -> String {
-    assert_eq!(code(r).as_deref(), Some("elicit_required"), "{r}");
-    assert_eq!(sc(r)["details"]["mode"], "guarded", "{r}");
-    sc(r)["details"]["request_id"].as_str().unwrap().to_string()
 }
 
 fn stderr(o: &Output) -> String {
@@ -285,25 +129,6 @@ fn stderr(o: &Output) -> String {
 /// A refusal's message with `id` taken out, to compare two refusals' wording.
 fn without(s: &str, id: &str) -> String {
     s.replace(id, "<ID>")
-}
-
-/// POST `/api/requests/{id}/approve/totp` in `s` with `code`; a refusal for the
-/// wrong-code delay (the code was not checked) is waited out.
-fn approve_totp(s: &PageSession, id: &str, code: &str) -> (u16, Value) {
-    for _ in 0..100 {
-        let r = s.post(
-            &format!("/api/requests/{id}/approve/totp"),
-            &json!({ "code": code }),
-        );
-        let delayed = r.1["error"]
-            .as_str()
-            .is_some_and(|e| e.starts_with("factor_delay"));
-        if !delayed {
-            return r;
-        }
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
-    panic!("always refused for the delay");
 }
 
 /// The cookie and CSRF token a response hands out, if any (what an outsider would take).
@@ -334,14 +159,12 @@ fn handed_out(resp: &str) -> (Option<String>, Option<String>) {
 /// agent's retry runs once.
 #[test]
 fn a_uid_that_is_no_human_gets_nothing_from_the_page_and_blocks_nothing() {
-    if skip()
-        || !in_namespace("a_uid_that_is_no_human_gets_nothing_from_the_page_and_blocks_nothing")
-    {
+    let Some(s) = scene("a_uid_that_is_no_human_gets_nothing_from_the_page_and_blocks_nothing")
+    else {
         return;
-    }
-    let s = Scene::start();
-    let secret = s.enroll(guarded::HUMAN);
-    let mut agent = s.agent(s.h1());
+    };
+    let secret = s.enroll_user(guarded::HUMAN);
+    let mut agent = s.agent_as(s.h1());
     let args = write("secret.txt", NEW_SECRET);
     let id = refused_id(&agent.call_tool(1, "write_file", args.clone()));
     // The control: the human's own listing shows the preview of their 0600 file.
@@ -474,12 +297,12 @@ fn a_uid_that_is_no_human_gets_nothing_from_the_page_and_blocks_nothing() {
     // Nothing happened to the human's request or factor.
     assert_eq!(s.status(&id), "pending");
     assert_eq!(
-        s.events("tc.factor.failed").len(),
+        s.logged("tc.factor.failed").len(),
         0,
         "the factor was consulted"
     );
-    assert_eq!(s.events("tc.factor.locked").len(), 0);
-    assert_eq!(s.events("tc.elicit.declined").len(), 0);
+    assert_eq!(s.logged("tc.factor.locked").len(), 0);
+    assert_eq!(s.logged("tc.elicit.declined").len(), 0);
     assert_eq!(s.file("secret.txt"), SECRET);
 
     // The human: their session shows the request and its preview…
@@ -500,14 +323,14 @@ fn a_uid_that_is_no_human_gets_nothing_from_the_page_and_blocks_nothing() {
     );
     assert!(v["publicKey"]["challenge"].is_string(), "{v}");
     // …and their factor approves: the retry runs once.
-    let (st, v) = approve_totp(&page, &id, &right_code(&secret));
+    let (st, v) = page.approve_totp(&id, &right_code(&secret));
     assert_eq!(st, 200, "the outsider locked the human's factor: {v}");
     assert_eq!(v["approved"], id.as_str(), "{v}");
     let ok = agent.call_tool(2, "write_file", args.clone());
     assert_ne!(ok["isError"], true, "{ok}");
     assert_eq!(s.file("secret.txt"), NEW_SECRET);
-    assert_eq!(s.events("tc.elicit.approved").len(), 1);
-    assert_eq!(s.events("tc.page.opened").len(), 1);
+    assert_eq!(s.logged("tc.elicit.approved").len(), 1);
+    assert_eq!(s.logged("tc.page.opened").len(), 1);
 }
 
 /// Sessions are capped per uid: another human opening twenty sessions (and anyone
@@ -517,11 +340,10 @@ fn a_uid_that_is_no_human_gets_nothing_from_the_page_and_blocks_nothing() {
 /// the human's own ninth session pushes out their first.
 #[test]
 fn nobody_else_opening_sessions_evicts_the_humans_session() {
-    if skip() || !in_namespace("nobody_else_opening_sessions_evicts_the_humans_session") {
+    let Some(s) = scene("nobody_else_opening_sessions_evicts_the_humans_session") else {
         return;
-    }
-    let s = Scene::start();
-    let mut agent = s.agent(s.h1());
+    };
+    let mut agent = s.agent_as(s.h1());
     let args = write("note.txt", "v1");
     let id = refused_id(&agent.call_tool(1, "write_file", args.clone()));
     // A link opens a session once, as an HttpOnly SameSite=Strict cookie.
@@ -600,7 +422,7 @@ fn nobody_else_opening_sessions_evicts_the_humans_session() {
     let (st, _) = mine.get("/api/state");
     assert_eq!(st, 401);
     assert_eq!(second.state()["uid"], s.d.human.uid);
-    assert_eq!(s.events("tc.page.opened").len(), 2 + 20 + 1 + 7);
+    assert_eq!(s.logged("tc.page.opened").len(), 2 + 20 + 1 + 7);
 }
 
 /// The identical call raised by two humans' agents is two requests: each human approves
@@ -609,17 +431,14 @@ fn nobody_else_opening_sessions_evicts_the_humans_session() {
 /// and runs nothing, while human 2's runs once.
 #[test]
 fn the_same_call_from_two_humans_is_two_requests_each_approved_by_its_own_human() {
-    if skip()
-        || !in_namespace(
-            "the_same_call_from_two_humans_is_two_requests_each_approved_by_its_own_human",
-        )
-    {
+    let Some(s) =
+        scene("the_same_call_from_two_humans_is_two_requests_each_approved_by_its_own_human")
+    else {
         return;
-    }
-    let s = Scene::start();
-    let secret1 = s.enroll(guarded::HUMAN);
-    let secret2 = s.enroll(guarded::HUMAN2);
-    let (mut a1, mut a2) = (s.agent(s.h1()), s.agent(s.h2()));
+    };
+    let secret1 = s.enroll_user(guarded::HUMAN);
+    let secret2 = s.enroll_user(guarded::HUMAN2);
+    let (mut a1, mut a2) = (s.agent_as(s.h1()), s.agent_as(s.h2()));
     let args = write("shared.txt", "v1");
     let id1 = refused_id(&a1.call_tool(1, "write_file", args.clone()));
     let id2 = refused_id(&a2.call_tool(1, "write_file", args.clone()));
@@ -649,8 +468,8 @@ fn the_same_call_from_two_humans_is_two_requests_each_approved_by_its_own_human(
     // exactly as an id that does not exist is (its existence is the other's business).
     let (c1, c2) = (right_code(&secret1), right_code(&secret2));
     for (page, id, code) in [(&p1, &id2, &c1), (&p2, &id1, &c2)] {
-        let (st, v) = approve_totp(page, id, code);
-        let (st_none, v_none) = approve_totp(page, "zzzzzzzz", code);
+        let (st, v) = page.approve_totp(id, code);
+        let (st_none, v_none) = page.approve_totp("zzzzzzzz", code);
         assert_eq!((st, st_none), (409, 409), "{v} / {v_none}");
         let shown = v["error"]
             .as_str()
@@ -665,10 +484,10 @@ fn the_same_call_from_two_humans_is_two_requests_each_approved_by_its_own_human(
     }
     assert_eq!(s.status(&id1), "pending");
     assert_eq!(s.status(&id2), "pending");
-    assert_eq!(s.events("tc.elicit.approved").len(), 0);
+    assert_eq!(s.logged("tc.elicit.approved").len(), 0);
 
     // Human 2 approves their own: only their agent's retry runs.
-    let (st, v) = approve_totp(&p2, &id2, &right_code(&secret2));
+    let (st, v) = p2.approve_totp(&id2, &right_code(&secret2));
     assert_eq!(st, 200, "{v}");
     assert_eq!(s.status(&id1), "pending");
     assert_eq!(
@@ -690,11 +509,11 @@ fn the_same_call_from_two_humans_is_two_requests_each_approved_by_its_own_human(
         id1
     );
     assert_eq!(s.file("shared.txt"), "v0");
-    let approved = s.events("tc.elicit.approved");
+    let approved = s.logged("tc.elicit.approved");
     assert_eq!(approved.len(), 1, "{approved:?}");
     assert_eq!(approved[0]["detail"]["request_id"], id2.as_str());
     assert_eq!(approved[0]["detail"]["uid"], s.d.human2.uid);
-    assert_eq!(s.events("tc.elicit.consumed").len(), 1);
+    assert_eq!(s.logged("tc.elicit.consumed").len(), 1);
 }
 
 /// One human never sees another's requests: human 2's `tcctl pending --json`, page state
@@ -703,11 +522,10 @@ fn the_same_call_from_two_humans_is_two_requests_each_approved_by_its_own_human(
 /// human 2 their own; root's page session sees both, read-only.
 #[test]
 fn one_human_never_sees_another_humans_requests_previews_or_events() {
-    if skip() || !in_namespace("one_human_never_sees_another_humans_requests_previews_or_events") {
+    let Some(s) = scene("one_human_never_sees_another_humans_requests_previews_or_events") else {
         return;
-    }
-    let s = Scene::start();
-    let (mut a1, mut a2) = (s.agent(s.h1()), s.agent(s.h2()));
+    };
+    let (mut a1, mut a2) = (s.agent_as(s.h1()), s.agent_as(s.h2()));
     let id1 = refused_id(&a1.call_tool(1, "write_file", write("secret.txt", NEW_SECRET)));
     let id2 = refused_id(&a2.call_tool(1, "write_file", write("shared.txt", "v2")));
     let hidden = |what: &str, out: &str| {
@@ -813,7 +631,7 @@ fn one_human_never_sees_another_humans_requests_previews_or_events() {
         assert_eq!(st, 403, "{path}: {v}");
     }
     assert_eq!(s.status(&id2), "pending");
-    assert_eq!(s.events("tc.factor.failed").len(), 0);
+    assert_eq!(s.logged("tc.factor.failed").len(), 0);
 }
 
 /// A human cannot decline another human's request, on the page or with tcctl: the
@@ -821,11 +639,10 @@ fn one_human_never_sees_another_humans_requests_previews_or_events() {
 /// told no; its own human (page) and root (tcctl) can.
 #[test]
 fn a_human_cannot_decline_another_humans_request() {
-    if skip() || !in_namespace("a_human_cannot_decline_another_humans_request") {
+    let Some(s) = scene("a_human_cannot_decline_another_humans_request") else {
         return;
-    }
-    let s = Scene::start();
-    let (mut a1, mut a2) = (s.agent(s.h1()), s.agent(s.h2()));
+    };
+    let (mut a1, mut a2) = (s.agent_as(s.h1()), s.agent_as(s.h2()));
     let args = write("shared.txt", "v1");
     let id1 = refused_id(&a1.call_tool(1, "write_file", args.clone()));
     let id2 = refused_id(&a2.call_tool(1, "write_file", args.clone()));
@@ -859,7 +676,7 @@ fn a_human_cannot_decline_another_humans_request() {
     );
 
     assert_eq!(s.status(&id1), "pending");
-    assert_eq!(s.events("tc.elicit.declined").len(), 0);
+    assert_eq!(s.logged("tc.elicit.declined").len(), 0);
     assert_eq!(
         refused_id(&a1.call_tool(2, "write_file", args.clone())),
         id1
@@ -885,12 +702,10 @@ fn a_human_cannot_decline_another_humans_request() {
 /// starts a registration in human 1's session.
 #[test]
 fn wrong_registration_codes_count_against_their_own_session_and_human_only() {
-    if skip()
-        || !in_namespace("wrong_registration_codes_count_against_their_own_session_and_human_only")
-    {
+    let Some(s) = scene("wrong_registration_codes_count_against_their_own_session_and_human_only")
+    else {
         return;
-    }
-    let s = Scene::start();
+    };
     let c1 = s.passkey_code(s.h1());
     let c2 = s.passkey_code(s.h2());
     let start =
@@ -944,76 +759,6 @@ fn wrong_registration_codes_count_against_their_own_session_and_human_only() {
     assert!(v["publicKey"]["challenge"].is_string(), "{v}");
 }
 
-// ---- the browser (tests/browser/approval_page.mjs) ----
-
-/// Debian's chromium driven by playwright-core with a virtual authenticator (user
-/// verification on): one JSON command per line.
-struct Browser {
-    child: Child,
-    stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
-}
-
-impl Browser {
-    fn available() -> bool {
-        Path::new("/usr/bin/chromium").exists()
-            && peers().join("npm/node_modules/playwright-core").exists()
-    }
-
-    /// The browser run as `who` (the page honours a link and a session only from sockets
-    /// of the uid that minted the link), opening `url`.
-    fn open(who: (&User, &Path), url: &str) -> Browser {
-        let mut child = as_user(who.0, who.1, "node")
-            .arg(workspace().join("tests/browser/approval_page.mjs"))
-            .env(
-                "TC_PLAYWRIGHT_CORE",
-                peers().join("npm/node_modules/playwright-core"),
-            )
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .spawn()
-            .expect("node");
-        let stdin = child.stdin.take().unwrap();
-        let stdout = BufReader::new(child.stdout.take().unwrap());
-        let mut b = Browser {
-            child,
-            stdin,
-            stdout,
-        };
-        b.cmd(json!({"op": "open", "url": url}));
-        b
-    }
-
-    fn cmd(&mut self, c: Value) -> Value {
-        writeln!(self.stdin, "{c}").unwrap();
-        let mut line = String::new();
-        self.stdout.read_line(&mut line).unwrap();
-        let v: Value =
-            serde_json::from_str(&line).unwrap_or_else(|_| panic!("browser said {line:?}"));
-        assert_eq!(v["ok"], true, "browser command {c} failed: {}", v["error"]);
-        v
-    }
-
-    /// A fetch from the page (its cookie and CSRF token): (status, body as JSON).
-    fn request(&mut self, path: &str, body: Value) -> (u16, Value) {
-        let v = self.cmd(
-            json!({"op": "request", "method": "POST", "path": path, "body": body, "csrf": true}),
-        );
-        let body = v["body"].as_str().unwrap();
-        (
-            v["status"].as_u64().unwrap() as u16,
-            serde_json::from_str(body).unwrap_or_else(|_| json!({ "raw": body })),
-        )
-    }
-}
-
-impl Drop for Browser {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 /// A passkey registered with a one-time code (a software authenticator: what an agent
 /// holding a leaked code could use) approves nothing until its human confirms it on their
 /// terminal with their TOTP code: the agent's own session starts a registration with the
@@ -1024,22 +769,17 @@ impl Drop for Browser {
 /// and `tcctl passkey remove` takes it away (logged).
 #[test]
 fn a_new_passkey_approves_nothing_until_its_human_confirms_it_on_the_terminal() {
-    if skip()
-        || !Browser::available()
-        || !in_namespace(
-            "a_new_passkey_approves_nothing_until_its_human_confirms_it_on_the_terminal",
-        )
-    {
-        if !Browser::available() {
-            eprintln!(
-                "skipped: needs /usr/bin/chromium and playwright-core (scripts/install-peers)"
-            );
-        }
+    if !Browser::available() {
+        eprintln!("skipped: needs /usr/bin/chromium and playwright-core (scripts/install-peers)");
         return;
     }
-    let s = Scene::start();
-    let secret = s.enroll(guarded::HUMAN);
-    let mut agent = s.agent(s.h1());
+    let Some(s) =
+        scene("a_new_passkey_approves_nothing_until_its_human_confirms_it_on_the_terminal")
+    else {
+        return;
+    };
+    let secret = s.enroll_user(guarded::HUMAN);
+    let mut agent = s.agent_as(s.h1());
     let args = write("note.txt", "v1");
     let id = refused_id(&agent.call_tool(1, "write_file", args.clone()));
 
@@ -1053,7 +793,7 @@ fn a_new_passkey_approves_nothing_until_its_human_confirms_it_on_the_terminal() 
 
     // A software authenticator registers with a code: inactive, and the page says so.
     let code = s.passkey_code(s.h1());
-    let mut b = Browser::open(s.h1(), &s.link(s.h1()));
+    let mut b = Browser::open_as(s.h1(), &s.link(s.h1()));
     let msg = b.cmd(json!({"op": "register", "code": code}))["msg"]
         .as_str()
         .unwrap()
@@ -1071,7 +811,7 @@ fn a_new_passkey_approves_nothing_until_its_human_confirms_it_on_the_terminal() 
     assert!(cred.starts_with(&short), "{keys:?}");
     assert_eq!(keys[0]["active"], false, "{keys:?}");
     assert_eq!(keys[0]["owner_uid"], s.d.human.uid, "{keys:?}");
-    let added = s.events("tc.passkey.added");
+    let added = s.logged("tc.passkey.added");
     assert_eq!(added.len(), 1, "{added:?}");
     assert_eq!(added[0]["detail"]["credential"], cred.as_str());
     // Not human 2's to see or remove.
@@ -1081,7 +821,7 @@ fn a_new_passkey_approves_nothing_until_its_human_confirms_it_on_the_terminal() 
     assert_eq!(s.passkeys(s.h1()).len(), 1);
 
     // Unconfirmed, it approves nothing.
-    let (st, v) = b.request(&format!("/api/requests/{id}/approve/start"), json!({}));
+    let (st, v) = b.post(&format!("/api/requests/{id}/approve/start"), json!({}));
     assert_eq!(st, 409, "{v}");
     assert!(
         v["error"]
@@ -1098,11 +838,8 @@ fn a_new_passkey_approves_nothing_until_its_human_confirms_it_on_the_terminal() 
     assert_eq!(s.file("note.txt"), "v0");
 
     // The human confirms it on their terminal with their code.
-    let mut c = as_user(&s.d.human, &s.d.home, PYTHON);
-    c.arg(workspace().join("tests/fixtures/pty_run.py"))
-        .arg(bin("tcctl"))
-        .args(["passkey", "confirm", &short]);
-    let mut p = Pty::start(c);
+    let tcctl = bin("tcctl").display().to_string();
+    let mut p = guarded::on_pty(Some(s.h1()), &[&tcctl, "passkey", "confirm", &short]);
     p.wait_for("Enter the 6-digit code");
     p.type_line(&right_code(&secret));
     let (rc, out) = p.finish();
@@ -1111,13 +848,13 @@ fn a_new_passkey_approves_nothing_until_its_human_confirms_it_on_the_terminal() 
         "{out}"
     );
     assert_eq!(s.passkeys(s.h1())[0]["active"], true);
-    let confirmed = s.events("tc.passkey.confirmed");
+    let confirmed = s.logged("tc.passkey.confirmed");
     assert_eq!(confirmed.len(), 1, "{confirmed:?}");
     assert_eq!(confirmed[0]["detail"]["credential"], cred.as_str());
 
     // Now it approves (a genuine assertion from the page), once.
     let assertion = b.cmd(json!({"op": "assertion", "id": id}))["credential"].clone();
-    let (st, v) = b.request(
+    let (st, v) = b.post(
         &format!("/api/requests/{id}/approve/finish"),
         json!({ "credential": assertion }),
     );
@@ -1130,7 +867,7 @@ fn a_new_passkey_approves_nothing_until_its_human_confirms_it_on_the_terminal() 
     let id2 = refused_id(&agent.call_tool(4, "write_file", args.clone()));
     assert_ne!(id2, id);
     assert_eq!(s.file("note.txt"), "v0");
-    let approved = s.events("tc.elicit.approved");
+    let approved = s.logged("tc.elicit.approved");
     assert_eq!(approved.len(), 1, "{approved:?}");
     assert_eq!(approved[0]["detail"]["credential"], cred.as_str());
     assert_eq!(approved[0]["detail"]["factor"], "passkey");
@@ -1139,9 +876,9 @@ fn a_new_passkey_approves_nothing_until_its_human_confirms_it_on_the_terminal() 
     let o = s.tcctl(s.h1(), &["passkey", "remove", &short]);
     assert!(o.status.success(), "{}", text(&o));
     assert_eq!(s.passkeys(s.h1()), Vec::<Value>::new());
-    let removed = s.events("tc.passkey.removed");
+    let removed = s.logged("tc.passkey.removed");
     assert_eq!(removed.len(), 1, "{removed:?}");
     assert_eq!(removed[0]["detail"]["credential"], cred.as_str());
-    let (st, v) = b.request(&format!("/api/requests/{id2}/approve/start"), json!({}));
+    let (st, v) = b.post(&format!("/api/requests/{id2}/approve/start"), json!({}));
     assert_eq!(st, 409, "{v}");
 }
