@@ -2,10 +2,28 @@
 //! HTML shell, its one script and its one stylesheet.
 
 pub const INDEX_HTML: &str = include_str!("assets/index.html");
+/// The shell of a page with nothing in it but a message (no script, no data).
+const CLOSED_HTML: &str = include_str!("assets/closed.html");
+
+const NO_SESSION: &str = "    <h2>Open this page from your terminal</h2>
+    <p>This page shows your requests only to you. Run</p>
+    <pre><code>tcctl page</code></pre>
+    <p>(or <code>tcctl page --request ID</code>) and open the link it prints. A link opens the page once, within a minute, for the user who ran it.</p>";
+
+const SPENT_LINK: &str = "    <h2>This link is spent, expired or not from tc</h2>
+    <p>A link from <code>tcctl page</code> opens the page once, within a minute, for the user who ran it. Run</p>
+    <pre><code>tcctl page</code></pre>
+    <p>again and open the new link.</p>";
+
 /// What a visitor without a session sees: how to open the page, nothing else.
-pub const CLOSED_HTML: &str = include_str!("assets/closed.html");
-/// What a spent, expired or forged `/open` link shows.
-pub const SPENT_HTML: &str = include_str!("assets/spent.html");
+pub fn closed() -> String {
+    CLOSED_HTML.replace("{{MESSAGE}}", NO_SESSION)
+}
+
+/// What a spent, expired, forged or another user's `/open` link shows.
+pub fn spent() -> String {
+    CLOSED_HTML.replace("{{MESSAGE}}", SPENT_LINK)
+}
 pub const PAGE_JS: &str = include_str!("assets/page.js");
 pub const PAGE_CSS: &str = include_str!("assets/page.css");
 
@@ -29,11 +47,11 @@ mod tests {
         });
         assert!(!handler, "inline event handler");
         assert!(!INDEX_HTML.contains("style="), "inline style");
-        for shell in [CLOSED_HTML, SPENT_HTML] {
+        for shell in [closed(), spent()] {
             assert!(!shell.contains("<script"), "the closed shells run nothing");
-            assert!(shell.contains("tcctl page"));
+            assert!(shell.contains("tcctl page") && !shell.contains("{{"));
         }
-        for a in [INDEX_HTML, CLOSED_HTML, SPENT_HTML, PAGE_JS, PAGE_CSS] {
+        for a in [INDEX_HTML, CLOSED_HTML, PAGE_JS, PAGE_CSS] {
             assert!(
                 !a.contains("https://") && !a.contains("//cdn"),
                 "remote reference"

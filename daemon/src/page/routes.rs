@@ -149,7 +149,7 @@ fn html(status: StatusCode, body: String) -> Response {
 async fn index(State(page): State<Arc<Page>>, h: HeaderMap) -> Response {
     match page.sessions.with(&h, |s| s.csrf.clone()) {
         Some(csrf) => html(StatusCode::OK, assets::index(&csrf)),
-        None => html(StatusCode::UNAUTHORIZED, assets::CLOSED_HTML.into()),
+        None => html(StatusCode::UNAUTHORIZED, assets::closed()),
     }
 }
 
@@ -168,7 +168,7 @@ async fn open(
 ) -> Response {
     let Some(peer) = peer else {
         tracing::warn!("approval page: the uid of a client socket could not be read (/proc/self/net/tcp); no session opened");
-        return html(StatusCode::FORBIDDEN, assets::SPENT_HTML.into());
+        return html(StatusCode::FORBIDDEN, assets::spent());
     };
     let t = q.t;
     let opened = match ledger(&page, move |l| links::spend(l, &t, peer)).await {
@@ -176,7 +176,7 @@ async fn open(
         Err(r) => return r.into_response(),
     };
     let Some(o) = opened else {
-        return html(StatusCode::FORBIDDEN, assets::SPENT_HTML.into());
+        return html(StatusCode::FORBIDDEN, assets::spent());
     };
     let (sid, _) = page.sessions.open(o.uid);
     let uid = o.uid;
