@@ -37,7 +37,6 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::io::{BufRead, Write};
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -51,11 +50,13 @@ use tc_proto::v1::{
     Binding, CountersRequest, MintRequest, OpenStateRequest, RaiseRequest, RecordConsumedRequest,
     RedeemRequest, SealStateRequest, StatusRequest,
 };
-use tc_tests::bench::{env_usize, line_of, release_binary, target_tempdir, us, Peer, Stats};
+use tc_tests::bench::{
+    env_usize, line_of, main_with_roles, release_binary, serve_stdio, target_tempdir, us, Answer,
+    Peer, Stats, ROLE_ENV,
+};
 use tc_tests::{Client, Daemon, DaemonOpts};
 
 /// Selects what this executable does when re-executed.
-const ROLE_ENV: &str = "TC_BENCH_ROLE";
 /// Untimed iterations per route before the timed phase.
 const WARMUP: usize = 20;
 /// Timed blocks (routes interleaved per block).
@@ -73,12 +74,7 @@ const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CAPS: &str = "io.modelcontextprotocol/clientCapabilities";
 
 fn main() -> anyhow::Result<()> {
-    match std::env::var(ROLE_ENV).as_deref() {
-        Ok("server") => return role_server(),
-        Ok(other) => bail!("unknown {ROLE_ENV}={other:?}"),
-        Err(_) => {}
-    }
-    bench()
+    main_with_roles(&[("server", role_server)], bench)
 }
 
 // ---------------------------------------------------------------- the fixture server
@@ -86,52 +82,14 @@ fn main() -> anyhow::Result<()> {
 /// A minimal legacy-era MCP server on blocking stdio (`server/discover` is `-32601`, so
 /// the shim does the `initialize` handshake itself for a 2026-07-28 client).
 fn role_server() -> anyhow::Result<()> {
-    let stdin = std::io::stdin().lock();
-    let mut out = std::io::stdout().lock();
-    let mut buf = Vec::with_capacity(512);
-    for line in stdin.lines() {
-        let line = line?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let msg: Value = serde_json::from_str(&line)?;
-        let Some(id) = msg.get("id").cloned() else {
-            continue; // notification
-        };
-        let result = match msg.get("method").and_then(Value::as_str) {
-            Some("initialize") => json!({
-                "protocolVersion": msg.pointer("/params/protocolVersion").cloned()
-                    .unwrap_or_else(|| json!(LEGACY)),
-                "capabilities": {"tools": {}},
-                "serverInfo": {"name": "tc-bench-approve", "version": "0"}
-            }),
-            Some("tools/list") => json!({"tools": fixture_tools()}),
-            Some("tools/call") => fixture_call(msg.get("params").unwrap_or(&Value::Null)),
-            Some("ping") => json!({}),
-            Some(_) => {
-                let e = json!({"jsonrpc": "2.0", "id": id,
-                    "error": {"code": -32601, "message": "method not found"}});
-                write_msg(&mut out, &mut buf, &e)?;
-                continue;
-            }
-            None => continue, // a response to a request we never sent
-        };
-        write_msg(
-            &mut out,
-            &mut buf,
-            &json!({"jsonrpc": "2.0", "id": id, "result": result}),
-        )?;
-    }
-    Ok(())
-}
-
-fn write_msg(out: &mut impl Write, buf: &mut Vec<u8>, v: &Value) -> anyhow::Result<()> {
-    buf.clear();
-    serde_json::to_writer(&mut *buf, v)?;
-    buf.push(b'\n');
-    out.write_all(buf)?;
-    out.flush()?;
-    Ok(())
+    serve_stdio("tc-bench-approve", LEGACY, |method, msg, _| {
+        Ok(match method {
+            "tools/list" => Answer::Result(json!({"tools": fixture_tools()})),
+            "tools/call" => Answer::Result(fixture_call(msg.get("params").unwrap_or(&Value::Null))),
+            "ping" => Answer::Result(json!({})),
+            _ => Answer::NotFound,
+        })
+    })
 }
 
 fn fixture_tools() -> Value {

@@ -29,56 +29,32 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure, Context};
+use anyhow::{ensure, Context};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use tc_proto::v1::{confirm_client::ConfirmClient, Binding, MintRequest};
-use tc_tests::bench::{env_usize, proc_field, release_binary, Peer};
+use tc_tests::bench::{
+    env_usize, main_with_roles, proc_field, release_binary, serve_stdio, Answer, Peer, ROLE_ENV,
+};
 use tc_tests::{Daemon, DaemonOpts};
 
-const ROLE_ENV: &str = "TC_BENCH_ROLE";
-
 fn main() -> anyhow::Result<()> {
-    match std::env::var(ROLE_ENV).as_deref() {
-        Ok("server") => return role_server(),
-        Ok(other) => bail!("unknown {ROLE_ENV}={other:?}"),
-        Err(_) => {}
-    }
-    bench()
+    main_with_roles(&[("server", role_server)], bench)
 }
 
 /// A minimal MCP server: tools `sync {dir}` and `commit {repo}`, answering "ok".
 fn role_server() -> anyhow::Result<()> {
-    use std::io::{BufRead, Write};
-    let mut out = std::io::stdout().lock();
-    for line in std::io::stdin().lock().lines() {
-        let msg: Value = match serde_json::from_str(&line?) {
-            Ok(m) => m,
-            Err(_) => continue,
-        };
-        let Some(id) = msg.get("id").cloned() else {
-            continue;
-        };
-        let schema = |arg: &str| json!({"type": "object", "properties": {arg: {"type": "string"}}});
-        let result = match msg.get("method").and_then(Value::as_str) {
-            Some("initialize") => json!({
-                "protocolVersion": msg.pointer("/params/protocolVersion").cloned()
-                    .unwrap_or_else(|| json!("2025-06-18")),
-                "capabilities": {"tools": {}},
-                "serverInfo": {"name": "tc-bench-fp", "version": "0"}
-            }),
-            Some("tools/list") => json!({"tools": [
+    let schema = |arg: &str| json!({"type": "object", "properties": {arg: {"type": "string"}}});
+    serve_stdio("tc-bench-fp", "2025-06-18", |method, _, _| {
+        Ok(Answer::Result(match method {
+            "tools/list" => json!({"tools": [
                 {"name": "sync", "inputSchema": schema("dir")},
                 {"name": "commit", "inputSchema": schema("repo")},
             ]}),
-            Some("tools/call") => json!({"content": [{"type": "text", "text": "ok"}]}),
+            "tools/call" => json!({"content": [{"type": "text", "text": "ok"}]}),
             _ => json!({}),
-        };
-        let reply = json!({"jsonrpc": "2.0", "id": id, "result": result});
-        writeln!(out, "{reply}")?;
-        out.flush()?;
-    }
-    Ok(())
+        }))
+    })
 }
 
 fn bench() -> anyhow::Result<()> {

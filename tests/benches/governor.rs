@@ -25,16 +25,17 @@
 //!
 //! Timings are printed, never asserted: the bench exits 0 whenever it ran.
 
-use std::io::{BufRead, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure, Context};
+use anyhow::{ensure, Context};
 use serde_json::{json, Value};
-use tc_tests::bench::{env_usize, proc_field, release_binary, Peer};
+use tc_tests::bench::{
+    env_usize, main_with_roles, proc_field, release_binary, serve_stdio, Answer, Peer, ROLE_ENV,
+};
 
-const ROLE_ENV: &str = "TC_BENCH_ROLE";
 const MB: u64 = 1_000_000;
 const MIB: u64 = 1 << 20;
 const SIZES: [u64; 3] = [10 * MB, 100 * MB, 500 * MB];
@@ -43,65 +44,37 @@ const CAPS: [u64; 2] = [MIB, 8 * MIB];
 const SLACK_KB: u64 = 16 * 1024;
 
 fn main() -> anyhow::Result<()> {
-    match std::env::var(ROLE_ENV).as_deref() {
-        Ok("big") => return role_big(),
-        Ok(other) => bail!("unknown {ROLE_ENV}={other:?}"),
-        Err(_) => {}
-    }
-    bench()
+    main_with_roles(&[("big", role_big)], bench)
 }
 
 // ---------------------------------------------------------------- re-exec'd roles
 
 /// A minimal MCP server on blocking stdio with one tool, `blob`.
 fn role_big() -> anyhow::Result<()> {
-    let stdin = std::io::stdin().lock();
-    let mut out = std::io::stdout().lock();
-    for line in stdin.lines() {
-        let line = line?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let msg: Value = serde_json::from_str(&line)?;
-        let Some(id) = msg.get("id").cloned() else {
-            continue; // a notification
-        };
-        let reply = match msg.get("method").and_then(Value::as_str) {
-            Some("initialize") => json!({"jsonrpc": "2.0", "id": id, "result": {
-                "protocolVersion": msg.pointer("/params/protocolVersion").cloned()
-                    .unwrap_or_else(|| json!("2025-06-18")),
-                "capabilities": {"tools": {}},
-                "serverInfo": {"name": "tc-bench-big", "version": "0"}
-            }}),
-            Some("tools/list") => json!({"jsonrpc": "2.0", "id": id, "result": {"tools": [{
+    serve_stdio("tc-bench-big", "2025-06-18", |method, msg, out| {
+        Ok(match method {
+            "tools/list" => Answer::Result(json!({"tools": [{
                 "name": "blob",
                 "description": "Answers with one line of `bytes` bytes.",
                 "inputSchema": {"type": "object", "properties": {"bytes": {"type": "integer"}}},
                 "annotations": {"readOnlyHint": true}
-            }]}}),
-            Some("tools/call") => {
+            }]})),
+            "tools/call" => {
                 let bytes = msg
                     .pointer("/params/arguments/bytes")
                     .and_then(Value::as_u64)
                     .context("blob needs `bytes`")?;
-                write_blob(&mut out, &id, bytes)?;
-                out.flush()?;
-                continue;
+                write_blob(out, &msg["id"], bytes)?;
+                Answer::Sent
             }
-            _ => json!({"jsonrpc": "2.0", "id": id,
-                "error": {"code": -32601, "message": "method not found"}}),
-        };
-        let mut buf = serde_json::to_vec(&reply)?;
-        buf.push(b'\n');
-        out.write_all(&buf)?;
-        out.flush()?;
-    }
-    Ok(())
+            _ => Answer::NotFound,
+        })
+    })
 }
 
 /// Writes a `tools/call` result line of exactly `bytes` bytes (newline excluded), the
 /// `id` last, streamed in 1 MiB pieces.
-fn write_blob(out: &mut impl Write, id: &Value, bytes: u64) -> anyhow::Result<()> {
+fn write_blob(out: &mut dyn Write, id: &Value, bytes: u64) -> anyhow::Result<()> {
     let head = br#"{"jsonrpc":"2.0","result":{"content":[{"type":"text","text":""#;
     let tail = format!(r#""}}]}},"id":{}}}"#, serde_json::to_string(id)?);
     let fixed = (head.len() + tail.len()) as u64;

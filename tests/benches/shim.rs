@@ -39,9 +39,12 @@ use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure, Context};
+use anyhow::{ensure, Context};
 use serde_json::{json, Value};
-use tc_tests::bench::{env_usize, proc_field, release_binary, target_tempdir, us, Peer, Stats};
+use tc_tests::bench::{
+    env_usize, main_with_roles, proc_field, release_binary, serve_stdio, target_tempdir, us,
+    Answer, Peer, Stats, ROLE_ENV,
+};
 
 /// The tool the timed calls use: `echo` (read-only, the default) or `touch` (the same, not
 /// declared read-only: it takes a shared place in tc-shim's barrier). `TC_BENCH_TOOL`.
@@ -53,7 +56,6 @@ fn bench_tool() -> &'static str {
 }
 
 /// Selects what this executable does when re-executed.
-const ROLE_ENV: &str = "TC_BENCH_ROLE";
 /// Untimed calls per path before the timed phase.
 const WARMUP: usize = 500;
 /// Timed blocks the latency phase is split into (paths interleaved per block).
@@ -66,40 +68,23 @@ const RSS_IDLE: Duration = Duration::from_secs(2);
 const RSS_TARGET_KB: u64 = 10 * 1024;
 
 fn main() -> anyhow::Result<()> {
-    match std::env::var(ROLE_ENV).as_deref() {
-        Ok("server") => return role_server(),
-        Ok("cat") => return role_cat(),
-        Ok("relay") => return role_relay(),
-        Ok(other) => bail!("unknown {ROLE_ENV}={other:?}"),
-        Err(_) => {}
-    }
-    bench()
+    main_with_roles(
+        &[
+            ("server", role_server),
+            ("cat", role_cat),
+            ("relay", role_relay),
+        ],
+        bench,
+    )
 }
 
 // ---------------------------------------------------------------- re-exec'd roles
 
 /// A minimal MCP server on blocking stdio.
 fn role_server() -> anyhow::Result<()> {
-    let stdin = std::io::stdin().lock();
-    let mut out = std::io::stdout().lock();
-    let mut buf = Vec::with_capacity(256);
-    for line in stdin.lines() {
-        let line = line?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let msg: Value = serde_json::from_str(&line)?;
-        let Some(id) = msg.get("id").cloned() else {
-            continue; // notification
-        };
-        let reply = match msg.get("method").and_then(Value::as_str) {
-            Some("initialize") => json!({"jsonrpc": "2.0", "id": id, "result": {
-                "protocolVersion": msg.pointer("/params/protocolVersion").cloned()
-                    .unwrap_or_else(|| json!("2025-06-18")),
-                "capabilities": {"tools": {}},
-                "serverInfo": {"name": "tc-bench-echo", "version": "0"}
-            }}),
-            Some("tools/list") => json!({"jsonrpc": "2.0", "id": id, "result": {"tools": [{
+    serve_stdio("tc-bench-echo", "2025-06-18", |method, msg, _| {
+        Ok(match method {
+            "tools/list" => Answer::Result(json!({"tools": [{
                 "name": "echo",
                 "description": "Echoes `text`.",
                 "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
@@ -108,8 +93,8 @@ fn role_server() -> anyhow::Result<()> {
                 "name": "touch",
                 "description": "Echoes `text`; not declared read-only, so tc-shim orders it.",
                 "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}
-            }]}}),
-            Some("tools/call")
+            }]})),
+            "tools/call"
                 if matches!(
                     msg.pointer("/params/name").and_then(Value::as_str),
                     Some("echo" | "touch")
@@ -119,22 +104,14 @@ fn role_server() -> anyhow::Result<()> {
                     .pointer("/params/arguments/text")
                     .cloned()
                     .unwrap_or_else(|| json!(""));
-                json!({"jsonrpc": "2.0", "id": id, "result": {
-                    "content": [{"type": "text", "text": text}], "isError": false
-                }})
+                Answer::Result(
+                    json!({"content": [{"type": "text", "text": text}], "isError": false}),
+                )
             }
-            Some("ping") => json!({"jsonrpc": "2.0", "id": id, "result": {}}),
-            Some(_) => json!({"jsonrpc": "2.0", "id": id,
-                "error": {"code": -32601, "message": "method not found"}}),
-            None => continue, // a response to a request we never sent
-        };
-        buf.clear();
-        serde_json::to_writer(&mut buf, &reply)?;
-        buf.push(b'\n');
-        out.write_all(&buf)?;
-        out.flush()?;
-    }
-    Ok(())
+            "ping" => Answer::Result(json!({})),
+            _ => Answer::NotFound,
+        })
+    })
 }
 
 /// Echoes every line back unchanged.

@@ -179,3 +179,81 @@ pub fn proc_field(text: &str, key: &str) -> Option<u64> {
         rest.split_whitespace().next()?.parse().ok()
     })
 }
+
+/// The variable a bench re-runs itself under to play one of its roles (a fixture server,
+/// a relay), naming the role.
+pub const ROLE_ENV: &str = "TC_BENCH_ROLE";
+
+/// A bench's `main`: plays the role `$TC_BENCH_ROLE` names (one of `roles`), else runs
+/// `bench`.
+pub fn main_with_roles(
+    roles: &[(&str, fn() -> anyhow::Result<()>)],
+    bench: fn() -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    let Ok(role) = std::env::var(ROLE_ENV) else {
+        return bench();
+    };
+    match roles.iter().find(|(name, _)| *name == role) {
+        Some((_, play)) => play(),
+        None => bail!("unknown {ROLE_ENV}={role:?}"),
+    }
+}
+
+/// What a fixture server answers a request.
+pub enum Answer {
+    /// `result`.
+    Result(Value),
+    /// A `-32601` method-not-found error.
+    NotFound,
+    /// Nothing more: the handler wrote its answer to the output itself.
+    Sent,
+}
+
+/// A minimal legacy-era MCP server on blocking stdio, as a bench's fixture: answers
+/// `initialize` as `name` (the client's protocol version, else `version`), skips blank
+/// lines, notifications and responses, and answers every other request (`method`, the
+/// whole message, the output) with what `answer` returns.
+pub fn serve_stdio(
+    name: &str,
+    version: &str,
+    mut answer: impl FnMut(&str, &Value, &mut dyn Write) -> anyhow::Result<Answer>,
+) -> anyhow::Result<()> {
+    let stdin = std::io::stdin().lock();
+    let mut out = std::io::stdout().lock();
+    let mut buf = Vec::with_capacity(512);
+    for line in stdin.lines() {
+        let line = line?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let msg: Value = serde_json::from_str(&line)?;
+        let (Some(id), Some(method)) = (msg.get("id").cloned(), msg["method"].as_str()) else {
+            continue; // a notification, or a response to a request never sent
+        };
+        let reply = match method {
+            "initialize" => serde_json::json!({"jsonrpc": "2.0", "id": id, "result": {
+                "protocolVersion": msg.pointer("/params/protocolVersion").cloned()
+                    .unwrap_or_else(|| Value::from(version)),
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": name, "version": "0"}
+            }}),
+            _ => match answer(method, &msg, &mut out)? {
+                Answer::Result(result) => {
+                    serde_json::json!({"jsonrpc": "2.0", "id": id, "result": result})
+                }
+                Answer::NotFound => serde_json::json!({"jsonrpc": "2.0", "id": id,
+                    "error": {"code": -32601, "message": "method not found"}}),
+                Answer::Sent => {
+                    out.flush()?;
+                    continue;
+                }
+            },
+        };
+        buf.clear();
+        serde_json::to_writer(&mut buf, &reply)?;
+        buf.push(b'\n');
+        out.write_all(&buf)?;
+        out.flush()?;
+    }
+    Ok(())
+}
