@@ -161,6 +161,10 @@ impl EventBound {
     }
 }
 
+// rmcp's transport calls `post_message_with_response_limits` and
+// `get_stream_with_max_sse_event_size`; `post_message` and `get_stream` (which the trait
+// requires) are those with the default limits, and the trait's own
+// `post_message_with_max_sse_event_size` is left to its default (unused by the transport).
 impl StreamableHttpClient for Http {
     type Error = reqwest::Error;
 
@@ -173,28 +177,6 @@ impl StreamableHttpClient for Http {
         custom_headers: HashMap<HeaderName, HeaderValue>,
     ) -> Result<StreamableHttpPostResponse, Error> {
         let limits = StreamableHttpResponseLimits::default();
-        self.post_message_with_response_limits(
-            uri,
-            message,
-            session_id,
-            auth_header,
-            custom_headers,
-            limits,
-        )
-        .await
-    }
-
-    async fn post_message_with_max_sse_event_size(
-        &self,
-        uri: Arc<str>,
-        message: ClientJsonRpcMessage,
-        session_id: Option<Arc<str>>,
-        auth_header: Option<String>,
-        custom_headers: HashMap<HeaderName, HeaderValue>,
-        max_sse_event_size: usize,
-    ) -> Result<StreamableHttpPostResponse, Error> {
-        let mut limits = StreamableHttpResponseLimits::default();
-        limits.max_sse_event_size = max_sse_event_size;
         self.post_message_with_response_limits(
             uri,
             message,
