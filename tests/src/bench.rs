@@ -184,12 +184,12 @@ pub fn proc_field(text: &str, key: &str) -> Option<u64> {
 /// a relay), naming the role.
 pub const ROLE_ENV: &str = "TC_BENCH_ROLE";
 
+/// A role's entry point.
+pub type Role = fn() -> anyhow::Result<()>;
+
 /// A bench's `main`: plays the role `$TC_BENCH_ROLE` names (one of `roles`), else runs
 /// `bench`.
-pub fn main_with_roles(
-    roles: &[(&str, fn() -> anyhow::Result<()>)],
-    bench: fn() -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
+pub fn main_with_roles(roles: &[(&str, Role)], bench: Role) -> anyhow::Result<()> {
     let Ok(role) = std::env::var(ROLE_ENV) else {
         return bench();
     };

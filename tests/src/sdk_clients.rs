@@ -108,6 +108,7 @@ impl Driver {
     }
 
     /// The next line (30 s at most); `None` when the driver ended.
+    #[allow(clippy::should_implement_trait)] // a blocking read with a timeout, not an iterator
     pub fn next(&mut self) -> Option<Value> {
         match self.lines.recv_timeout(Duration::from_secs(30)) {
             Ok(v) => Some(v),
