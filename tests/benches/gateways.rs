@@ -13,8 +13,9 @@
 //! - `http-server`: the same server over Streamable HTTP (axum, JSON answers, a session id
 //!   per `initialize`; the server of benches/http.rs);
 //! - `relay`: a minimal stdio → Streamable HTTP relay (tokio, one task per line, one
-//!   reqwest client, bodies copied, nothing parsed but the answer's SSE `data:` line): the
-//!   floor of a stdio front over an HTTP downstream.
+//!   reqwest client, bodies copied, nothing parsed but the answer's SSE `data:` line): a
+//!   reference for a stdio front over an HTTP downstream, not a floor (its std reader and
+//!   writer threads cost two hand-offs a call; tc-shim beats it at 1 caller).
 //!
 //! Two parts, each with its paths interleaved in rounds so load hits all alike:
 //!
@@ -27,7 +28,7 @@
 //!    owns sessions and children, so any such relay is a gateway of its own.
 //! 2. **stdio front → HTTP server.** A stdio client calls through `tc-shim serve gw` (a
 //!    `url` vault: the HTTP server), `mcp-proxy --transport streamablehttp <url>` and
-//!    `supergateway --streamableHttp <url>` (stdio out), and the `relay` floor. Direct =
+//!    `supergateway --streamableHttp <url>` (stdio out), and the naive `relay`. Direct =
 //!    the HTTP server called over HTTP by this process (one session).
 //!
 //! Per path: p50/p99 at 1 caller (sequential calls), calls/s at `TC_BENCH_CALLERS_HIGH`
@@ -37,7 +38,7 @@
 //! gateway's process tree (the fixture servers it spawned excluded and counted apart).
 //!
 //! Timings are printed, never asserted. Knobs: `TC_BENCH_N` (timed calls per path and
-//! concurrency, default 2000), `TC_BENCH_CALLERS_HIGH` (32), `TC_BENCH_PARTS` (`http,stdio`),
+//! concurrency, default 4000), `TC_BENCH_CALLERS_HIGH` (32), `TC_BENCH_PARTS` (`http,stdio`),
 //! `TC_SHIM_BIN`, `TC_PEERS`, `TC_BENCH_SG_MODE` (`stateful`, or `stateless`: a child
 //! per POST).
 
@@ -167,7 +168,7 @@ async fn role_http_server() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The stdio → HTTP floor: each stdin line POSTed as is (a task per line, so requests
+/// The naive stdio → HTTP relay: each stdin line POSTed as is (a task per line, so requests
 /// overlap), the answer's JSON (or its SSE `data:` line) written back as one line; the
 /// session id of the `initialize` answer sent with every later request. Stdin and stdout
 /// are served by one std thread each (tc-tests' tokio has no `io-std`).
@@ -653,6 +654,13 @@ impl Setup {
     }
 }
 
+/// The 1-, 5- and 15-minute load averages.
+fn loadavg() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
 fn toml_str(s: &str) -> String {
     serde_json::to_string(s).expect("a string serializes")
 }
@@ -660,7 +668,7 @@ fn toml_str(s: &str) -> String {
 fn bench() -> anyhow::Result<()> {
     let shim = release_binary("tc-shim", "tc-shim", "gateways", "TC_SHIM_BIN")?;
     let tmp = target_tempdir(&shim, "gateways")?;
-    let n = env_usize("TC_BENCH_N", 2000)?;
+    let n = env_usize("TC_BENCH_N", 4000)?;
     let high = env_usize("TC_BENCH_CALLERS_HIGH", 32)?;
     ensure!(n >= ROUNDS * high, "TC_BENCH_N must be ≥ {}", ROUNDS * high);
     let parts = std::env::var("TC_BENCH_PARTS").unwrap_or_else(|_| "http,stdio".into());
@@ -670,6 +678,7 @@ fn bench() -> anyhow::Result<()> {
         dir: tmp.path().to_path_buf(),
         peers: tc_tests::peers_dir(),
     };
+    println!("load average at start: {}", loadavg());
     println!("tc-shim: {}", shim.display());
     println!("peers:   {}", setup.peers.display());
     println!("{n} timed tools/call per path and concurrency, {ROUNDS} interleaved rounds; concurrencies 1 and {high}");
@@ -685,6 +694,7 @@ fn bench() -> anyhow::Result<()> {
         summary.push((part.trim().to_string(), res));
     }
     println!("\n==== summary (added = path − direct, same run) ====");
+    println!("load average at end: {}", loadavg());
     for (part, rows) in &summary {
         println!(
             "\n{part}: {:<34} {:>10} {:>10} {:>10} {:>11} {:>10} {:>10} {:>12}",
@@ -803,7 +813,7 @@ fn stdio_paths(s: &Setup) -> anyhow::Result<Vec<Route>> {
     let mut c = Command::new(&s.me);
     c.arg(format!("{ROLE_ARG}relay"))
         .env("TC_BENCH_UPSTREAM", &url);
-    v.push(pipe_path("relay floor (tokio + reqwest)", c)?);
+    v.push(pipe_path("naive relay (threads + reqwest)", c)?);
     let cfg = s.tc_config("stdio-front", &format!("url = {}", toml_str(&url)))?;
     let mut c = Command::new(&s.shim);
     c.args(["serve", "gw", "--config"])
@@ -823,12 +833,12 @@ fn stdio_paths(s: &Setup) -> anyhow::Result<Vec<Route>> {
     v.push(pipe_path("mcp-proxy 0.13.0 (client mode)", c)?);
     let (node, js) = s.node()?;
     let mut c = Command::new(node);
-    c.arg(js).args(["--streamableHttp", &url]).args([
-        "--outputTransport",
-        "stdio",
-        "--logLevel",
-        "none",
-    ]);
+    // --no-warnings: in this mode supergateway adds an abort listener per request to one
+    // AbortSignal, and node warns at each one past 1500 (MaxListenersExceededWarning).
+    c.arg("--no-warnings")
+        .arg(js)
+        .args(["--streamableHttp", &url])
+        .args(["--outputTransport", "stdio", "--logLevel", "none"]);
     v.push(pipe_path("supergateway 4.0.0 (HTTP → stdio)", c)?);
     Ok(v)
 }
