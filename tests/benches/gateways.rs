@@ -46,13 +46,9 @@ use std::collections::HashMap;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
-use axum::body::Bytes;
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
 use serde_json::{json, Value};
 use tc_tests::bench::{env_usize, proc_field, release_binary, target_tempdir, us, Peer, Stats};
 
@@ -130,42 +126,9 @@ fn role_server() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Binds 127.0.0.1:0 and prints the port on stdout (the parent reads it).
-async fn listen() -> anyhow::Result<tokio::net::TcpListener> {
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    println!("{}", l.local_addr()?.port());
-    std::io::stdout().flush()?;
-    Ok(l)
-}
-
 /// The same server over Streamable HTTP: JSON answers, any session id accepted.
 async fn role_http_server() -> anyhow::Result<()> {
-    static SESSIONS: AtomicU64 = AtomicU64::new(0);
-    async fn post(body: Bytes) -> Response {
-        let Ok(msg) = serde_json::from_slice::<Value>(&body) else {
-            return StatusCode::BAD_REQUEST.into_response();
-        };
-        let Some(reply) = answer(&msg) else {
-            return StatusCode::ACCEPTED.into_response();
-        };
-        let mut r = (StatusCode::OK, reply.to_string()).into_response();
-        r.headers_mut()
-            .insert("content-type", "application/json".parse().unwrap());
-        if msg.get("method").and_then(Value::as_str) == Some("initialize") {
-            let sid = format!("s{}", SESSIONS.fetch_add(1, Ordering::Relaxed));
-            r.headers_mut()
-                .insert("mcp-session-id", sid.parse().unwrap());
-        }
-        r
-    }
-    let app = axum::Router::new().route(
-        "/mcp",
-        axum::routing::post(post)
-            .get(|| async { StatusCode::METHOD_NOT_ALLOWED })
-            .delete(|| async { StatusCode::OK }),
-    );
-    axum::serve(listen().await?, app).await?;
-    Ok(())
+    tc_tests::bench::serve_mcp_http(answer).await
 }
 
 /// The naive stdio → HTTP relay: each stdin line POSTed as is (a task per line, so requests

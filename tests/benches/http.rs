@@ -31,15 +31,15 @@
 //! called; the idle-session part is then skipped (each session is a server instance).
 
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU64, Ordering};
+
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
 use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode};
-use axum::response::{IntoResponse, Response};
+use axum::response::IntoResponse;
 use serde_json::{json, Value};
-use tc_tests::bench::{env_usize, proc_field, release_binary, target_tempdir, us, Stats};
+use tc_tests::bench::{env_usize, listen, proc_field, release_binary, target_tempdir, us, Stats};
 
 const ROLE_ENV: &str = "TC_BENCH_ROLE";
 const ROUNDS: usize = 4;
@@ -69,56 +69,27 @@ fn main() -> anyhow::Result<()> {
 
 // ---------------------------------------------------------------- re-exec'd roles
 
-/// Binds 127.0.0.1:0 and prints the port on stdout (the parent reads it).
-async fn listen() -> anyhow::Result<tokio::net::TcpListener> {
-    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
-    println!("{}", l.local_addr()?.port());
-    use std::io::Write;
-    std::io::stdout().flush()?;
-    Ok(l)
-}
-
 /// A minimal Streamable HTTP MCP server: JSON answers, any session id accepted.
 async fn role_server() -> anyhow::Result<()> {
-    static SESSIONS: AtomicU64 = AtomicU64::new(0);
-    async fn post(body: Bytes) -> Response {
-        let Ok(msg) = serde_json::from_slice::<Value>(&body) else {
-            return StatusCode::BAD_REQUEST.into_response();
-        };
-        let Some(id) = msg.get("id").cloned() else {
-            return StatusCode::ACCEPTED.into_response();
-        };
-        let method = msg.get("method").and_then(Value::as_str).unwrap_or("");
-        let result = match method {
-            "initialize" => json!({"protocolVersion": "2025-11-25",
+    tc_tests::bench::serve_mcp_http(answer).await
+}
+
+/// The minimal server's answer to one message (`None`: a notification or a response).
+fn answer(msg: &Value) -> Option<Value> {
+    let id = msg.get("id")?.clone();
+    let method = msg.get("method").and_then(Value::as_str).unwrap_or("");
+    let result = match method {
+        "initialize" => json!({"protocolVersion": "2025-11-25",
                 "capabilities": {"tools": {}}, "serverInfo": {"name": "bench", "version": "0"}}),
-            "tools/list" => json!({"tools": [{"name": "echo", "description": "Echoes `text`.",
+        "tools/list" => json!({"tools": [{"name": "echo", "description": "Echoes `text`.",
                 "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
                 "annotations": {"readOnlyHint": true}}]}),
-            "tools/call" => json!({"content": [{"type": "text",
+        "tools/call" => json!({"content": [{"type": "text",
                 "text": msg.pointer("/params/arguments/text").cloned().unwrap_or(json!(""))}],
                 "isError": false}),
-            _ => json!({}),
-        };
-        let reply = json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string();
-        let mut r = (StatusCode::OK, reply).into_response();
-        r.headers_mut()
-            .insert("content-type", "application/json".parse().unwrap());
-        if method == "initialize" {
-            let sid = format!("s{}", SESSIONS.fetch_add(1, Ordering::Relaxed));
-            r.headers_mut()
-                .insert("mcp-session-id", sid.parse().unwrap());
-        }
-        r
-    }
-    let app = axum::Router::new().route(
-        "/mcp",
-        axum::routing::post(post)
-            .get(|| async { StatusCode::METHOD_NOT_ALLOWED })
-            .delete(|| async { StatusCode::OK }),
-    );
-    axum::serve(listen().await?, app).await?;
-    Ok(())
+        _ => json!({}),
+    };
+    Some(json!({"jsonrpc": "2.0", "id": id, "result": result}))
 }
 
 /// A minimal reverse proxy on reqwest: copies the method, the MCP headers and the body to

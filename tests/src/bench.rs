@@ -257,3 +257,51 @@ pub fn serve_stdio(
     }
     Ok(())
 }
+
+/// Binds 127.0.0.1:0 and prints the port on stdout (a bench's parent reads it).
+pub async fn listen() -> anyhow::Result<tokio::net::TcpListener> {
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    println!("{}", l.local_addr()?.port());
+    std::io::stdout().flush()?;
+    Ok(l)
+}
+
+/// The benches' minimal Streamable HTTP MCP server on [`listen`]: each POST to `/mcp` is
+/// one JSON-RPC message, answered with `answer`'s reply as JSON (202 when it gives none,
+/// 400 for what is not JSON); a new `mcp-session-id` on every `initialize`, any session
+/// id accepted; GET 405, DELETE 200.
+pub async fn serve_mcp_http(answer: fn(&Value) -> Option<Value>) -> anyhow::Result<()> {
+    use axum::http::StatusCode;
+    use axum::response::IntoResponse;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static SESSIONS: AtomicU64 = AtomicU64::new(0);
+    let post = move |body: axum::body::Bytes| async move {
+        let Ok(msg) = serde_json::from_slice::<Value>(&body) else {
+            return StatusCode::BAD_REQUEST.into_response();
+        };
+        let Some(reply) = answer(&msg) else {
+            return StatusCode::ACCEPTED.into_response();
+        };
+        let mut r = (StatusCode::OK, reply.to_string()).into_response();
+        let h = r.headers_mut();
+        h.insert(
+            "content-type",
+            axum::http::HeaderValue::from_static("application/json"),
+        );
+        if msg.get("method").and_then(Value::as_str) == Some("initialize") {
+            let sid = format!("s{}", SESSIONS.fetch_add(1, Ordering::Relaxed));
+            if let Ok(v) = axum::http::HeaderValue::from_str(&sid) {
+                h.insert("mcp-session-id", v);
+            }
+        }
+        r
+    };
+    let app = axum::Router::new().route(
+        "/mcp",
+        axum::routing::post(post)
+            .get(|| async { StatusCode::METHOD_NOT_ALLOWED })
+            .delete(|| async { StatusCode::OK }),
+    );
+    axum::serve(listen().await?, app).await?;
+    Ok(())
+}
