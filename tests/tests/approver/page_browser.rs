@@ -118,7 +118,27 @@ fn raw_post(port: u16, host: &str, origin: &str, cookie: &str, csrf: &str, path:
 fn approve_on_the_page_runs_the_retry_once_and_decline_is_a_hard_stop() {
     let (env, mut h, _) = started(None);
     let mut b = Browser::open(&page_link(&env));
+    // `tcctl watch` announces the registration (a key the human did not add would show).
+    let mut watch = crate::watch::spawn_tcctl(&env, &["watch", "--terminal"], None);
+    let said = crate::watch::lines_of(watch.stderr.take().unwrap());
+    let shown = crate::watch::lines_of(watch.stdout.take().unwrap());
+    let ready = said.recv_timeout(std::time::Duration::from_secs(20));
+    assert!(
+        ready
+            .as_deref()
+            .is_ok_and(|l| l.contains("listing requests")),
+        "{ready:?}"
+    );
     register(&env, &mut b);
+    let line = shown.recv_timeout(std::time::Duration::from_secs(20));
+    assert!(
+        line.as_deref().is_ok_and(|l| l.starts_with("passkey ")
+            && l.contains("(test key) registered on the page")
+            && l.contains("tcctl passkey remove ")),
+        "{line:?}"
+    );
+    let _ = watch.kill();
+    let _ = watch.wait();
 
     // Raised while the page is open: it appears without a reload, with its details.
     let r = h.call("write_file", write("v1"));
