@@ -1,6 +1,7 @@
 //! The one-time links that open a page session: minted over the Unix socket (`OpenPage`,
 //! the peer's uid from `SO_PEERCRED`), spent once at `/open`, a minute to live. Stored
-//! as SHA-256 only, so the database never holds a live link.
+//! as SHA-256 only, so the database never holds a live link; a spend that opens a
+//! session commits a `tc.page.opened` event with it.
 
 use rand::RngCore;
 use rusqlite::{params, OptionalExtension};
@@ -9,6 +10,7 @@ use tc_core::now_ms;
 
 use crate::error::DaemonError;
 use crate::ledger::Ledger;
+use crate::store::NewEvent;
 
 /// How long a link opens a session: long enough to click, short enough that one left in a
 /// scrollback is dead.
@@ -64,7 +66,7 @@ pub fn spend(l: &Ledger, token: &str, peer: u32) -> Result<Option<Opened>, Daemo
         return Ok(None);
     }
     let now = now_ms();
-    l.store.write(|tx, _| {
+    l.store.write(|tx, evs| {
         let row: Option<(u32, Option<String>, i64)> = tx
             .query_row(
                 "DELETE FROM page_links WHERE link_hash = ?1 AND uid = ?2
@@ -73,9 +75,19 @@ pub fn spend(l: &Ledger, token: &str, peer: u32) -> Result<Option<Opened>, Daemo
                 |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
             )
             .optional()?;
-        Ok(Ok(row
+        let opened = row
             .filter(|(_, _, exp)| *exp > now)
-            .map(|(uid, request_id, _)| Opened { uid, request_id })))
+            .map(|(uid, request_id, _)| Opened { uid, request_id });
+        if let Some(o) = &opened {
+            // The session it opens is recorded with the spend, in one commit.
+            evs.push(NewEvent {
+                kind: tc_core::codes::events::PAGE_OPENED,
+                detail: serde_json::json!({ "uid": o.uid }),
+                owner: Some(o.uid),
+                ..Default::default()
+            });
+        }
+        Ok(Ok(opened))
     })
 }
 
@@ -98,6 +110,14 @@ mod tests {
             })
         );
         assert_eq!(spend(&l, &t, 1000).unwrap(), None, "single use");
+        let opened: Vec<_> = l
+            .store
+            .events_after(0, 100)
+            .unwrap()
+            .into_iter()
+            .filter(|e| e.kind == tc_core::codes::events::PAGE_OPENED)
+            .collect();
+        assert_eq!(opened.len(), 1, "one event, for the one session opened");
         assert_eq!(spend(&l, "not hex", 1000).unwrap(), None);
     }
 

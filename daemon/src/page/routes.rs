@@ -179,19 +179,6 @@ async fn open(
         return html(StatusCode::FORBIDDEN, assets::spent());
     };
     let (sid, _) = page.sessions.open(o.uid);
-    let uid = o.uid;
-    let _ = ledger(&page, move |l| {
-        l.store.write(|_, evs| {
-            evs.push(crate::store::NewEvent {
-                kind: tc_core::codes::events::PAGE_OPENED,
-                detail: json!({ "uid": uid }),
-                owner: Some(uid),
-                ..Default::default()
-            });
-            Ok(Ok(()))
-        })
-    })
-    .await;
     let to = match o.request_id {
         Some(id) if is_request_id(&id) => format!("/requests/{id}"),
         _ => "/".into(),
