@@ -95,28 +95,37 @@ impl Service {
     }
 }
 
+/// The binding as the ledger keeps it: in guarded mode its caller names the human whose
+/// session sent it (`tc_core::owner`), so one human's request, token, state or cursor is
+/// never another's, whatever the two send.
+fn binding(owner: Option<u32>, b: Option<v1::Binding>) -> Result<Binding, Status> {
+    let b = b.ok_or_else(|| {
+        Status::from(DaemonError::refused(
+            tc_core::Reason::BadArgument,
+            "binding is required",
+        ))
+    })?;
+    let mut b = Binding {
+        vault: b.vault,
+        tool: b.tool,
+        caller: b.caller,
+        args_hash: b.args_hash,
+    };
+    b.check()?;
+    if let Some(uid) = owner {
+        b.caller = tc_core::owner::qualify(&b.caller, uid);
+    }
+    Ok(b)
+}
+
 impl Service {
-    /// The binding as the ledger keeps it: in guarded mode its caller names the human
-    /// whose session sent it (`tc_core::owner`), so one human's request, token, state or
-    /// cursor is never another's, whatever the two send.
-    fn binding<T>(&self, r: &Request<T>, b: Option<v1::Binding>) -> Result<Binding, Status> {
-        let b = b.ok_or_else(|| {
-            Status::from(DaemonError::refused(
-                tc_core::Reason::BadArgument,
-                "binding is required",
-            ))
-        })?;
-        let mut b = Binding {
-            vault: b.vault,
-            tool: b.tool,
-            caller: b.caller,
-            args_hash: b.args_hash,
-        };
-        b.check()?;
-        if self.ledger.mode() == Mode::Guarded {
-            b.caller = tc_core::owner::qualify(&b.caller, self.peer_uid(r)?);
+    /// Whose bindings the peer of `r` sends: its uid in guarded mode, `None` in personal
+    /// mode (one human). Read before the request is taken apart.
+    fn owner<T>(&self, r: &Request<T>) -> Result<Option<u32>, DaemonError> {
+        match self.ledger.mode() {
+            Mode::Guarded => Ok(Some(self.peer_uid(r)?)),
+            Mode::Personal => Ok(None),
         }
-        Ok(b)
     }
 
     /// The peer's uid; in guarded mode a peer the transport cannot name is refused
@@ -184,8 +193,9 @@ impl Confirm for Service {
         r: Request<v1::RaiseRequest>,
     ) -> Result<Response<v1::RaiseReply>, Status> {
         let uid = crate::auth::peer(&r).map(|p| p.uid);
-        let b = self.binding(&r, r.get_ref().binding.clone())?;
+        let owner = self.owner(&r)?;
         let r = r.into_inner();
+        let b = binding(owner, r.binding)?;
         let raised = self
             .run(move |l| {
                 let text = crate::approvals::RaiseText {
@@ -206,8 +216,9 @@ impl Confirm for Service {
 
     async fn mint(&self, r: Request<v1::MintRequest>) -> Result<Response<v1::MintReply>, Status> {
         let approver = self.approver(&r, r.get_ref().factor.as_ref())?;
-        let b = self.binding(&r, r.get_ref().binding.clone())?;
+        let owner = self.owner(&r)?;
         let r = r.into_inner();
+        let b = binding(owner, r.binding)?;
         let (token, expires_at_ms, state_fp) = self
             .run(move |l| l.mint(&b, r.state_fp.as_deref(), &approver))
             .await?;
@@ -222,8 +233,9 @@ impl Confirm for Service {
         &self,
         r: Request<v1::RedeemRequest>,
     ) -> Result<Response<v1::RedeemReply>, Status> {
-        let b = self.binding(&r, r.get_ref().binding.clone())?;
+        let owner = self.owner(&r)?;
         let r = r.into_inner();
+        let b = binding(owner, r.binding)?;
         let redemption_id = self
             .run(move |l| {
                 if r.approved_request && r.token.is_empty() {
@@ -250,8 +262,9 @@ impl Confirm for Service {
         &self,
         r: Request<v1::RecordConsumedRequest>,
     ) -> Result<Response<v1::RecordConsumedReply>, Status> {
-        let b = self.binding(&r, r.get_ref().binding.clone())?;
+        let owner = self.owner(&r)?;
         let r = r.into_inner();
+        let b = binding(owner, r.binding)?;
         self.run(move |l| l.consumed(&b, &r.state_fp, &r.route, &r.redemption_id))
             .await?;
         Ok(Response::new(v1::RecordConsumedReply {}))
@@ -261,8 +274,9 @@ impl Confirm for Service {
         &self,
         r: Request<v1::SealStateRequest>,
     ) -> Result<Response<v1::SealStateReply>, Status> {
-        let b = self.binding(&r, r.get_ref().binding.clone())?;
+        let owner = self.owner(&r)?;
         let r = r.into_inner();
+        let b = binding(owner, r.binding)?;
         let (request_state, expires_at_ms) = self
             .run(move |l| l.seal_state(&b, &r.state_fp, &r.inner))
             .await?;
@@ -276,8 +290,9 @@ impl Confirm for Service {
         &self,
         r: Request<v1::OpenStateRequest>,
     ) -> Result<Response<v1::OpenStateReply>, Status> {
-        let b = self.binding(&r, r.get_ref().binding.clone())?;
+        let owner = self.owner(&r)?;
         let r = r.into_inner();
+        let b = binding(owner, r.binding)?;
         let s = self
             .run(move |l| l.open_state(&r.request_state, &b, r.consume, &r.current_state_fp))
             .await?;
@@ -293,8 +308,9 @@ impl Confirm for Service {
         &self,
         r: Request<v1::SealCursorRequest>,
     ) -> Result<Response<v1::SealCursorReply>, Status> {
-        let b = self.binding(&r, r.get_ref().binding.clone())?;
+        let owner = self.owner(&r)?;
         let r = r.into_inner();
+        let b = binding(owner, r.binding)?;
         let (cursor, expires_at_ms) = self.run(move |l| l.seal_cursor(&b, &r.position)).await?;
         Ok(Response::new(v1::SealCursorReply {
             cursor,
@@ -306,8 +322,9 @@ impl Confirm for Service {
         &self,
         r: Request<v1::OpenCursorRequest>,
     ) -> Result<Response<v1::OpenCursorReply>, Status> {
-        let b = self.binding(&r, r.get_ref().binding.clone())?;
+        let owner = self.owner(&r)?;
         let r = r.into_inner();
+        let b = binding(owner, r.binding)?;
         let position = self.run(move |l| l.open_cursor(&r.cursor, &b)).await?;
         Ok(Response::new(v1::OpenCursorReply { position }))
     }
@@ -316,10 +333,7 @@ impl Confirm for Service {
         &self,
         r: Request<v1::AppendEventRequest>,
     ) -> Result<Response<v1::AppendEventReply>, Status> {
-        let owner = match self.ledger.mode() {
-            Mode::Guarded => Some(self.peer_uid(&r)?),
-            Mode::Personal => None,
-        };
+        let owner = self.owner(&r)?;
         let mut r = r.into_inner();
         if let Some(uid) = owner {
             r.caller = tc_core::owner::qualify(&r.caller, uid);
