@@ -28,7 +28,9 @@ fn gates(v: Vault) -> Vault {
     )
 }
 
-fn started(env: &mut Env) -> RawClient {
+/// tcd started and a raw client initialized on the shim, `write_file` listed (also the
+/// scene of `barrier_ids.rs`).
+pub(super) fn started(env: &mut Env) -> RawClient {
     env.start_tcd();
     let mut c = RawClient::start(&env.shim_argv("notes"));
     c.initialize();
@@ -37,7 +39,7 @@ fn started(env: &mut Env) -> RawClient {
     c
 }
 
-fn call(id: &str, tool: &str, args: Value) -> Value {
+pub(super) fn call(id: impl serde::Serialize, tool: &str, args: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
            "params": {"name": tool, "arguments": args}})
 }

@@ -12,6 +12,8 @@ use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use super::barrier::{call, started};
+
 /// `write_file` asks only when it would overwrite (its `when` reads the vault's state);
 /// `edit_file` (a floor tool) only on a dry run, so a real edit goes out unconfirmed, as a
 /// call with a gate entry: it holds the barrier's exclusive place while it runs.
@@ -27,20 +29,6 @@ fn vault() -> Vault {
             r#"{ equals = { arg = "dryRun", value = true } }"#,
             r#"{ paths = ["path"] }"#,
         )
-}
-
-fn started(env: &mut Env) -> RawClient {
-    env.start_tcd();
-    let mut c = RawClient::start(&env.shim_argv("notes"));
-    c.initialize();
-    let list = c.request(json!("list"), "tools/list", json!({}));
-    assert!(tool(&list["result"], "write_file").is_some(), "{list}");
-    c
-}
-
-fn call(id: Value, tool: &str, args: Value) -> Value {
-    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
-           "params": {"name": tool, "arguments": args}})
 }
 
 /// A named pipe in the vault: server-filesystem's `edit_file` of it blocks on reading it
