@@ -135,6 +135,19 @@ impl Vault {
         Vault::new(id, &["python3", &f.display().to_string(), "$ROOT"])
     }
 
+    /// The scene many tests share: server-filesystem as vault `fs`, `write_file` gated on
+    /// its `path`.
+    pub fn fs_write_gated() -> Vault {
+        Vault::filesystem("fs").gate("write_file", r#"{ paths = ["path"] }"#)
+    }
+
+    /// Appends TOML as it is: a key of the table last opened (a gate's `preview`, say) or
+    /// a sub-table of the vault (`[vaults.http.auth]`).
+    pub fn raw(mut self, text: &str) -> Vault {
+        self.toml += text;
+        self
+    }
+
     /// Adds a key of the vault's own table (e.g. `lean = true`); call it before any gate.
     pub fn key(mut self, line: &str) -> Vault {
         self.toml += line;

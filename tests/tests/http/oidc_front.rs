@@ -22,25 +22,10 @@ const SCOPE: &str = "mcp";
 
 /// A vault with `write_file` gated, its callers from `iss` (OIDC), `mcp` scope required.
 fn env(iss: &Issuer) -> Env {
-    let mut env = Env::new(&format!(
-        r#"[[vaults]]
-id = "fs"
-root = "$ROOT"
-command = ["node", "{}", "$ROOT"]
-
-[[vaults.gates]]
-tool = "write_file"
-targets = {{ paths = ["path"] }}
-
-[vaults.http.auth]
-mode = "oidc"
-issuer = "{}"
-audience = "{AUD}"
-scopes = ["{SCOPE}"]
-"#,
-        filesystem_server().display(),
+    let mut env = Env::with(&Vault::fs_write_gated().raw(&format!(
+        "\n[vaults.http.auth]\nmode = \"oidc\"\nissuer = \"{}\"\naudience = \"{AUD}\"\nscopes = [\"{SCOPE}\"]\n",
         iss.url
-    ));
+    )));
     env.start_tcd();
     env
 }

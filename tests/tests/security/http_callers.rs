@@ -272,22 +272,9 @@ public_keys = ["{public}"]
 }
 
 fn fs_env() -> Env {
-    let mut env = Env::new(&format!(
-        r#"[[vaults]]
-id = "fs"
-root = "$ROOT"
-command = ["node", "{}", "$ROOT"]
-
-[[vaults.gates]]
-tool = "write_file"
-targets = {{ paths = ["path"] }}
-
-[vaults.http.auth]
-mode = "jwt"
-audience = "{AUD}"
-"#,
-        filesystem_server().display()
-    ));
+    let mut env = Env::with(&Vault::fs_write_gated().raw(&format!(
+        "\n[vaults.http.auth]\nmode = \"jwt\"\naudience = \"{AUD}\"\n"
+    )));
     env.start_tcd();
     env
 }

@@ -79,19 +79,10 @@ fn escape_counts_blank_runs_and_cuts_mark_stacks() {
 }
 
 fn env() -> Env {
-    let mut env = Env::new(&format!(
-        r#"[[vaults]]
-id = "fs"
-root = "$ROOT"
-command = ["node", "{}", "$ROOT"]
-
-[[vaults.gates]]
-tool = "write_file"
-targets = {{ paths = ["path"] }}
-preview = {{ diff = {{ path = "path", content = "content" }} }}
-"#,
-        filesystem_server().display()
-    ));
+    let mut env = Env::with(
+        &Vault::fs_write_gated()
+            .raw("preview = { diff = { path = \"path\", content = \"content\" } }\n"),
+    );
     env.start_tcd();
     std::fs::write(env.root.join("secret.txt"), "old line\n").unwrap();
     env
