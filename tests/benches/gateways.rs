@@ -50,7 +50,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context};
 use serde_json::{json, Value};
-use tc_tests::bench::{env_usize, proc_field, release_binary, target_tempdir, us, Peer, Stats};
+use tc_tests::bench::{
+    env_usize, proc_field, release_binary, target_tempdir, us, Answer, Peer, Stats,
+};
 
 const ROUNDS: usize = 4;
 const PROTO: &str = "2025-11-25";
@@ -82,7 +84,20 @@ fn tools_list() -> Value {
         "annotations": {"readOnlyHint": true}}]})
 }
 
-/// The answer to one request (`None` for a notification or a response).
+/// The result of one request other than `initialize` (`None`: method not found).
+fn result(method: &str, msg: &Value) -> Option<Value> {
+    Some(match method {
+        "tools/list" => tools_list(),
+        "tools/call" => json!({"content": [{"type": "text",
+            "text": msg.pointer("/params/arguments/text").cloned().unwrap_or(json!(""))}],
+            "isError": false}),
+        "ping" => json!({}),
+        _ => return None,
+    })
+}
+
+/// The HTTP server's answer to one message (`None` for a notification or a response); the
+/// stdio server's comes from `tc_tests::bench::serve_stdio` with the same [`result`].
 fn answer(msg: &Value) -> Option<Value> {
     let id = msg.get("id")?.clone();
     let method = msg.get("method")?.as_str()?;
@@ -92,38 +107,22 @@ fn answer(msg: &Value) -> Option<Value> {
                 .unwrap_or_else(|| json!(PROTO)),
             "capabilities": {"tools": {}},
             "serverInfo": {"name": "gw-bench", "version": "0"}}),
-        "tools/list" => tools_list(),
-        "tools/call" => json!({"content": [{"type": "text",
-            "text": msg.pointer("/params/arguments/text").cloned().unwrap_or(json!(""))}],
-            "isError": false}),
-        "ping" => json!({}),
-        _ => {
-            return Some(json!({"jsonrpc": "2.0", "id": id,
-                "error": {"code": -32601, "message": "method not found"}}))
-        }
+        m => match result(m, msg) {
+            Some(r) => r,
+            None => {
+                return Some(json!({"jsonrpc": "2.0", "id": id,
+                    "error": {"code": -32601, "message": "method not found"}}))
+            }
+        },
     };
     Some(json!({"jsonrpc": "2.0", "id": id, "result": result}))
 }
 
 /// The minimal MCP server on blocking stdio: one parse and one serialize per message.
 fn role_server() -> anyhow::Result<()> {
-    let stdin = std::io::stdin().lock();
-    let mut out = std::io::stdout().lock();
-    let mut buf = Vec::with_capacity(512);
-    for line in stdin.lines() {
-        let line = line?;
-        if line.trim().is_empty() {
-            continue;
-        }
-        let msg: Value = serde_json::from_str(&line)?;
-        let Some(reply) = answer(&msg) else { continue };
-        buf.clear();
-        serde_json::to_writer(&mut buf, &reply)?;
-        buf.push(b'\n');
-        out.write_all(&buf)?;
-        out.flush()?;
-    }
-    Ok(())
+    tc_tests::bench::serve_stdio("gw-bench", PROTO, |method, msg, _| {
+        Ok(result(method, msg).map_or(Answer::NotFound, Answer::Result))
+    })
 }
 
 /// The same server over Streamable HTTP: JSON answers, any session id accepted.
