@@ -49,15 +49,23 @@ pub struct Listed {
     pub last_used_at_ms: Option<i64>,
 }
 
+/// The rows that may approve for `?2` (`?1`: guarded mode; personal mode has one human).
+macro_rules! usable_rows {
+    () => {
+        "FROM passkeys WHERE active = 1 AND (?1 = 0 OR owner_uid = ?2)"
+    };
+}
+
 /// The passkeys that may approve for `uid`: active ones of that human (personal mode:
 /// every active one, there being one human).
 pub fn usable(l: &Ledger, uid: u32) -> Result<Vec<Passkey>, DaemonError> {
     let guarded = l.mode() == tc_core::config::Mode::Guarded;
     l.store.read(|c| {
-        let mut st = c.prepare_cached(
-            "SELECT passkey FROM passkeys WHERE active = 1 AND (?1 = 0 OR owner_uid = ?2)
-             ORDER BY created_at",
-        )?;
+        let mut st = c.prepare_cached(concat!(
+            "SELECT passkey ",
+            usable_rows!(),
+            " ORDER BY created_at"
+        ))?;
         let rows = st.query_map(params![guarded, uid], |r| r.get::<_, String>(0))?;
         let mut out = Vec::new();
         for r in rows {
@@ -88,9 +96,16 @@ pub fn list(l: &Ledger, viewer: Option<u32>) -> Result<Vec<Listed>, DaemonError>
     })
 }
 
-/// How many passkeys may approve for `uid`.
+/// How many passkeys may approve for `uid` (those [`usable`] returns, counted by SQLite:
+/// the page's state asks on every commit and tick).
 pub fn count(l: &Ledger, uid: u32) -> Result<u32, DaemonError> {
-    Ok(usable(l, uid)?.len() as u32)
+    let guarded = l.mode() == tc_core::config::Mode::Guarded;
+    l.store.read(|c| {
+        Ok(
+            c.prepare_cached(concat!("SELECT count(*) ", usable_rows!()))?
+                .query_row(params![guarded, uid], |r| r.get::<_, u32>(0))?,
+        )
+    })
 }
 
 /// Stores a newly registered passkey of `owner` (active at once in personal mode; in
