@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Regenerates fuzz/corpus/<target>/: valid seeds plus deterministic mutations of them.
 
-The corpus is committed; `cargo test` replays every file (shim/src/fuzz_checks.rs,
-daemon/src/seal.rs, core/src/config.rs) and the stdin fuzz of the real tc-shim sends the
+The corpus is committed; `cargo test` replays every file (shim/tests/parsers.rs,
+seal/src/lib.rs, core/src/config.rs) and the stdin fuzz of the real tc-shim sends the
 jsonrpc_line files. File names carry the expectation the replay checks:
 
 - `valid-*`   must be accepted (a seed);
@@ -26,7 +26,7 @@ import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 OUT = os.path.join(HERE, "corpus")
-# The key the sealed-blob replay opens with (daemon/src/seal.rs, `CORPUS_KEY`).
+# The key the sealed-blob replay opens with (seal/src/lib.rs, `CORPUS_KEY`).
 SEAL_KEY = bytes([0x42] * 32)
 
 rng = random.Random(20260601)

@@ -40,12 +40,6 @@ impl From<crate::seal::SealError> for DaemonError {
     }
 }
 
-impl From<crate::seal::SealError> for Status {
-    fn from(e: crate::seal::SealError) -> Status {
-        DaemonError::from(e).into()
-    }
-}
-
 /// The gRPC code each refusal travels under; clients read the reason, people the code.
 fn code_for(reason: Reason) -> Code {
     match reason {
@@ -88,6 +82,22 @@ impl From<DaemonError> for Status {
             other => {
                 tracing::error!(error = %other, "internal error");
                 Status::internal("tcd internal error (details in the daemon's log)")
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::seal::SealError;
+
+    #[test]
+    fn every_blob_that_does_not_open_is_refused_as_invalid() {
+        for e in [SealError::NotIssued, SealError::Malformed] {
+            match DaemonError::from(e) {
+                DaemonError::Refused { reason, .. } => assert_eq!(reason, Reason::Invalid),
+                other => panic!("expected a refusal, got {other:?}"),
             }
         }
     }

@@ -16,7 +16,7 @@ pub mod limits;
 pub mod listener;
 pub mod page;
 pub mod retention;
-pub mod seal;
+pub use tc_seal as seal;
 pub mod secret;
 pub mod service;
 pub mod shutdown;

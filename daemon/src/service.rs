@@ -296,7 +296,8 @@ impl Confirm for Service {
         let s = self
             .run(move |l| l.open_state(&r.request_state, &b, r.consume, &r.current_state_fp))
             .await?;
-        let inner = crate::seal::decode_inner(&s.inner).map_err(Status::from)?;
+        let inner =
+            crate::seal::decode_inner(&s.inner).map_err(|e| Status::from(DaemonError::from(e)))?;
         Ok(Response::new(v1::OpenStateReply {
             state_fp: s.state_fp,
             inner,

@@ -1,26 +1,10 @@
-//! The shim's input parsers, compiled from the shim's own sources (tc-shim is a binary
-//! crate), and the daemon's sealed-blob codec, compiled from its file (so the fuzz build
-//! does not build the daemon's tree, SQLite included), for the targets in `fuzz_targets/`.
-#![allow(dead_code)]
+//! What the targets in `fuzz_targets/` fuzz: the shim's parsers (`tc-shim` without its
+//! `serve` feature: no network stack) and the sealed-blob codec (`tc-seal`, without the
+//! daemon's tree and its SQLite).
 
-#[path = "../../shim/src/framing.rs"]
-pub mod framing;
-#[path = "../../shim/src/ids.rs"]
-pub mod ids;
-#[path = "../../shim/src/gitindex.rs"]
-pub mod gitindex;
-#[path = "../../shim/src/names.rs"]
-pub mod names;
-#[path = "../../shim/src/regular.rs"]
-pub mod regular;
-#[path = "../../shim/src/results.rs"]
-pub mod results;
-#[path = "../../shim/src/scan.rs"]
-pub mod scan;
-#[path = "../../shim/src/unique.rs"]
-pub mod unique;
-#[path = "../../daemon/src/seal.rs"]
-pub mod seal;
+pub use tc_seal as seal;
+pub use tc_shim::vault::gitindex;
+pub use tc_shim::wire::{framing, scan};
 
 use std::future::Future;
 use std::pin::pin;

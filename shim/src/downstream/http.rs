@@ -17,12 +17,12 @@ use tokio::task::AbortHandle;
 use super::client::{Client, ClientError, Response};
 use super::remote::{server_token, Peek, Remote};
 use super::sse::{Kind, Lines};
-use crate::framing::{read_down, Down};
-use crate::gate::Shim;
-use crate::ids::IdKey;
-use crate::mcp_headers;
-use crate::outbox::{Direct, Known, Out, Receiver};
-use crate::results;
+use crate::engine::Shim;
+use crate::wire::framing::{read_down, Down};
+use crate::wire::ids::IdKey;
+use crate::wire::jsonrpc;
+use crate::wire::mcp_headers;
+use crate::wire::outbox::{Direct, Known, Out, Receiver};
 
 const SESSION: &str = "mcp-session-id";
 const VERSION: &str = "mcp-protocol-version";
@@ -181,7 +181,7 @@ impl Conn {
     /// A POST's task ended (or was aborted): its entry goes, and a wait for the last one
     /// is told.
     fn ended(&self, inflight: &mut HashMap<IdKey, (AbortHandle, bool)>, key: &IdKey) {
-        crate::ids::take(inflight, key);
+        crate::wire::ids::take(inflight, key);
         if inflight.is_empty() {
             self.settled.notify_waiters();
         }
@@ -531,7 +531,7 @@ impl Conn {
             tracing::warn!("{why}");
             return;
         };
-        let mut e = results::error(id, results::INTERNAL_ERROR, format!("tc-shim: {why}"));
+        let mut e = jsonrpc::error(id, jsonrpc::INTERNAL_ERROR, format!("tc-shim: {why}"));
         e["error"]["data"] = data;
         self.shim
             .child_frame(Down::Line(e.to_string().into_bytes()));

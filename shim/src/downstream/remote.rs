@@ -8,8 +8,8 @@ use anyhow::{bail, Context};
 use hyper::header::{HeaderMap, HeaderName, HeaderValue, AUTHORIZATION};
 use tc_core::config::VaultConfig;
 
-use crate::mcp_headers;
-pub use crate::peek::Peek;
+use crate::wire::mcp_headers;
+pub use crate::wire::peek::Peek;
 
 /// Where the remote server is and what every request to it carries. The header values
 /// (the bearer token among them) are secrets: Debug shows names only. Shared, not copied:
@@ -159,7 +159,7 @@ mod tests {
     #[test]
     fn a_modern_call_mirrors_method_name_and_version() {
         let line = json!({"jsonrpc":"2.0","id":3,"method":"tools/call","params":{
-            "name":"echo","arguments":{},"_meta":{crate::era::META_VERSION:"2026-07-28"}}});
+            "name":"echo","arguments":{},"_meta":{crate::wire::era::META_VERSION:"2026-07-28"}}});
         let p = Peek::of(line.to_string().as_bytes());
         assert!(p.is_request());
         let mut h = HeaderMap::new();
@@ -168,7 +168,7 @@ mod tests {
         assert_eq!(h["mcp-name"], "echo");
         assert_eq!(h["mcp-protocol-version"], "2026-07-28");
         let line = json!({"jsonrpc":"2.0","id":4,"method":"resources/read","params":{
-            "uri":"file:///é x","_meta":{crate::era::META_VERSION:"2026-07-28"}}});
+            "uri":"file:///é x","_meta":{crate::wire::era::META_VERSION:"2026-07-28"}}});
         let mut h = HeaderMap::new();
         Peek::of(line.to_string().as_bytes()).mirror(&mut h);
         assert_eq!(

@@ -1,4 +1,4 @@
-//! An HTTP answer body as newline-delimited JSON, for [`crate::framing::read_down`]: an
+//! An HTTP answer body as newline-delimited JSON, for [`crate::wire::framing::read_down`]: an
 //! SSE stream becomes one line per event's data, a JSON body one line, both streamed.
 //!
 //! Nothing is held but the chunk being read: an event's data flows through as it comes,

@@ -218,7 +218,7 @@ fn no_token_or_secret_in_logs_events_or_the_database_and_tokens_are_stored_hashe
 /// verified anywhere in the workspace (token lookups use the keyed hash as a key).
 #[test]
 fn mac_tags_are_compared_in_constant_time() {
-    let src = std::fs::read_to_string(workspace().join("daemon/src/seal.rs")).unwrap();
+    let src = std::fs::read_to_string(workspace().join("seal/src/lib.rs")).unwrap();
     let body = |name: &str| -> String {
         let start = src
             .find(&format!("fn {name}("))

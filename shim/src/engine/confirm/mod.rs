@@ -1,0 +1,145 @@
+//! Routes: how a gated call gets a human's approval: its requestState (modern round 2, form
+//! or page link), an `elicit_token`, an approval held by request id, or a new ask.
+
+mod approved;
+pub mod continued;
+pub mod form;
+mod legacy;
+mod modern;
+pub mod preview;
+pub mod summary;
+pub mod url_mode;
+mod url_modern;
+
+use serde_json::{json, Value};
+
+use crate::engine::confirm::continued::Resumed;
+use crate::engine::judge::Judged;
+use crate::engine::refusal;
+use crate::engine::{Approval, Call, Shim};
+use crate::wire::era::{self, Era};
+use form::Route;
+
+/// How a gated call's confirmation ended.
+pub(in crate::engine) enum Obtained {
+    /// Approved: run it.
+    Approved(Approval),
+    /// Its requestState could not be verified: judge it afresh without it.
+    Fresh,
+    /// Answered already (refused, declined, offered, or sent on as a downstream's round).
+    Done,
+}
+
+impl Shim {
+    /// A re-sent call carrying a requestState is judged by that state first (ours, or a
+    /// downstream's round sealed inside ours); a token it still carries is redeemed
+    /// only if the state sends the call back to be judged afresh.
+    pub(in crate::engine) async fn obtain(
+        &self,
+        c: &Call<'_>,
+        msg: &Value,
+        j: &Judged,
+        resuming: bool,
+    ) -> Obtained {
+        if resuming {
+            let no_params = json!({});
+            let params = msg.get("params").unwrap_or(&no_params);
+            return match self.resume_modern(c, params, j.applies).await {
+                Resumed::Approved(a) => Obtained::Approved(a),
+                Resumed::Continue(round) => {
+                    self.forward_continued(c, msg, round, &j.paths, j.read_only)
+                        .await;
+                    Obtained::Done
+                }
+                Resumed::Fresh => Obtained::Fresh,
+                Resumed::Answered => Obtained::Done,
+            };
+        }
+        if let Some(token) = j.args.get("elicit_token").and_then(Value::as_str) {
+            return match self
+                .daemon
+                .redeem(token, c.binding.clone(), c.shown.state_fp)
+                .await
+            {
+                Ok(r) => Obtained::Approved(Approval {
+                    route: "cli_token",
+                    redemption: Some(r),
+                }),
+                Err(e) => {
+                    self.answer(c.id, self.daemon_result(&e, c.shown));
+                    Obtained::Done
+                }
+            };
+        }
+        match self.ask(c, era::request_meta(msg)).await {
+            Some(a) => Obtained::Approved(a),
+            None => Obtained::Done,
+        }
+    }
+
+    /// No answer came with the call: an approval tcd holds for it by request id, else the
+    /// route the client's era and capabilities allow. None when the call was answered.
+    async fn ask(&self, c: &Call<'_>, meta: Option<&Value>) -> Option<Approval> {
+        let (era, caps) = match meta {
+            Some(m) => (Era::Modern, m.get(era::META_CAPS).cloned()),
+            None => (Era::Legacy, self.lock().client_caps.clone()),
+        };
+        let route = form::route(
+            era,
+            caps.as_ref(),
+            self.policy.legacy_elicitation && self.server_requests,
+            self.page.is_some(),
+        );
+        // What a human decided about this exact call by its request id (`approved.rs`).
+        match self.held_approval(c, route).await {
+            approved::Held::Approved(a) => Some(a),
+            approved::Held::Answered => None,
+            approved::Held::Nothing => match route {
+                Route::Cli => {
+                    self.ask_by_request(c).await;
+                    None
+                }
+                Route::Modern => {
+                    self.offer_modern(c).await;
+                    None
+                }
+                Route::ModernUrl => {
+                    let base = self.page.clone().unwrap_or_default();
+                    self.offer_url_modern(c, &base).await;
+                    None
+                }
+                Route::Legacy => self.legacy_round_trip(c).await,
+                Route::Url => {
+                    let base = self.page.clone().unwrap_or_default();
+                    self.url_round_trip(c, &base).await
+                }
+            },
+        }
+    }
+
+    /// Answers `approval_declined` and logs `tc.elicit.declined`.
+    pub(in crate::engine) async fn declined(&self, c: &Call<'_>) {
+        let ev = tc_core::codes::events::DECLINED;
+        if let Err(e) = self
+            .daemon
+            .append_event(ev, c.binding, c.shown.state_fp, json!({}))
+            .await
+        {
+            tracing::warn!("recording the decline failed: {e}");
+        }
+        self.answer(c.id, refusal::approval_declined(c.shown));
+    }
+
+    /// Answers `approval_not_obtained` and logs `tc.elicit.not_obtained`.
+    pub(in crate::engine) async fn not_obtained(&self, c: &Call<'_>, why: &str) {
+        let ev = tc_core::codes::events::NOT_OBTAINED;
+        if let Err(e) = self
+            .daemon
+            .append_event(ev, c.binding, c.shown.state_fp, json!({ "why": why }))
+            .await
+        {
+            tracing::warn!("recording the unobtained approval failed: {e}");
+        }
+        self.answer(c.id, refusal::approval_not_obtained(c.shown, why));
+    }
+}

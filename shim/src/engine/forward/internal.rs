@@ -1,0 +1,73 @@
+//! The shim's own requests to the downstream (`tools/list` before the client asked, a
+//! probe target, the era handshake): in their own id space, each awaited with a timeout.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+
+use crate::engine::{Shim, OWN_ID_PREFIX};
+use crate::wire::era::{self, Era};
+
+/// How long an internal request (tools/list, probe) may take.
+const INTERNAL_TIMEOUT: Duration = Duration::from_secs(30);
+
+impl Shim {
+    /// Sends the shim's own request downstream and waits for its result.
+    pub(in crate::engine) async fn internal(
+        &self,
+        method: &str,
+        params: Value,
+    ) -> Result<Value, String> {
+        let resp = self.internal_raw(method, params).await?;
+        if let Some(e) = resp.get("error") {
+            return Err(format!("downstream {method} failed: {e}"));
+        }
+        Ok(resp.get("result").cloned().unwrap_or(Value::Null))
+    }
+
+    /// Sends the shim's own request downstream (in its own id space, with the modern
+    /// envelope when the downstream is modern) and waits for the whole response.
+    pub(in crate::engine) async fn internal_raw(
+        &self,
+        method: &str,
+        mut params: Value,
+    ) -> Result<Value, String> {
+        let id = format!(
+            "{OWN_ID_PREFIX}{}",
+            self.next_id.fetch_add(1, Ordering::Relaxed)
+        );
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut st = self.lock();
+            if st.child_gone {
+                return Err("the downstream MCP server exited".into());
+            }
+            if matches!(st.down_era, Some((Era::Modern, _))) {
+                if let Some(p) = params.as_object_mut() {
+                    if !p.contains_key("_meta") {
+                        let env = st.envelope.clone().unwrap_or_else(era::default_envelope);
+                        p.insert("_meta".into(), env);
+                    }
+                }
+            }
+            st.internal.insert(id.clone(), tx);
+        }
+        let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
+        if !self.send_child(msg.to_string().into_bytes(), None) {
+            self.lock().internal.remove(&id);
+            return Err("the downstream MCP server is not running".into());
+        }
+        match tokio::time::timeout(INTERNAL_TIMEOUT, rx).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(_)) => Err("the downstream MCP server exited".into()),
+            Err(_) => {
+                self.lock().internal.remove(&id);
+                Err(format!(
+                    "the downstream did not answer {method} within {INTERNAL_TIMEOUT:?}"
+                ))
+            }
+        }
+    }
+}

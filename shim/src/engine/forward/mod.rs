@@ -1,0 +1,302 @@
+//! Forward: a client request or an approved call goes to the downstream (unless cancelled
+//! meanwhile), a held call is answered by the shim, and the exit path fails what waits.
+
+mod internal;
+mod server;
+
+use serde_json::Value;
+use tokio::sync::oneshot;
+
+use crate::engine::confirm::continued::Wrap;
+use crate::engine::judge::Judged;
+use crate::engine::refusal;
+use crate::engine::refusal::judged::policy_result;
+use crate::engine::{key, Approval, Call, Forwarded, Held, Pending, Shim};
+use crate::wire::era;
+use crate::wire::ids;
+use crate::wire::jsonrpc;
+use crate::wire::outbox::Known;
+
+impl Shim {
+    /// Forwards a client request downstream, remembering it so its response can be matched.
+    pub(in crate::engine) fn forward_request(
+        &self,
+        id: &Value,
+        kind: Pending,
+        modern: Option<String>,
+        line: Vec<u8>,
+    ) {
+        self.lock().pending.insert(
+            key(id),
+            Forwarded {
+                id: id.clone(),
+                kind,
+                modern,
+                wrap: None,
+                place: None,
+                grace: false,
+            },
+        );
+        if !self.send_child(line, None) {
+            self.lock().pending.remove(&key(id));
+            self.send_client(&jsonrpc::error(
+                id,
+                jsonrpc::INTERNAL_ERROR,
+                "the downstream MCP server is not running",
+            ));
+        }
+    }
+
+    /// Forwards a held call unless it was cancelled meanwhile (checked under the state lock).
+    pub(in crate::engine) fn forward_held(
+        &self,
+        id: &Value,
+        (line, known): (Vec<u8>, Known),
+        ack: Option<oneshot::Sender<()>>,
+        wrap: Option<Wrap>,
+    ) -> bool {
+        {
+            let mut st = self.lock();
+            let held = ids::take(&mut st.held, &key(id));
+            if held.as_ref().is_some_and(|h| h.cancelled) {
+                return false;
+            }
+            let modern = held.as_ref().is_some_and(|h| h.modern);
+            st.pending.insert(
+                key(id),
+                Forwarded {
+                    id: id.clone(),
+                    kind: Pending::Plain,
+                    modern: modern.then(|| "tools/call".to_string()),
+                    wrap,
+                    place: held.and_then(|h| h.place),
+                    grace: false,
+                },
+            );
+        }
+        if !self.to_child.send_known(line, ack, known) {
+            self.lock().pending.remove(&key(id));
+            self.send_client(&jsonrpc::error(
+                id,
+                jsonrpc::INTERNAL_ERROR,
+                "the downstream MCP server is not running",
+            ));
+        }
+        true
+    }
+
+    /// Runs a call a human approved: the ACL first (a refusal releases the approval), then
+    /// the call as the shim judged it, and once it was written, RecordConsumed.
+    pub(in crate::engine) async fn run_approved(
+        &self,
+        c: &Call<'_>,
+        msg: &Value,
+        approval: Approval,
+        j: &Judged,
+        resuming: bool,
+    ) {
+        // The human may have taken minutes; a server that redefined the tool meanwhile
+        // would run a call judged (paths, ACL, floor) and approved by its old definition.
+        if let Some(why) = Box::pin(self.redefined(&j.name, j.def.as_deref())).await {
+            return self.refuse_redefined(c, &why).await;
+        }
+        if let Err(e) = self.policy.check_acl(&j.paths, j.read_only) {
+            if let Some(r) = &approval.redemption {
+                if let Err(re) = self.daemon.release(r, "acl").await {
+                    tracing::warn!("release after ACL refusal failed: {re}");
+                }
+            }
+            return self.answer(c.id, policy_result(&e));
+        }
+        let (ack_tx, ack_rx) = oneshot::channel();
+        let modern = era::request_meta(msg).is_some();
+        let wrap = (modern || resuming).then(|| Wrap::approved(c));
+        if !self.forward_held(c.id, (stripped(msg), Known::Nothing), Some(ack_tx), wrap) {
+            if let Some(r) = &approval.redemption {
+                if let Err(re) = self.daemon.release(r, "cancelled").await {
+                    tracing::warn!("release after cancellation failed: {re}");
+                }
+            }
+            return;
+        }
+        if ack_rx.await.is_ok() {
+            let redemption = approval.redemption.as_deref().unwrap_or("");
+            if let Err(e) = self
+                .daemon
+                .consumed(
+                    c.binding.clone(),
+                    c.shown.state_fp,
+                    approval.route,
+                    redemption,
+                )
+                .await
+            {
+                tracing::warn!("recording the consumed confirmation failed: {e}");
+            }
+        }
+    }
+
+    /// Why tool `name`'s definition is no longer `judged`, the one its call was judged
+    /// by (a `tools/list_changed` came meanwhile), or None. Listed again when the cache
+    /// was emptied, or lacks the tool (a client's own listing may hold one page only).
+    pub(in crate::engine) async fn redefined(
+        &self,
+        name: &str,
+        judged: Option<&Value>,
+    ) -> Option<String> {
+        let relist = || async {
+            self.list_all_tools()
+                .await
+                .err()
+                .map(|e| format!("its tool list could not be read again ({e})"))
+        };
+        if self.lock().tools.is_none() {
+            if let Some(why) = relist().await {
+                return Some(why);
+            }
+        }
+        let mut now = self.tool_def(name);
+        if now.is_none() && judged.is_some() {
+            if let Some(why) = relist().await {
+                return Some(why);
+            }
+            now = self.tool_def(name);
+        }
+        match (judged, now.as_deref()) {
+            (a, b) if a == b => None,
+            (Some(_), None) => Some(format!("the server no longer lists `{name}`")),
+            (None, Some(_)) => Some(format!(
+                "the server now lists `{name}`, which it did not when the call was judged"
+            )),
+            _ => Some(format!("the server changed the definition of `{name}`")),
+        }
+    }
+
+    /// Answers an approved call whose tool was redefined: `replay_drift`, nothing run, the
+    /// approval not given back (its retry is judged, and asks, afresh).
+    async fn refuse_redefined(&self, c: &Call<'_>, why: &str) {
+        tracing::warn!(tool = %c.shown.tool, "not running an approved call: the server redefined its tool since it was judged");
+        let detail = serde_json::json!({ "why": format!("{why} after the call was judged") });
+        let ev = tc_core::codes::events::NOT_OBTAINED;
+        if let Err(e) = self
+            .daemon
+            .append_event(ev, c.binding, c.shown.state_fp, detail)
+            .await
+        {
+            tracing::warn!("recording the redefined tool failed: {e}");
+        }
+        let text = format!(
+            "tc-shim did not run `{}`: {why} (notifications/tools/list_changed) after this call \
+             was judged and approved. Nothing was run and the approval is spent. Send the call \
+             again if it is still wanted: it is judged against the new definition and needs a \
+             new approval.",
+            c.shown.tool
+        );
+        let r = refusal::tool_error(
+            tc_core::ErrorCode::ReplayDrift,
+            text,
+            c.shown.details(),
+            None,
+        );
+        self.answer(c.id, r);
+    }
+
+    /// Takes a held call out of the table (it is being answered or forwarded).
+    pub(in crate::engine) fn unhold(&self, id: &Value) -> Option<Held> {
+        ids::take(&mut self.lock().held, &key(id))
+    }
+
+    /// Answers a held call with a tool result.
+    pub(in crate::engine) fn answer(&self, id: &Value, mut result: Value) {
+        // Answered here: no downstream answer will come to cap.
+        self.gov.untrack(&key(id));
+        match self.unhold(id) {
+            Some(Held {
+                cancelled: true, ..
+            }) => {}
+            h => {
+                if h.as_ref().is_some_and(|h| h.modern) {
+                    era::mark_complete(&mut result, "tools/call");
+                }
+                if h.as_ref().is_some_and(|h| h.schema) {
+                    refusal::refusal_to_meta(&mut result);
+                }
+                self.send_client(&jsonrpc::response(id, result));
+            }
+        }
+    }
+
+    /// Answers a held call with a JSON-RPC error (the request itself is refused): only a
+    /// call still held and not cancelled (the exit path may have answered it already).
+    pub(in crate::engine) fn answer_error(&self, id: &Value, code: i64, message: String) {
+        self.gov.untrack(&key(id));
+        if self.unhold(id).is_some_and(|h| !h.cancelled) {
+            self.send_client(&jsonrpc::error(id, code, message));
+        }
+    }
+
+    /// The downstream is gone: every pending call gets an error.
+    pub(in crate::engine) fn fail_pending(&self) {
+        let (pending, held) = {
+            let mut st = self.lock();
+            st.child_gone = true;
+            st.internal.clear();
+            self.gov.clear();
+            (
+                std::mem::take(&mut st.pending),
+                std::mem::take(&mut st.held),
+            )
+        };
+        for (_, Forwarded { id, .. }) in pending {
+            self.send_client(&jsonrpc::error(
+                &id,
+                jsonrpc::INTERNAL_ERROR,
+                "the downstream MCP server exited before answering",
+            ));
+        }
+        for (k, h) in held {
+            if !h.cancelled {
+                self.send_client(&jsonrpc::error(
+                    &k.to_value(),
+                    jsonrpc::INTERNAL_ERROR,
+                    "the downstream MCP server exited before answering",
+                ));
+            }
+        }
+    }
+}
+
+/// The call as the downstream gets it: without our token, and without our requestState
+/// and answers (they were addressed to the shim, not to the server).
+pub(in crate::engine) fn stripped(msg: &Value) -> Vec<u8> {
+    let mut m = strip(msg);
+    remove_token(&mut m);
+    m.to_string().into_bytes()
+}
+
+/// Removes `elicit_token` from the call's arguments: it is addressed to the shim.
+pub(in crate::engine) fn remove_token(msg: &mut Value) {
+    if let Some(a) = msg
+        .pointer_mut("/params/arguments")
+        .and_then(Value::as_object_mut)
+    {
+        a.remove("elicit_token");
+    }
+}
+
+/// The call without a requestState and its answers (the token stays: it is the call's).
+pub(in crate::engine) fn strip(msg: &Value) -> Value {
+    let mut m = msg.clone();
+    if let Some(p) = m.get_mut("params").and_then(Value::as_object_mut) {
+        // The snake_case spellings too: the Python SDK reads every field under both.
+        for f in [
+            "requestState",
+            "inputResponses",
+            "request_state",
+            "input_responses",
+        ] {
+            p.remove(f);
+        }
+    }
+    m
+}
