@@ -308,7 +308,7 @@ impl Ctx {
             .arg(&self.config)
             .arg("--socket")
             .arg(&self.socket)
-            .env("TC_LOG", "warn,tc_shim::targets=debug")
+            .env("TC_LOG", "warn,tc_shim::engine::judge::targets=debug")
             .env(ROLE_ENV, "server");
         let mut peer = Peer::spawn(c)?;
         peer.request(

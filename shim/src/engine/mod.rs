@@ -15,6 +15,7 @@
 // requests downstream), `refusals` (what the client is told), `tools` (the tool cache).
 pub mod admission;
 pub mod barrier;
+mod call;
 pub mod confirm;
 pub mod forward;
 pub mod govern;

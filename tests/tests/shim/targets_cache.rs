@@ -38,7 +38,7 @@ fn logged_shim(env: &Env) -> (Vec<String>, PathBuf) {
         5..5,
         [
             "env".to_string(),
-            "TC_LOG=info,tc_shim::targets=debug".into(),
+            "TC_LOG=info,tc_shim::engine::judge::targets=debug".into(),
         ],
     );
     (argv, log)

@@ -11,7 +11,7 @@ use tc_proto::v1::Binding;
 use tokio::sync::oneshot;
 
 use crate::daemon_client::DaemonError;
-use crate::engine::forward::remove_token;
+use crate::engine::judge::remove_token;
 use crate::engine::judge::targets;
 use crate::engine::refusal::judged::{policy_result, unreachable_result};
 use crate::engine::refusal::{self, Shown};

@@ -8,7 +8,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::engine::confirm::continued::Wrap;
-use crate::engine::judge::Judged;
+use crate::engine::judge::{stripped, Judged};
 use crate::engine::refusal;
 use crate::engine::refusal::judged::policy_result;
 use crate::engine::{key, Approval, Call, Forwarded, Held, Pending, Shim};
@@ -264,39 +264,4 @@ impl Shim {
             }
         }
     }
-}
-
-/// The call as the downstream gets it: without our token, and without our requestState
-/// and answers (they were addressed to the shim, not to the server).
-pub(in crate::engine) fn stripped(msg: &Value) -> Vec<u8> {
-    let mut m = strip(msg);
-    remove_token(&mut m);
-    m.to_string().into_bytes()
-}
-
-/// Removes `elicit_token` from the call's arguments: it is addressed to the shim.
-pub(in crate::engine) fn remove_token(msg: &mut Value) {
-    if let Some(a) = msg
-        .pointer_mut("/params/arguments")
-        .and_then(Value::as_object_mut)
-    {
-        a.remove("elicit_token");
-    }
-}
-
-/// The call without a requestState and its answers (the token stays: it is the call's).
-pub(in crate::engine) fn strip(msg: &Value) -> Value {
-    let mut m = msg.clone();
-    if let Some(p) = m.get_mut("params").and_then(Value::as_object_mut) {
-        // The snake_case spellings too: the Python SDK reads every field under both.
-        for f in [
-            "requestState",
-            "inputResponses",
-            "request_state",
-            "input_responses",
-        ] {
-            p.remove(f);
-        }
-    }
-    m
 }
