@@ -187,63 +187,100 @@ pub async fn read_down<R: AsyncBufRead + Unpin>(
 ) -> std::io::Result<Down> {
     let mut lim = limit();
     loop {
-        let mut line = Vec::new();
-        let mut scan: Option<Scanner> = None;
-        let mut bytes = 0u64;
-        loop {
-            let buf = r.fill_buf().await?;
-            if buf.is_empty() {
-                if scan.is_some() || !line.is_empty() {
-                    break;
-                }
-                return Ok(Down::Eof);
-            }
-            let (chunk, done) = match memchr_nl(buf) {
-                Some(i) => (&buf[..i], Some(i + 1)),
-                None => (buf, None),
-            };
-            bytes += chunk.len() as u64;
-            if scan.is_none() && !line.is_empty() {
-                // A line spanning reads: the limit asked before it started may be stale
-                // (the request it answers may have been sent since), so ask again
-                // before it grows: at most one read's worth past the fresh answer.
-                lim = limit();
-            }
-            match scan.as_mut() {
-                Some(s) => s.feed(chunk),
-                None if line.len() + chunk.len() > lim && {
-                    lim = limit();
-                    line.len() + chunk.len() > lim
-                } =>
-                {
-                    let mut s = Scanner::new();
-                    s.feed(&line);
-                    s.feed(chunk);
-                    scan = Some(s);
-                    // Give the prefix back now: the rest of the line may be huge.
-                    line = Vec::new();
-                }
-                None => line.extend_from_slice(chunk),
-            }
-            let consumed = done.unwrap_or(buf.len());
-            r.consume(consumed);
-            if done.is_some() {
-                break;
-            }
+        let Some(streamed) = stream_line(r, &mut lim, limit).await? else {
+            return Ok(Down::Eof);
+        };
+        // A blank line is skipped.
+        if let Some(down) = streamed.finish() {
+            return Ok(down);
         }
-        if let Some(s) = scan {
-            return Ok(Down::Oversize {
-                bytes,
+    }
+}
+
+/// Reads one downstream line, up to its `\n` or the end of the stream, into a
+/// [`Streamed`]; None when the stream ends before any of it.
+async fn stream_line<R: AsyncBufRead + Unpin>(
+    r: &mut R,
+    lim: &mut usize,
+    limit: &mut impl FnMut() -> usize,
+) -> std::io::Result<Option<Streamed>> {
+    let mut s = Streamed::default();
+    loop {
+        let buf = r.fill_buf().await?;
+        if buf.is_empty() {
+            return Ok(if s.is_empty() { None } else { Some(s) });
+        }
+        let (chunk, done) = match memchr_nl(buf) {
+            Some(i) => (&buf[..i], Some(i + 1)),
+            None => (buf, None),
+        };
+        s.take(chunk, lim, limit);
+        let consumed = done.unwrap_or(buf.len());
+        r.consume(consumed);
+        if done.is_some() {
+            return Ok(Some(s));
+        }
+    }
+}
+
+/// One downstream line as it streams in: held while within the limit, scanned (and
+/// dropped) past it.
+#[derive(Default)]
+struct Streamed {
+    line: Vec<u8>,
+    scan: Option<Scanner>,
+    /// Every byte of the line so far, held or not.
+    bytes: u64,
+}
+
+impl Streamed {
+    fn is_empty(&self) -> bool {
+        self.scan.is_none() && self.line.is_empty()
+    }
+
+    /// Takes the next piece of the line (no `\n` in it), asking `limit` again as
+    /// [`read_down`] says.
+    fn take(&mut self, chunk: &[u8], lim: &mut usize, limit: &mut impl FnMut() -> usize) {
+        self.bytes += chunk.len() as u64;
+        if self.scan.is_none() && !self.line.is_empty() {
+            // A line spanning reads: the limit asked before it started may be stale
+            // (the request it answers may have been sent since), so ask again
+            // before it grows: at most one read's worth past the fresh answer.
+            *lim = limit();
+        }
+        match self.scan.as_mut() {
+            Some(s) => s.feed(chunk),
+            None if self.line.len() + chunk.len() > *lim && {
+                *lim = limit();
+                self.line.len() + chunk.len() > *lim
+            } =>
+            {
+                let mut s = Scanner::new();
+                s.feed(&self.line);
+                s.feed(chunk);
+                self.scan = Some(s);
+                // Give the prefix back now: the rest of the line may be huge.
+                self.line = Vec::new();
+            }
+            None => self.line.extend_from_slice(chunk),
+        }
+    }
+
+    /// What the whole line is for the engine; None for a blank line.
+    fn finish(mut self) -> Option<Down> {
+        if let Some(s) = self.scan {
+            return Some(Down::Oversize {
+                bytes: self.bytes,
                 top: s.finish(),
             });
         }
-        if strip_cr(&mut line) {
-            return Ok(Down::InnerCr(line));
+        if strip_cr(&mut self.line) {
+            return Some(Down::InnerCr(self.line));
         }
-        if line.iter().all(|b| b.is_ascii_whitespace()) {
-            continue;
+        if self.line.iter().all(|b| b.is_ascii_whitespace()) {
+            return None;
         }
-        return Ok(Down::Line(line));
+        Some(Down::Line(self.line))
     }
 }
 
@@ -298,203 +335,4 @@ fn next_break(b: &[u8]) -> Option<usize> {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[tokio::test]
-    async fn lines_blank_lines_and_oversize() {
-        let data = b"{\"a\":1}\r\n\n   \nxxxxxxxxxxxx\n{\"b\":2}".to_vec();
-        let mut r = tokio::io::BufReader::with_capacity(4, &data[..]);
-        assert!(
-            matches!(read_frame(&mut r, 10).await.unwrap(), Frame::Line(l) if l == b"{\"a\":1}")
-        );
-        assert!(matches!(
-            read_frame(&mut r, 10).await.unwrap(),
-            Frame::TooLong(12)
-        ));
-        assert!(
-            matches!(read_frame(&mut r, 10).await.unwrap(), Frame::Line(l) if l == b"{\"b\":2}")
-        );
-        assert!(matches!(read_frame(&mut r, 10).await.unwrap(), Frame::Eof));
-    }
-
-    #[tokio::test]
-    async fn downstream_lines_over_the_limit_are_scanned_not_held() {
-        let big = "y".repeat(5000);
-        let data = format!(
-            "{{\"id\":1,\"result\":\"ok\"}}\n\n{{\"result\":{{\"text\":\"{big}\"}},\"id\":\"late\"}}\r\n{{\"id\":3,\"result\":4}}\n{{\"id\":5,\"result\":\"{big}"
-        );
-        let mut r = tokio::io::BufReader::with_capacity(64, data.as_bytes());
-        let mut asked = 0;
-        let mut limit = || {
-            asked += 1;
-            1000
-        };
-        match read_down(&mut r, &mut limit).await.unwrap() {
-            Down::Line(l) => assert_eq!(l, br#"{"id":1,"result":"ok"}"#),
-            other => panic!("{other:?}"),
-        }
-        match read_down(&mut r, &mut limit).await.unwrap() {
-            Down::Oversize { bytes, top } => {
-                // Every byte before the newline counts, the `\r` included.
-                assert_eq!(bytes as usize, big.len() + 35);
-                assert_eq!(top.id, Some(serde_json::json!("late")));
-                assert!(top.is_response() && top.complete);
-            }
-            other => panic!("{other:?}"),
-        }
-        assert!(
-            matches!(read_down(&mut r, &mut limit).await.unwrap(), Down::Line(l) if l == br#"{"id":3,"result":4}"#)
-        );
-        // A last line cut off by the end of the stream still reports its id.
-        match read_down(&mut r, &mut limit).await.unwrap() {
-            Down::Oversize { top, .. } => {
-                assert_eq!(top.id, Some(serde_json::json!(5)));
-                assert!(!top.complete);
-            }
-            other => panic!("{other:?}"),
-        }
-        assert!(matches!(
-            read_down(&mut r, &mut limit).await.unwrap(),
-            Down::Eof
-        ));
-        assert!(
-            asked >= 2,
-            "the limit is asked again before a line is declared oversize"
-        );
-        // A limit that shrinks while the line streams (the capped request was sent after
-        // the read began) is seen before the line is held whole.
-        let mut r = tokio::io::BufReader::with_capacity(64, data.as_bytes());
-        let _ = read_down(&mut r, &mut || 1000).await.unwrap();
-        let mut calls = 0;
-        let mut shrinking = || {
-            calls += 1;
-            if calls == 1 {
-                1 << 20
-            } else {
-                1000
-            }
-        };
-        assert!(
-            matches!(read_down(&mut r, &mut shrinking).await.unwrap(), Down::Oversize { top, .. } if top.id == Some(serde_json::json!("late"))),
-            "a stale, larger limit must not let the line be buffered past the fresh one"
-        );
-        // A limit that grows while the line streams lets it through whole.
-        let mut r = tokio::io::BufReader::with_capacity(64, data.as_bytes());
-        let mut n = 0;
-        let mut growing = || {
-            n += 1;
-            if n == 1 {
-                10
-            } else {
-                1 << 20
-            }
-        };
-        assert!(matches!(
-            read_down(&mut r, &mut growing).await.unwrap(),
-            Down::Line(_)
-        ));
-        assert!(
-            matches!(read_down(&mut r, &mut growing).await.unwrap(), Down::Line(l) if l.len() == big.len() + 34)
-        );
-    }
-
-    #[tokio::test]
-    async fn a_raw_cr_inside_a_line_is_refused_both_ways() {
-        let data =
-            b"{\"a\":1}\r\n{\"method\":\"x\",\"params\":\r{\"b\":2}}\n\r\r\n{\"c\":3}\n".to_vec();
-        let mut r = tokio::io::BufReader::with_capacity(3, &data[..]);
-        assert!(
-            matches!(read_frame(&mut r, 100).await.unwrap(), Frame::Line(l) if l == b"{\"a\":1}")
-        );
-        assert!(
-            matches!(read_frame(&mut r, 100).await.unwrap(), Frame::InnerCr(l) if l.starts_with(b"{\"method\""))
-        );
-        // A blank line of two `\r`: one is the allowed trailing one, the other is inside.
-        assert!(matches!(read_frame(&mut r, 100).await.unwrap(), Frame::InnerCr(l) if l == b"\r"));
-        assert!(
-            matches!(read_frame(&mut r, 100).await.unwrap(), Frame::Line(l) if l == b"{\"c\":3}")
-        );
-        let mut r = tokio::io::BufReader::with_capacity(3, &data[..]);
-        let mut lim = || 100;
-        assert!(matches!(
-            read_down(&mut r, &mut lim).await.unwrap(),
-            Down::Line(_)
-        ));
-        assert!(matches!(
-            read_down(&mut r, &mut lim).await.unwrap(),
-            Down::InnerCr(_)
-        ));
-        assert!(matches!(
-            read_down(&mut r, &mut lim).await.unwrap(),
-            Down::InnerCr(_)
-        ));
-        assert!(matches!(
-            read_down(&mut r, &mut lim).await.unwrap(),
-            Down::Line(_)
-        ));
-        assert_eq!(Rejected::InnerCr.code(), INVALID_REQUEST);
-    }
-
-    #[test]
-    fn refusals_answer_a_request_under_its_id_only() {
-        assert_eq!(
-            refusal_id(b"{\"method\":\"x\",\r\"id\":7}"),
-            serde_json::json!(7)
-        );
-        assert_eq!(refusal_id(b"{\"method\":\"x\",\r\"id\":7.0}"), Value::Null);
-        assert_eq!(refusal_id(b"{\"result\":{},\r\"id\":7}"), Value::Null);
-        assert_eq!(refusal_id(b"{\"method\":\"x\"\r}"), Value::Null);
-        assert_eq!(refusal_id(b"not json\r"), Value::Null);
-    }
-
-    #[test]
-    fn line_breaks_other_readers_see_are_escaped_losslessly() {
-        let v =
-            serde_json::json!({"a": "x\u{2028}y\u{2029}z\u{85}w \u{201c}q\u{201d} \u{e9}\u{c2}"});
-        let raw = serde_json::to_vec(&v).unwrap();
-        let out = escape_breaks(&raw);
-        let text = std::str::from_utf8(&out).unwrap();
-        assert_eq!(text.lines().count(), 1);
-        for c in ['\r', '\n', '\u{85}', '\u{2028}', '\u{2029}'] {
-            assert!(!text.contains(c), "{c:?} in {text}");
-        }
-        assert!(text.contains(r"\u2028") && text.contains(r"\u2029") && text.contains(r"\u0085"));
-        assert_eq!(serde_json::from_slice::<Value>(&out).unwrap(), v);
-        // Whitespace `\r`/`\n` between tokens becomes a space; the value is the same.
-        let ws = b"{\"a\":\r\n1}";
-        assert_eq!(&*escape_breaks(ws), b"{\"a\":  1}");
-        // The common case is not copied.
-        assert!(matches!(
-            escape_breaks(b"{\"id\":1,\"result\":{}}"),
-            Cow::Borrowed(_)
-        ));
-        assert!(
-            matches!(escape_breaks("{\"a\":\"\u{e9}\u{201c}\"}".as_bytes()), Cow::Owned(o) if o == "{\"a\":\"\u{e9}\u{201c}\"}".as_bytes())
-        );
-    }
-
-    #[test]
-    fn other_break_bytes_are_never_valid_json_raw() {
-        #[derive(serde::Deserialize)]
-        struct Any {
-            #[allow(dead_code)]
-            a: serde::de::IgnoredAny,
-        }
-        // Raw control characters are refused even where nothing is built (the envelope).
-        for b in [0x0bu8, 0x0c, 0x1c, 0x1d, 0x1e] {
-            let in_string = [&b"{\"a\":\"x"[..], &[b], &b"\"}"[..]].concat();
-            let between = [&b"{\"a\":"[..], &[b], &b"1}"[..]].concat();
-            for line in [in_string, between] {
-                assert!(serde_json::from_slice::<Value>(&line).is_err(), "{line:?}");
-                assert!(serde_json::from_slice::<Any>(&line).is_err(), "{line:?}");
-                assert!(parse_message(&line).is_err());
-            }
-        }
-        // A lone 0x85 byte (NEL in Latin-1) is not UTF-8: refused where a value is built;
-        // the envelope does not look, so the proxy checks UTF-8 before passing a line on.
-        let nel = b"{\"a\":\"x\x85\"}";
-        assert!(serde_json::from_slice::<Value>(nel).is_err());
-        assert!(parse_message(nel).is_err());
-    }
-}
+mod tests;

@@ -208,119 +208,135 @@ impl Scanner {
         while i < buf.len() {
             match self.st {
                 St::Done | St::Bad => return,
-                St::InKey => {
-                    match self.string(buf, i, |s, b| {
-                        if s.key.len() + b.len() > MAX_KEY_LEN {
-                            s.key_overflow = true;
-                        } else {
-                            s.key.extend_from_slice(b);
-                        }
-                    }) {
-                        Some(next) => {
-                            // The sink took the closing quote too.
-                            if !self.key_overflow {
-                                self.key.pop();
-                            }
-                            self.end_key();
-                            self.st = St::Colon;
-                            i = next;
-                        }
-                        None => return,
-                    }
-                    continue;
+                St::InKey | St::InStr | St::NestedStr => match self.in_string(buf, i) {
+                    Some(next) => i = next,
+                    None => return,
+                },
+                _ => {
+                    self.byte(buf[i]);
+                    i += 1;
                 }
-                St::InStr => {
-                    match self.string(buf, i, |s, b| s.capture(b)) {
-                        Some(next) => {
-                            self.end_value();
-                            i = next;
-                        }
-                        None => return,
+            }
+        }
+    }
+
+    /// Goes on with the string the scan is inside (a key, a top-level string value, or
+    /// a string within a nested value) from `buf[i]`: the index just past its closing
+    /// quote, or None when the piece ends first.
+    fn in_string(&mut self, buf: &[u8], i: usize) -> Option<usize> {
+        match self.st {
+            St::InKey => {
+                let next = self.string(buf, i, |s, b| {
+                    if s.key.len() + b.len() > MAX_KEY_LEN {
+                        s.key_overflow = true;
+                    } else {
+                        s.key.extend_from_slice(b);
                     }
-                    continue;
+                })?;
+                // The sink took the closing quote too.
+                if !self.key_overflow {
+                    self.key.pop();
                 }
-                St::NestedStr => {
-                    match self.string(buf, i, |_, _| {}) {
-                        Some(next) => {
-                            self.st = St::Nested;
-                            i = next;
-                        }
-                        None => return,
-                    }
-                    continue;
+                self.end_key();
+                self.st = St::Colon;
+                Some(next)
+            }
+            St::InStr => {
+                let next = self.string(buf, i, |s, b| s.capture(b))?;
+                self.end_value();
+                Some(next)
+            }
+            St::NestedStr => {
+                let next = self.string(buf, i, |_, _| {})?;
+                self.st = St::Nested;
+                Some(next)
+            }
+            _ => unreachable!("in_string outside a string"),
+        }
+    }
+
+    /// One byte outside any string.
+    fn byte(&mut self, b: u8) {
+        match self.st {
+            St::Start => match b {
+                b'{' => self.st = St::Key,
+                _ if is_ws(b) => {}
+                _ => self.st = St::Bad,
+            },
+            St::Key => match b {
+                b'"' => self.st = St::InKey,
+                b'}' => self.st = St::Done,
+                _ if is_ws(b) => {}
+                _ => self.st = St::Bad,
+            },
+            St::Colon => match b {
+                b':' => self.st = St::Value,
+                _ if is_ws(b) => {}
+                _ => self.st = St::Bad,
+            },
+            St::Value => self.value_start(b),
+            St::InScalar => self.in_scalar(b),
+            St::Nested => self.nested(b),
+            St::AfterValue => match b {
+                b',' => self.st = St::Key,
+                b'}' => self.st = St::Done,
+                _ if is_ws(b) => {}
+                _ => self.st = St::Bad,
+            },
+            St::InKey | St::InStr | St::NestedStr | St::Done | St::Bad => unreachable!(),
+        }
+    }
+
+    /// The first byte of a top-level member's value.
+    fn value_start(&mut self, b: u8) {
+        match b {
+            b'"' => {
+                self.capture(b"\"");
+                self.st = St::InStr;
+            }
+            b'{' | b'[' => {
+                // An object or array id is not a JSON-RPC id.
+                if self.member == Member::Id {
+                    self.capture_overflow = true;
                 }
+                self.depth = 1;
+                self.st = St::Nested;
+            }
+            b'-' | b'0'..=b'9' | b't' | b'f' | b'n' => {
+                self.capture(&[b]);
+                self.st = St::InScalar;
+            }
+            _ if is_ws(b) => {}
+            _ => self.st = St::Bad,
+        }
+    }
+
+    /// A byte of a top-level number / true / false / null, or the one that ends it.
+    fn in_scalar(&mut self, b: u8) {
+        if is_ws(b) || b == b',' || b == b'}' {
+            self.end_value();
+            match b {
+                b',' => self.st = St::Key,
+                b'}' => self.st = St::Done,
                 _ => {}
             }
-            let b = buf[i];
-            i += 1;
-            match self.st {
-                St::Start => match b {
-                    b'{' => self.st = St::Key,
-                    _ if is_ws(b) => {}
-                    _ => self.st = St::Bad,
-                },
-                St::Key => match b {
-                    b'"' => self.st = St::InKey,
-                    b'}' => self.st = St::Done,
-                    _ if is_ws(b) => {}
-                    _ => self.st = St::Bad,
-                },
-                St::Colon => match b {
-                    b':' => self.st = St::Value,
-                    _ if is_ws(b) => {}
-                    _ => self.st = St::Bad,
-                },
-                St::Value => match b {
-                    b'"' => {
-                        self.capture(b"\"");
-                        self.st = St::InStr;
-                    }
-                    b'{' | b'[' => {
-                        // An object or array id is not a JSON-RPC id.
-                        if self.member == Member::Id {
-                            self.capture_overflow = true;
-                        }
-                        self.depth = 1;
-                        self.st = St::Nested;
-                    }
-                    b'-' | b'0'..=b'9' | b't' | b'f' | b'n' => {
-                        self.capture(&[b]);
-                        self.st = St::InScalar;
-                    }
-                    _ if is_ws(b) => {}
-                    _ => self.st = St::Bad,
-                },
-                St::InScalar => {
-                    if is_ws(b) || b == b',' || b == b'}' {
-                        self.end_value();
-                        match b {
-                            b',' => self.st = St::Key,
-                            b'}' => self.st = St::Done,
-                            _ => {}
-                        }
-                    } else {
-                        self.capture(&[b]);
-                    }
+        } else {
+            self.capture(&[b]);
+        }
+    }
+
+    /// A byte within a nested object or array, outside its strings.
+    fn nested(&mut self, b: u8) {
+        match b {
+            b'"' => self.st = St::NestedStr,
+            b'{' | b'[' => self.depth += 1,
+            b'}' | b']' => {
+                self.depth -= 1;
+                if self.depth == 0 {
+                    self.end_value();
                 }
-                St::Nested => match b {
-                    b'"' => self.st = St::NestedStr,
-                    b'{' | b'[' => self.depth += 1,
-                    b'}' | b']' => {
-                        self.depth -= 1;
-                        if self.depth == 0 {
-                            self.end_value();
-                        }
-                    }
-                    _ => {}
-                },
-                St::AfterValue => match b {
-                    b',' => self.st = St::Key,
-                    b'}' => self.st = St::Done,
-                    _ if is_ws(b) => {}
-                    _ => self.st = St::Bad,
-                },
-                St::InKey | St::InStr | St::NestedStr | St::Done | St::Bad => unreachable!(),
             }
+            _ => {}
         }
     }
 
@@ -343,141 +359,4 @@ pub fn scan(line: &[u8]) -> Top {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use serde_json::json;
-
-    /// Feeds `line` in pieces of every size from 1 to 7 bytes: the result must not depend
-    /// on where the reads split it.
-    fn scan_split(line: &[u8]) -> Top {
-        let whole = scan(line);
-        for step in 1..8 {
-            let mut s = Scanner::new();
-            for c in line.chunks(step) {
-                s.feed(c);
-            }
-            assert_eq!(
-                s.finish(),
-                whole,
-                "split by {step}: {}",
-                String::from_utf8_lossy(line)
-            );
-        }
-        whole
-    }
-
-    #[test]
-    fn id_before_and_after_a_huge_string() {
-        let big = "x".repeat(200_000);
-        let before = format!(
-            r#"{{"jsonrpc":"2.0","id":7,"result":{{"content":[{{"type":"text","text":"{big}"}}]}}}}"#
-        );
-        let t = scan_split(before.as_bytes());
-        assert_eq!(t.id, Some(json!(7)));
-        assert!(t.is_response() && t.complete && !t.malformed);
-        let after = format!(
-            r#"{{"result":{{"content":[{{"type":"text","text":"{big}"}}]}},"jsonrpc":"2.0","id":"req-9"}}"#
-        );
-        let t = scan_split(after.as_bytes());
-        assert_eq!(t.id, Some(json!("req-9")));
-        assert!(t.is_response());
-    }
-
-    #[test]
-    fn escaped_quotes_and_backslashes_do_not_end_strings() {
-        // The string holds `\"id\":1,` and a trailing backslash pair: none of it is a key.
-        let line = br#"{"result":{"text":"say \"id\":1, \\\" and \\"},"id":"a\"b\\"}"#;
-        let t = scan_split(line);
-        assert_eq!(t.id, Some(json!("a\"b\\")));
-        assert!(t.is_response() && t.complete);
-        // Unicode escapes in the id and in a key spelling "id".
-        let t = scan_split(br#"{"result":1,"\u0069d":"\u00e9t\u00e9"}"#);
-        assert_eq!(t.id, Some(json!("été")));
-    }
-
-    #[test]
-    fn nested_id_keys_are_not_the_top_level_id() {
-        let line = br#"{"jsonrpc":"2.0","result":{"id":99,"items":[{"id":"inner"},["id",{"id":3}]]},"id":4}"#;
-        let t = scan_split(line);
-        assert_eq!(t.id, Some(json!(4)));
-        let none = br#"{"jsonrpc":"2.0","result":{"id":99,"deep":{"id":"x"}}}"#;
-        let t = scan_split(none);
-        assert_eq!(t.id, None);
-        assert!(t.is_response());
-        // A string value that merely contains `"id":` text at the top level.
-        let t = scan_split(br#"{"result":"\"id\":5","id":6}"#);
-        assert_eq!(t.id, Some(json!(6)));
-    }
-
-    #[test]
-    fn number_and_string_ids_and_odd_spacing() {
-        for (line, id) in [
-            (&br#"{"id":0,"result":null}"#[..], json!(0)),
-            (br#"{"id":-12,"result":{}}"#, json!(-12)),
-            (br#"{"id":1.5e3,"result":{}}"#, json!(1.5e3)),
-            (br#" {  "id" :  42 , "result" : [ ] } "#, json!(42)),
-            (
-                br#"{"result":{},"id":18446744073709551615}"#,
-                json!(18446744073709551615u64),
-            ),
-            (br#"{"result":{},"id":""}"#, json!("")),
-        ] {
-            assert_eq!(
-                scan_split(line).id,
-                Some(id),
-                "{}",
-                String::from_utf8_lossy(line)
-            );
-        }
-        // The last of duplicate ids wins, as in serde_json.
-        assert_eq!(
-            scan_split(br#"{"id":1,"result":2,"id":3}"#).id,
-            Some(json!(3))
-        );
-    }
-
-    #[test]
-    fn requests_notifications_and_non_ids() {
-        let t = scan_split(
-            br#"{"jsonrpc":"2.0","id":5,"method":"sampling/createMessage","params":{"result":1}}"#,
-        );
-        assert!(t.has_method && !t.is_response());
-        assert_eq!(t.id, Some(json!(5)));
-        let t = scan_split(br#"{"jsonrpc":"2.0","method":"notifications/message","params":{}}"#);
-        assert_eq!(t.id, None);
-        assert!(!t.is_response());
-        // null, object and array ids are not ids; an error response still is a response.
-        assert_eq!(scan_split(br#"{"id":null,"error":{"code":1}}"#).id, None);
-        assert_eq!(scan_split(br#"{"id":{"a":1},"result":1}"#).id, None);
-        assert_eq!(scan_split(br#"{"id":[1],"result":1}"#).id, None);
-        assert!(scan_split(br#"{"id":2,"error":{"code":1}}"#).is_response());
-        // An over-long id is dropped rather than held.
-        let long = format!(r#"{{"id":"{}","result":1}}"#, "i".repeat(MAX_ID_LEN + 10));
-        assert_eq!(scan_split(long.as_bytes()).id, None);
-    }
-
-    #[test]
-    fn malformed_and_truncated_lines() {
-        assert!(scan(b"[1,2,3]").malformed);
-        assert!(scan(b"not json").malformed);
-        let t = scan(br#"{"id":3,"result":{"text":"unterminated"#);
-        assert!(!t.complete && t.malformed);
-        assert_eq!(
-            t.id,
-            Some(json!(3)),
-            "an id read before the cut is still known"
-        );
-        let t = scan(br#"{"result":1,"id":12"#);
-        assert_eq!(t.id, Some(json!(12)));
-        assert!(!t.complete);
-    }
-
-    #[test]
-    fn a_huge_key_is_skipped_without_being_kept() {
-        let key = "k".repeat(100_000);
-        let line = format!(r#"{{"{key}":1,"id":8,"result":true}}"#);
-        let t = scan_split(line.as_bytes());
-        assert_eq!(t.id, Some(json!(8)));
-        assert!(t.is_response());
-    }
-}
+mod tests;
