@@ -13,6 +13,7 @@ use crate::engine::confirm::{form, Obtained};
 use crate::engine::judge::{reserved_argument, strip, stripped, Judged};
 use crate::engine::refusal::judged::policy_result;
 use crate::engine::refusal::judged::{reserved_argument_result, target_result};
+use crate::engine::refusal::Refusal;
 use crate::engine::refusal::Shown;
 use crate::engine::{key, Call, SentParams, Shim};
 use crate::wire::era;
@@ -57,9 +58,8 @@ impl Shim {
             // Without a string name there is nothing to judge, and a server that read a
             // number or a list as a name would run a call the gate never saw: refused.
             let text = "tools/call needs params.name, a string; the call was not run";
-            let r =
-                crate::engine::refusal::tool_error(ErrorCode::InvalidInput, text, json!({}), None);
-            return self.answer(&id, r);
+            let r = Refusal::new(ErrorCode::InvalidInput, text, json!({}));
+            return self.refuse(&id, r);
         };
         let Some(j) = self.judge(&id, &msg, name, sent).await else {
             return;
@@ -95,7 +95,7 @@ impl Shim {
             return;
         }
         if let Err(e) = self.policy.check_acl(&j.paths, j.read_only) {
-            return self.answer(id, policy_result(&e));
+            return self.refuse(id, policy_result(&e));
         }
         let has_gate = j.gate.is_some();
         // A tool with a gate entry whose `when` did not hold goes out as the shim read
@@ -128,14 +128,14 @@ impl Shim {
         // The args_hash leaves out tc's own fields, so a gated call must not carry them
         // to the downstream: approved arguments plus an unbound extra would run.
         if let Some(k) = reserved_argument(&j.args) {
-            self.answer(id, reserved_argument_result(&j.name, k));
+            self.refuse(id, reserved_argument_result(&j.name, k));
             return false;
         }
         let binding = self.binding(&j.name, &j.args);
         let state_fp = match self.state_fp(gate, &j.args).await {
             Ok(fp) => fp,
             Err(e) => {
-                self.answer(id, target_result(&j.name, &e));
+                self.refuse(id, target_result(&j.name, &e));
                 return false;
             }
         };

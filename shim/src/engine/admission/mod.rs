@@ -14,7 +14,7 @@ use serde_json::{json, Value};
 use tc_core::ErrorCode;
 
 use crate::engine::barrier::Place;
-use crate::engine::refusal;
+use crate::engine::refusal::Refusal;
 use crate::engine::{key, Held, Pending, SentParams, Shim, OWN_ID_PREFIX};
 use crate::wire::era::{self, Era};
 use crate::wire::framing::{parse_message, refusal_id, Rejected};
@@ -263,10 +263,9 @@ impl Shim {
                 let line = inner.to_string().into_bytes();
                 self.spawn_call(id, inner, line, params);
             }
-            Some(lean::FacadeCall::Bad(why)) => self.answer(
-                &id,
-                refusal::tool_error(ErrorCode::InvalidInput, why, json!({}), None),
-            ),
+            Some(lean::FacadeCall::Bad(why)) => {
+                self.refuse(&id, Refusal::new(ErrorCode::InvalidInput, why, json!({})))
+            }
         }
     }
 

@@ -61,7 +61,7 @@ impl Shim {
             Some(Reason::Expired) => by_request::expired(c.shown, &why),
             _ => self.daemon_result(e, c.shown),
         };
-        self.answer(c.id, r);
+        self.refuse(c.id, r);
     }
 
     /// Records the raised request with what the human is shown; its id, or the refusal
@@ -95,7 +95,7 @@ impl Shim {
         let summary = summarize_gated(c.shown.tool, c.args, c.gate);
         if let Some(id) = self.raise_call(c, &summary).await {
             let mode = self.daemon.mode();
-            self.answer(c.id, by_request::approve_required(c.shown, &id, &mode));
+            self.refuse(c.id, by_request::approve_required(c.shown, &id, &mode));
         }
     }
 
@@ -132,7 +132,7 @@ impl Shim {
                     }
                 };
                 self.log_not_obtained(c, why).await;
-                self.answer(c.id, by_request::not_obtained(c.shown, &id, why));
+                self.refuse(c.id, by_request::not_obtained(c.shown, &id, why));
                 None
             }
             Err(e) => {
@@ -147,7 +147,7 @@ impl Shim {
     /// tcd's Decline logs `tc.elicit.declined`; only if it fails does the shim log it.
     pub(in crate::engine) async fn declined_with_request(&self, c: &Call<'_>, id: &str) {
         match self.daemon.decline(id, "declined in the MCP client").await {
-            Ok(_) => self.answer(c.id, crate::engine::refusal::approval_declined(c.shown)),
+            Ok(_) => self.refuse(c.id, crate::engine::refusal::approval_declined(c.shown)),
             Err(e) => {
                 tracing::info!("recording the client's decline in tcd failed: {e}");
                 self.declined(c).await;

@@ -14,7 +14,8 @@ use crate::daemon_client::DaemonError;
 use crate::engine::judge::remove_token;
 use crate::engine::judge::targets;
 use crate::engine::refusal::judged::{policy_result, unreachable_result};
-use crate::engine::refusal::{self, Shown};
+use crate::engine::refusal::Refusal;
+use crate::engine::refusal::Shown;
 use crate::engine::{key, Approval, Call, Held, Shim};
 use crate::wire::era;
 use crate::wire::jsonrpc;
@@ -214,7 +215,7 @@ impl Shim {
         let sealed = self.seal_inner(w, &fp, state).await;
         // Its state cannot go out bare: the re-sent call would be taken for an answer to
         // our form. Nothing ran that a refusal hides (the downstream only asked).
-        let mut result = match sealed {
+        let refusal = match sealed {
             Ok(ours) => {
                 let mut result = msg.get("result").cloned().unwrap_or_default();
                 result["requestState"] = json!(ours);
@@ -234,7 +235,7 @@ impl Shim {
                 );
                 let mut d = shown.details();
                 d["reason"] = json!("bad_argument");
-                refusal::tool_error(ErrorCode::InvalidInput, text, d, None)
+                Refusal::new(ErrorCode::InvalidInput, text, d)
             }
             Err(Unsealed::Daemon(DaemonError::Unreachable { socket, why })) => unreachable_result(
                 &format!(
@@ -248,13 +249,11 @@ impl Shim {
             ),
             Err(Unsealed::Daemon(e)) => self.daemon_result(&e, &shown),
         };
-        era::mark_complete(&mut result, "tools/call");
-        if self
+        let schema = self
             .tool_def(&b.tool)
-            .is_some_and(|d| d.get("outputSchema").is_some())
-        {
-            refusal::refusal_to_meta(&mut result);
-        }
+            .is_some_and(|d| d.get("outputSchema").is_some());
+        let mut result = refusal.render(schema);
+        era::mark_complete(&mut result, "tools/call");
         result
     }
 
@@ -313,10 +312,7 @@ impl Shim {
             );
             let mut d = c.shown.details();
             d["reason"] = json!("invalid");
-            self.answer(
-                c.id,
-                refusal::tool_error(ErrorCode::InvalidInput, text, d, None),
-            );
+            self.refuse(c.id, Refusal::new(ErrorCode::InvalidInput, text, d));
             return Resumed::Answered;
         };
         // A round of an approved call runs the call again under that approval: only if
@@ -330,10 +326,7 @@ impl Shim {
             );
             let mut d = c.shown.details();
             d["reason"] = json!("invalid");
-            self.answer(
-                c.id,
-                refusal::tool_error(ErrorCode::InvalidInput, text, d, None),
-            );
+            self.refuse(c.id, Refusal::new(ErrorCode::InvalidInput, text, d));
             return Resumed::Answered;
         }
         let current = if inner.approved { c.shown.state_fp } else { "" };
@@ -364,7 +357,7 @@ impl Shim {
         read_only: bool,
     ) {
         if let Err(e) = self.policy.check_acl(paths, read_only) {
-            return self.answer(c.id, policy_result(&e));
+            return self.refuse(c.id, policy_result(&e));
         }
         let wrap = if round.approved {
             Wrap::approved(c)

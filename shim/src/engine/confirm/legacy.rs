@@ -9,7 +9,8 @@ use tokio::sync::oneshot;
 
 use crate::engine::confirm::form::{self, Answer};
 use crate::engine::confirm::summary::summarize_gated;
-use crate::engine::refusal::{self, Shown};
+use crate::engine::refusal::Refusal;
+use crate::engine::refusal::Shown;
 use crate::engine::{key, Approval, Call, Shim, OWN_ID_PREFIX};
 use crate::wire::era::{self, Era};
 use crate::wire::value::at;
@@ -34,7 +35,7 @@ impl Shim {
         {
             Ok(st) => st,
             Err(e) => {
-                self.answer(c.id, self.daemon_result(&e, s));
+                self.refuse(c.id, self.daemon_result(&e, s));
                 return None;
             }
         };
@@ -158,9 +159,9 @@ impl Shim {
                     "Cannot recompute the confirmation target of `{}` after approval: {e}. Nothing was run.",
                     s.tool
                 );
-                self.answer(
+                self.refuse(
                     c.id,
-                    refusal::tool_error(ErrorCode::InvalidInput, text, s.details(), None),
+                    Refusal::new(ErrorCode::InvalidInput, text, s.details()),
                 );
                 return None;
             }
@@ -187,7 +188,7 @@ impl Shim {
                 redemption: None,
             }),
             Err(e) => {
-                self.answer(c.id, self.daemon_result(&e, s));
+                self.refuse(c.id, self.daemon_result(&e, s));
                 None
             }
         }

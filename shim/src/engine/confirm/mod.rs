@@ -66,7 +66,7 @@ impl Shim {
                     redemption: Some(r),
                 }),
                 Err(e) => {
-                    self.answer(c.id, self.daemon_result(&e, c.shown));
+                    self.refuse(c.id, self.daemon_result(&e, c.shown));
                     Obtained::Done
                 }
             };
@@ -127,7 +127,7 @@ impl Shim {
         {
             tracing::warn!("recording the decline failed: {e}");
         }
-        self.answer(c.id, refusal::approval_declined(c.shown));
+        self.refuse(c.id, refusal::approval_declined(c.shown));
     }
 
     /// Answers `approval_not_obtained` and logs `tc.elicit.not_obtained`.
@@ -140,6 +140,6 @@ impl Shim {
         {
             tracing::warn!("recording the unobtained approval failed: {e}");
         }
-        self.answer(c.id, refusal::approval_not_obtained(c.shown, why));
+        self.refuse(c.id, refusal::approval_not_obtained(c.shown, why));
     }
 }

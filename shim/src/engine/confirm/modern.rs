@@ -9,7 +9,7 @@ use crate::engine::confirm::continued::Resumed;
 use crate::engine::confirm::form::{self, Answer};
 use crate::engine::confirm::summary::summarize_gated;
 use crate::engine::confirm::url_modern::{url_answer, UrlInner};
-use crate::engine::refusal;
+use crate::engine::refusal::Refusal;
 use crate::engine::{Approval, Call, Shim};
 
 impl Shim {
@@ -30,7 +30,7 @@ impl Shim {
                 let msg = self.prompt(c, &summary, &request_id);
                 self.answer(c.id, form::input_required(&state, &msg));
             }
-            Err(e) => self.answer(c.id, self.daemon_result(&e, s)),
+            Err(e) => self.refuse(c.id, self.daemon_result(&e, s)),
         }
     }
 
@@ -176,10 +176,7 @@ impl Shim {
                 );
                 let mut d = c.shown.details();
                 d["reason"] = json!("spent");
-                self.answer(
-                    c.id,
-                    refusal::tool_error(ErrorCode::InvalidInput, text, d, None),
-                );
+                self.refuse(c.id, Refusal::new(ErrorCode::InvalidInput, text, d));
             }
             Some(
                 Reason::Invalid
@@ -195,7 +192,7 @@ impl Shim {
                 );
                 return Resumed::Fresh;
             }
-            _ => self.answer(c.id, self.daemon_result(e, c.shown)),
+            _ => self.refuse(c.id, self.daemon_result(e, c.shown)),
         }
         Resumed::Answered
     }

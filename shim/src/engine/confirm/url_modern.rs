@@ -68,7 +68,7 @@ impl Shim {
                 let msg = url_message(c.shown, &summary, &request_id);
                 self.answer(c.id, form::input_required_url(&state, &msg, &url));
             }
-            Err(e) => self.answer(c.id, self.daemon_result(&e, c.shown)),
+            Err(e) => self.refuse(c.id, self.daemon_result(&e, c.shown)),
         }
     }
 
@@ -186,7 +186,7 @@ impl Shim {
         let url = request_url(&base, request_id).unwrap_or_default();
         let mode = self.daemon.mode();
         let r = by_request::page_not_obtained(c.shown, request_id, &url, why, &mode);
-        self.answer(c.id, r);
+        self.refuse(c.id, r);
         Resumed::Answered
     }
 }

@@ -9,8 +9,8 @@ use tokio::sync::oneshot;
 
 use crate::engine::confirm::continued::Wrap;
 use crate::engine::judge::{stripped, Judged};
-use crate::engine::refusal;
 use crate::engine::refusal::judged::policy_result;
+use crate::engine::refusal::Refusal;
 use crate::engine::{key, Approval, Call, Forwarded, Held, Pending, Shim};
 use crate::wire::era;
 use crate::wire::ids;
@@ -106,7 +106,7 @@ impl Shim {
                     tracing::warn!("release after ACL refusal failed: {re}");
                 }
             }
-            return self.answer(c.id, policy_result(&e));
+            return self.refuse(c.id, policy_result(&e));
         }
         let (ack_tx, ack_rx) = oneshot::channel();
         let modern = era::request_meta(msg).is_some();
@@ -192,18 +192,19 @@ impl Shim {
              new approval.",
             c.shown.tool
         );
-        let r = refusal::tool_error(
-            tc_core::ErrorCode::ReplayDrift,
-            text,
-            c.shown.details(),
-            None,
-        );
-        self.answer(c.id, r);
+        let r = Refusal::new(tc_core::ErrorCode::ReplayDrift, text, c.shown.details());
+        self.refuse(c.id, r);
     }
 
     /// Takes a held call out of the table (it is being answered or forwarded).
     pub(in crate::engine) fn unhold(&self, id: &Value) -> Option<Held> {
         ids::take(&mut self.lock().held, &key(id))
+    }
+
+    /// Answers a held call with a refusal, rendered for its tool (see [`Refusal::render`]).
+    pub(in crate::engine) fn refuse(&self, id: &Value, r: Refusal) {
+        let schema = self.lock().held.get(&key(id)).is_some_and(|h| h.schema);
+        self.answer(id, r.render(schema));
     }
 
     /// Answers a held call with a tool result.
@@ -217,9 +218,6 @@ impl Shim {
             h => {
                 if h.as_ref().is_some_and(|h| h.modern) {
                     era::mark_complete(&mut result, "tools/call");
-                }
-                if h.as_ref().is_some_and(|h| h.schema) {
-                    refusal::refusal_to_meta(&mut result);
                 }
                 self.send_client(&jsonrpc::response(id, result));
             }

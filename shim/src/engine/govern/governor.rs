@@ -16,7 +16,7 @@ use tc_core::config::{GovernorConfig, Paged};
 use tc_core::ErrorCode;
 use tokio::sync::oneshot;
 
-use crate::engine::refusal;
+use crate::engine::refusal::Refusal;
 use crate::wire::ids::IdKey;
 use crate::wire::jsonrpc;
 
@@ -512,55 +512,46 @@ pub fn empty_page(p: &Page<'_>, schema: bool) -> Value {
     } else {
         ErrorCode::InvalidInput
     };
-    let mut r = refusal::tool_error(code, p.text(), p.meta(), None);
-    if schema {
-        refusal::refusal_to_meta(&mut r);
-    }
+    let mut r = Refusal::new(code, p.text(), p.meta()).render(schema);
     merge_meta(&mut r, PAGING_META, p.meta());
     r
 }
 
 /// The refusal of a `tools/call` result over the cap.
-pub fn overflow_result(tool: &str, bytes: u64, limit: usize) -> Value {
-    refusal::tool_error(
+pub fn overflow_result(tool: &str, bytes: u64, limit: usize) -> Refusal {
+    Refusal::new(
         ErrorCode::Overflow,
         format!(
             "Refused: the result of `{tool}` is {bytes} bytes, over the governor limit of {limit} bytes \
              (governor.max_response_bytes), so it was not passed on. Ask for less (a smaller range, fewer \
              items, a narrower query) instead of repeating the same call."
         ),
-        json!({"tool": tool, "bytes": bytes, "limit": limit}),
-        None,
-    )
+        json!({"tool": tool, "bytes": bytes, "limit": limit}))
 }
 
 /// The refusal of a paged call whose downstream asked a question of its own
 /// (`input_required`): a page's round cannot be carried back through the paged call.
-pub fn paged_question_refusal(tool: &str) -> Value {
-    refusal::tool_error(
+pub fn paged_question_refusal(tool: &str) -> Refusal {
+    Refusal::new(
         ErrorCode::InvalidInput,
         format!(
             "Refused: `{tool}` asked a question of its own (input_required) while tc was serving it \
              page by page, and a paged call cannot carry the server's question back. Nothing was run. \
              Tell the human: `{tool}` should not be listed under [[vaults.paged]] for this server."
         ),
-        json!({"tool": tool, "reason": "paged_input_required"}),
-        None,
-    )
+        json!({"tool": tool, "reason": "paged_input_required"}))
 }
 
 /// The refusal of a cursor the daemon would not open (`reason`: expired, invalid,
 /// foreign or request_mismatch).
-pub fn cursor_refusal(tool: &str, reason: &str, why: &str) -> Value {
-    refusal::tool_error(
+pub fn cursor_refusal(tool: &str, reason: &str, why: &str) -> Refusal {
+    Refusal::new(
         ErrorCode::InvalidInput,
         format!(
             "Refused: the cursor given to `{tool}` is not valid for this call ({reason}: {why}). Nothing was \
              read. Send the call again without `cursor` to start from the first page."
         ),
-        json!({"tool": tool, "argument": "cursor", "reason": reason}),
-        None,
-    )
+        json!({"tool": tool, "argument": "cursor", "reason": reason}))
 }
 
 /// The refusal of a `resources/read` over the cap: a plain JSON-RPC error.
@@ -780,7 +771,10 @@ mod tests {
         // Nothing served: an isError result, code too_large, refusal in _meta for schema tools.
         let e = empty_page(&page, true);
         assert_eq!(e["isError"], true);
-        assert_eq!(e["_meta"][refusal::REFUSAL_META]["code"], "too_large");
+        assert_eq!(
+            e["_meta"][crate::engine::refusal::REFUSAL_META]["code"],
+            "too_large"
+        );
         assert_eq!(e["_meta"][PAGING_META]["next_cursor"], "tc1.abc");
     }
 

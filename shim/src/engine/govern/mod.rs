@@ -11,7 +11,7 @@ use tc_core::codes::events;
 use tc_proto::v1;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::engine::refusal;
+use crate::engine::refusal::Refusal;
 use crate::engine::{key, Forwarded, Shim};
 use crate::wire::era;
 use crate::wire::framing::MAX_LINE;
@@ -146,13 +146,10 @@ impl Shim {
 
     /// Answers with the `overflow` refusal of a `tools/call` result.
     fn overflow(&self, id: &Value, p: &Forwarded, tool: &str, args_hash: &str, bytes: u64) {
-        let mut r = self.overflow_refusal(tool, args_hash, bytes);
-        if self
+        let schema = self
             .tool_def(tool)
-            .is_some_and(|d| d.get("outputSchema").is_some())
-        {
-            refusal::refusal_to_meta(&mut r);
-        }
+            .is_some_and(|d| d.get("outputSchema").is_some());
+        let mut r = self.overflow_refusal(tool, args_hash, bytes).render(schema);
         if p.modern.is_some() {
             era::mark_complete(&mut r, "tools/call");
         }
@@ -166,7 +163,7 @@ impl Shim {
         tool: &str,
         args_hash: &str,
         bytes: u64,
-    ) -> Value {
+    ) -> Refusal {
         let cap = self.gov.cap;
         tracing::warn!(
             tool,

@@ -14,6 +14,7 @@ use crate::engine::govern::governor::{
 };
 use crate::engine::judge::policy::PolicyError;
 use crate::engine::refusal::judged::policy_result;
+use crate::engine::refusal::Refusal;
 use crate::engine::{key, Shim};
 use crate::wire::era;
 use crate::wire::jsonrpc;
@@ -72,7 +73,7 @@ impl Shim {
         // The client's own id never reaches the downstream: pages use their own ids.
         self.gov.untrack(&key(id));
         if let Err(e) = self.check_other_paths(tool, args, &items_arg, read_only) {
-            self.answer(id, policy_result(&e));
+            self.refuse(id, policy_result(&e));
             return true;
         }
         let binding = Binding {
@@ -84,7 +85,7 @@ impl Shim {
         let from = match self.page_start(tool, args, &binding, items.len()).await {
             Ok(from) => from,
             Err(r) => {
-                self.answer(id, r);
+                self.refuse(id, r);
                 return true;
             }
         };
@@ -134,7 +135,7 @@ impl Shim {
         args: &Value,
         binding: &Binding,
         n: usize,
-    ) -> Result<usize, Value> {
+    ) -> Result<usize, Refusal> {
         let Some(c) = args.get("cursor").filter(|c| !c.is_null()) else {
             return Ok(0);
         };
@@ -275,7 +276,7 @@ impl Shim {
         if downstream_round(&resp).is_some() {
             // Its state is bound to this page's items, not to the call: the
             // re-sent call could not carry it back. It only asked; nothing ran.
-            self.answer(p.id, governor::paged_question_refusal(p.tool));
+            self.refuse(p.id, governor::paged_question_refusal(p.tool));
             return None;
         }
         let cursor = self.next_cursor(p, plan, cursors).await?;
@@ -307,7 +308,7 @@ impl Shim {
         {
             Ok(c) => Some(c),
             Err(r) => {
-                self.answer(p.id, r);
+                self.refuse(p.id, r);
                 None
             }
         }

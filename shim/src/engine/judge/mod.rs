@@ -60,7 +60,7 @@ impl Shim {
             // Without the tool list the floor (destructiveHint) cannot be seen: fail closed
             // for every tool the policy does not already gate.
             if gate.is_none() {
-                self.answer(id, unlisted_result(&name, &e));
+                self.refuse(id, unlisted_result(&name, &e));
                 return None;
             }
         }
@@ -76,7 +76,7 @@ impl Shim {
             }
         }
         if policy::is_floor(def) && gate.is_none() {
-            self.answer(id, floor_result(&name, def));
+            self.refuse(id, floor_result(&name, def));
             return None;
         }
         let paths = match self.resolve_paths(&name, tool.as_ref(), &args, gate.as_ref()) {
@@ -144,7 +144,7 @@ impl Shim {
 
     /// Answers a call the policy refused; None, for [`Shim::judge`] to return.
     fn refused<T>(&self, id: &Value, e: &PolicyError) -> Option<T> {
-        self.answer(id, policy_result(e));
+        self.refuse(id, policy_result(e));
         None
     }
 

@@ -9,7 +9,7 @@ use tc_core::ErrorCode;
 
 use crate::engine::admission::lean;
 use crate::engine::judge::policy::{self, ArgSpec, Policy};
-use crate::engine::refusal;
+use crate::engine::refusal::Refusal;
 use crate::engine::Shim;
 use crate::wire::era;
 use crate::wire::jsonrpc;
@@ -206,13 +206,12 @@ impl Shim {
                     .collect();
                 self.answer(&id, lean::catalogue(visible));
             }
-            Err(e) => self.answer(
+            Err(e) => self.refuse(
                 &id,
-                refusal::tool_error(
+                Refusal::new(
                     ErrorCode::InvalidInput,
                     format!("tc-shim could not read the server's tool list: {e}"),
                     json!({}),
-                    None,
                 ),
             ),
         }

@@ -7,7 +7,7 @@ use tc_core::display::escape;
 use tc_core::ErrorCode;
 
 use crate::engine::confirm::form::describe_targets;
-use crate::engine::refusal::{elicit_command, tool_error, Shown};
+use crate::engine::refusal::{elicit_command, Refusal, Shown};
 
 /// The command that approves request `id`.
 pub fn approve_command(id: &str) -> String {
@@ -47,7 +47,7 @@ fn token_where(s: &Shown<'_>) -> &'static str {
 
 /// The route-1 refusal: ask the human to approve request `id`, then retry the identical
 /// call. The `tcctl elicit` token route stays available (and is the `recovery.command`).
-pub fn approve_required(s: &Shown<'_>, id: &str, mode: &str) -> Value {
+pub fn approve_required(s: &Shown<'_>, id: &str, mode: &str) -> Refusal {
     let approve = approve_command(id);
     let cmd = elicit_command(s);
     let again = if s.lean {
@@ -66,16 +66,12 @@ pub fn approve_required(s: &Shown<'_>, id: &str, mode: &str) -> Value {
         token = token_where(s),
         mode = mode_note(mode),
     );
-    tool_error(
-        ErrorCode::ElicitRequired,
-        text,
-        details(s, id, mode),
-        Some(json!({ "command": cmd, "approve": approve })),
-    )
+    Refusal::new(ErrorCode::ElicitRequired, text, details(s, id, mode))
+        .recovery(json!({ "command": cmd, "approve": approve }))
 }
 
 /// The human declined the request (`tcctl decline`): the hard stop, with their reason.
-pub fn declined(s: &Shown<'_>, why: &str) -> Value {
+pub fn declined(s: &Shown<'_>, why: &str) -> Refusal {
     let text = format!(
         "The human DECLINED the tool call `{}` ({}). Nothing was run. Do not retry it, do not work \
          around it by other means, and do not ask for a confirmation token: tell the human the \
@@ -85,11 +81,11 @@ pub fn declined(s: &Shown<'_>, why: &str) -> Value {
     );
     let mut d = s.details();
     d["reason"] = json!(why);
-    tool_error(ErrorCode::ApprovalDeclined, text, d, None)
+    Refusal::new(ErrorCode::ApprovalDeclined, text, d)
 }
 
 /// The request expired before anyone answered it: nobody declined; a retry asks afresh.
-pub fn expired(s: &Shown<'_>, why: &str) -> Value {
+pub fn expired(s: &Shown<'_>, why: &str) -> Refusal {
     let text = format!(
         "The confirmation request for `{}` EXPIRED before the human answered it ({}). Nothing was \
          run, and nobody declined it. If the call is still wanted, send it again: that raises a \
@@ -97,11 +93,11 @@ pub fn expired(s: &Shown<'_>, why: &str) -> Value {
         s.tool,
         escape(why)
     );
-    tool_error(ErrorCode::RequestExpired, text, s.details(), None)
+    Refusal::new(ErrorCode::RequestExpired, text, s.details())
 }
 
 /// Guarded mode: the client accepted, but tcd holds no factor-backed approval.
-pub fn not_obtained(s: &Shown<'_>, id: &str, why: &str) -> Value {
+pub fn not_obtained(s: &Shown<'_>, id: &str, why: &str) -> Refusal {
     let approve = approve_command(id);
     let text = format!(
         "Approval for the tool call `{tool}` was not obtained ({why}); nothing was run and nobody \
@@ -113,18 +109,13 @@ pub fn not_obtained(s: &Shown<'_>, id: &str, why: &str) -> Value {
     );
     let mut d = details(s, id, "guarded");
     d["why"] = json!(why);
-    tool_error(
-        ErrorCode::ApprovalNotObtained,
-        text,
-        d,
-        Some(json!({ "approve": approve })),
-    )
+    Refusal::new(ErrorCode::ApprovalNotObtained, text, d).recovery(json!({ "approve": approve }))
 }
 
 /// Route 3u, the link was dismissed (or the call came back without an answer to it): the
 /// request stays pending on the page; approving it there or with `tcctl approve ID`, then
 /// the identical retry, runs the call once.
-pub fn page_not_obtained(s: &Shown<'_>, id: &str, url: &str, why: &str, mode: &str) -> Value {
+pub fn page_not_obtained(s: &Shown<'_>, id: &str, url: &str, why: &str, mode: &str) -> Refusal {
     let approve = approve_command(id);
     let text = format!(
         "Approval for the tool call `{tool}` was not obtained ({why}); nothing was run and nobody          declined it. STOP and ask the human to approve request {id} on tc's approval page:
@@ -143,12 +134,8 @@ Only after the human          says they approved it, send exactly the same call 
     let mut d = details(s, id, mode);
     d["why"] = json!(why);
     d["url"] = json!(url);
-    tool_error(
-        ErrorCode::ApprovalNotObtained,
-        text,
-        d,
-        Some(json!({ "approve": approve, "url": url })),
-    )
+    Refusal::new(ErrorCode::ApprovalNotObtained, text, d)
+        .recovery(json!({ "approve": approve, "url": url }))
 }
 
 /// The guarded-mode prompt: what the call is, and that the human approves it with their
@@ -189,7 +176,7 @@ mod tests {
 
     #[test]
     fn the_refusal_asks_for_tcctl_approve_and_keeps_the_token_route() {
-        let r = approve_required(&shown(), "abcd2345", "personal");
+        let r = approve_required(&shown(), "abcd2345", "personal").render(false);
         let sc = &r["structuredContent"];
         assert_eq!(sc["code"], "elicit_required");
         assert_eq!(sc["details"]["request_id"], "abcd2345");
@@ -208,15 +195,15 @@ mod tests {
 
     #[test]
     fn declines_expiries_and_guarded_texts() {
-        let d = declined(&shown(), "wrong file\x1b[2J");
+        let d = declined(&shown(), "wrong file\x1b[2J").render(false);
         assert_eq!(d["structuredContent"]["code"], "approval_declined");
         let text = d["content"][0]["text"].as_str().unwrap();
         assert!(text.contains("DECLINED") && text.contains("wrong file⟨U+001B⟩[2J"));
-        let e = expired(&shown(), "nobody answered");
+        let e = expired(&shown(), "nobody answered").render(false);
         assert_eq!(e["structuredContent"]["code"], "request_expired");
         let text = e["content"][0]["text"].as_str().unwrap();
         assert!(text.contains("EXPIRED") && text.contains("nobody declined"));
-        let n = not_obtained(&shown(), "abcd2345", "accepted in the client");
+        let n = not_obtained(&shown(), "abcd2345", "accepted in the client").render(false);
         assert_eq!(n["structuredContent"]["code"], "approval_not_obtained");
         assert_eq!(
             n["structuredContent"]["recovery"]["approve"],
@@ -228,7 +215,8 @@ mod tests {
             "http://127.0.0.1:7777/requests/abcd2345",
             "dismissed",
             "personal",
-        );
+        )
+        .render(false);
         assert_eq!(p["structuredContent"]["code"], "approval_not_obtained");
         let text = p["content"][0]["text"].as_str().unwrap();
         assert!(

@@ -7,12 +7,13 @@ use tonic::Status;
 
 use crate::daemon_client::DaemonError;
 use crate::engine::judge::policy::{self, PolicyError};
+use crate::engine::refusal::Refusal;
 use crate::engine::refusal::{self, Shown};
 use crate::engine::Shim;
 
 impl Shim {
     /// What a daemon failure or refusal means for a gated call.
-    pub(in crate::engine) fn daemon_result(&self, e: &DaemonError, s: &Shown<'_>) -> Value {
+    pub(in crate::engine) fn daemon_result(&self, e: &DaemonError, s: &Shown<'_>) -> Refusal {
         match e {
             DaemonError::Unreachable { socket, why } => unreachable_result(
                 &format!("Tool `{}` needs a human confirmation", s.tool),
@@ -26,7 +27,7 @@ impl Shim {
 }
 
 /// [`Shim::daemon_result`] of a refusal (`reason`: the daemon's, if it gave one).
-fn refused_result(reason: Option<tc_core::Reason>, status: &Status, s: &Shown<'_>) -> Value {
+fn refused_result(reason: Option<tc_core::Reason>, status: &Status, s: &Shown<'_>) -> Refusal {
     let details = json!({"tool": s.tool, "vault": s.vault, "caller": s.caller, "args_hash": s.args_hash, "state_fp": s.state_fp});
     match reason {
         // No refusal reason: the daemon failed (disk full, read-only, internal) and
@@ -42,12 +43,8 @@ fn refused_result(reason: Option<tc_core::Reason>, status: &Status, s: &Shown<'_
             );
             let mut d = details;
             d["reason"] = json!("daemon_error");
-            refusal::tool_error(
-                ErrorCode::ConfirmationUnavailable,
-                text,
-                d,
-                Some(json!({"command": "journalctl --user -u tcd"})),
-            )
+            Refusal::new(ErrorCode::ConfirmationUnavailable, text, d)
+                .recovery(json!({"command": "journalctl --user -u tcd"}))
         }
         Some(tc_core::Reason::RateLimited) => refusal::rate_limited(s, status.message()),
         Some(tc_core::Reason::ReplayDrift) => {
@@ -57,7 +54,7 @@ fn refused_result(reason: Option<tc_core::Reason>, status: &Status, s: &Shown<'_
                  or requestState to request a fresh confirmation from the human.",
                 s.tool
             );
-            refusal::tool_error(ErrorCode::ReplayDrift, text, details, None)
+            Refusal::new(ErrorCode::ReplayDrift, text, details)
         }
         Some(reason) => {
             let reason = reason.as_str();
@@ -69,7 +66,7 @@ fn refused_result(reason: Option<tc_core::Reason>, status: &Status, s: &Shown<'_
             );
             let mut d = details;
             d["reason"] = json!(reason);
-            refusal::tool_error(ErrorCode::InvalidInput, text, d, None)
+            Refusal::new(ErrorCode::InvalidInput, text, d)
         }
     }
 }
@@ -81,7 +78,7 @@ pub(in crate::engine) fn unreachable_result(
     s: &Shown<'_>,
     socket: &std::path::Path,
     why: &str,
-) -> Value {
+) -> Refusal {
     let text = format!(
         "{lead}, but the tc daemon is not reachable at {} ({why}). The call was NOT run. Ask the \
          human to start it with `systemctl --user start tcd`, then retry the call.",
@@ -89,82 +86,71 @@ pub(in crate::engine) fn unreachable_result(
     );
     let mut d = s.details();
     d["socket"] = json!(socket.display().to_string());
-    refusal::tool_error(
-        ErrorCode::ConfirmationUnavailable,
-        text,
-        d,
-        Some(json!({"command": "systemctl --user start tcd"})),
-    )
+    Refusal::new(ErrorCode::ConfirmationUnavailable, text, d)
+        .recovery(json!({"command": "systemctl --user start tcd"}))
 }
 
 /// What a policy refusal (ACL, path escape, unjudgeable argument) tells the client.
-pub(in crate::engine) fn policy_result(e: &PolicyError) -> Value {
+pub(in crate::engine) fn policy_result(e: &PolicyError) -> Refusal {
     match e {
-        PolicyError::Acl { path, list, glob } => refusal::tool_error(
+        PolicyError::Acl { path, list, glob } => Refusal::new(
             ErrorCode::AclDenied,
             format!("Refused: {e}. Nothing was run."),
             json!({"path": path, "list": list, "glob": glob}),
-            None,
         ),
-        PolicyError::InvalidInput { arg, why } => refusal::tool_error(
+        PolicyError::InvalidInput { arg, why } => Refusal::new(
             ErrorCode::InvalidInput,
             format!("Refused: argument `{arg}`: {why}. Nothing was run."),
             json!({"argument": arg, "reason": "path_escape"}),
-            None,
         ),
-        PolicyError::Glob(_) => {
-            refusal::tool_error(ErrorCode::InvalidInput, e.to_string(), json!({}), None)
-        }
-        PolicyError::Unjudged { arg, .. } => refusal::tool_error(
+        PolicyError::Glob(_) => Refusal::new(ErrorCode::InvalidInput, e.to_string(), json!({})),
+        PolicyError::Unjudged { arg, .. } => Refusal::new(
             ErrorCode::AclDenied,
             format!("Refused: {e}. Nothing was run."),
             json!({"argument": arg, "reason": "unjudgeable"}),
-            None,
         ),
     }
 }
 
 /// The tool list could not be read, so the floor cannot be seen: a tool the policy does
 /// not gate is not run.
-pub(in crate::engine) fn unlisted_result(name: &str, e: &str) -> Value {
+pub(in crate::engine) fn unlisted_result(name: &str, e: &str) -> Refusal {
     let text = format!(
         "tc-shim could not read the server's tool list ({e}), so it cannot tell whether \
          `{name}` is destructive; the call was not run. Retry once the server answers tools/list."
     );
-    refusal::tool_error(ErrorCode::InvalidInput, text, json!({"tool": name}), None)
+    Refusal::new(ErrorCode::InvalidInput, text, json!({"tool": name}))
 }
 
 /// A destructive tool (the floor) with no gate entry: disabled.
-pub(in crate::engine) fn floor_result(name: &str, def: Option<&Value>) -> Value {
+pub(in crate::engine) fn floor_result(name: &str, def: Option<&Value>) -> Refusal {
     let hint = policy::missing_gate_hint(name, def);
     let text = format!(
         "Tool `{name}` is destructive (destructiveHint: true) and this vault has no gate entry for it, \
          so it is disabled. Ask the operator to add to the tc config: {hint}"
     );
-    refusal::tool_error(
+    Refusal::new(
         ErrorCode::GateNotConfigured,
         text,
         json!({"tool": name, "add": hint}),
-        None,
     )
 }
 
 /// A gated call carrying one of tc's own fields (`k`), which no confirmation covers.
-pub(in crate::engine) fn reserved_argument_result(name: &str, k: &str) -> Value {
+pub(in crate::engine) fn reserved_argument_result(name: &str, k: &str) -> Refusal {
     let text = format!(
         "`{k}` is reserved by tc: it is not part of what a confirmation approves, so a gated \
          call cannot pass it in `arguments`; the call was not run. Send it without `{k}`."
     );
-    refusal::tool_error(
+    Refusal::new(
         ErrorCode::InvalidInput,
         text,
         json!({"tool": name, "argument": k}),
-        None,
     )
 }
 
 /// The confirmation target of a gated call could not be computed.
-pub(in crate::engine) fn target_result(name: &str, e: &str) -> Value {
+pub(in crate::engine) fn target_result(name: &str, e: &str) -> Refusal {
     let text = format!("Cannot compute the confirmation target of `{name}`: {e}");
-    refusal::tool_error(ErrorCode::InvalidInput, text, json!({"tool": name}), None)
+    Refusal::new(ErrorCode::InvalidInput, text, json!({"tool": name}))
 }

@@ -7,31 +7,62 @@ pub mod judged;
 use serde_json::{json, Value};
 use tc_core::ErrorCode;
 
-/// A tool result with `isError: true`, text first, then machine-readable detail.
-pub fn tool_error(
-    code: ErrorCode,
-    text: impl Into<String>,
-    details: Value,
-    recovery: Option<Value>,
-) -> Value {
-    let text = text.into();
-    let mut sc = json!({ "code": code.as_str(), "message": text, "details": details });
-    if let Some(r) = recovery {
-        sc["recovery"] = r;
+/// A refusal or a hold, as the agent is told it: a code it can branch on, a text it
+/// reads, the details that bind it, and what to do next. Rendered into the MCP result
+/// by [`Refusal::render`] and nowhere else.
+#[derive(Debug, Clone)]
+pub struct Refusal {
+    pub code: ErrorCode,
+    pub text: String,
+    pub details: Value,
+    pub recovery: Option<Value>,
+}
+
+impl Refusal {
+    pub fn new(code: ErrorCode, text: impl Into<String>, details: Value) -> Refusal {
+        Refusal {
+            code,
+            text: text.into(),
+            details,
+            recovery: None,
+        }
     }
-    json!({
-        "content": [{ "type": "text", "text": text }],
-        "isError": true,
-        "structuredContent": sc,
-    })
+
+    /// The same refusal with what the agent (or the human) can do next.
+    pub fn recovery(mut self, r: Value) -> Refusal {
+        self.recovery = Some(r);
+        self
+    }
+
+    /// The `isError` tool result: the text first, then `{code, message, details,
+    /// recovery}` as `structuredContent`, or, for a tool that declares an `outputSchema`
+    /// (`schema`), under `_meta["tc/refusal"]`: `structuredContent` must conform to that
+    /// schema, and the TypeScript SDK client validates it even on `isError` results.
+    pub fn render(self, schema: bool) -> Value {
+        let mut sc =
+            json!({ "code": self.code.as_str(), "message": self.text, "details": self.details });
+        if let Some(r) = self.recovery {
+            sc["recovery"] = r;
+        }
+        let mut result = json!({
+            "content": [{ "type": "text", "text": self.text }],
+            "isError": true,
+        });
+        if schema {
+            result["_meta"] = json!({ REFUSAL_META: sc });
+        } else {
+            result["structuredContent"] = sc;
+        }
+        result
+    }
 }
 
 /// `_meta` key carrying the refusal object when it cannot be `structuredContent`.
 pub const REFUSAL_META: &str = "tc/refusal";
 
-/// For a tool that declares an `outputSchema`: moves the refusal object out of
-/// `structuredContent` (which must conform to that schema, and which the TypeScript SDK
-/// client validates even on `isError` results) into `_meta["tc/refusal"]`.
+/// For a result already rendered without a schema (a downstream's own answer to a call
+/// whose tool declares an `outputSchema`): moves its refusal object to `_meta`, as
+/// [`Refusal::render`] would have placed it.
 pub fn refusal_to_meta(result: &mut Value) {
     let Some(o) = result.as_object_mut() else {
         return;
@@ -82,19 +113,19 @@ pub fn elicit_command(s: &Shown<'_>) -> String {
 }
 
 /// The human declined (or accepted without ticking approve): a hard stop.
-pub fn approval_declined(s: &Shown<'_>) -> Value {
+pub fn approval_declined(s: &Shown<'_>) -> Refusal {
     let text = format!(
         "The human DECLINED the tool call `{}`. Nothing was run. Do not retry it, do not work \
          around it by other means, and do not ask for a confirmation token: tell the human the \
          call was declined and ask what they want instead.",
         s.tool
     );
-    tool_error(ErrorCode::ApprovalDeclined, text, s.details(), None)
+    Refusal::new(ErrorCode::ApprovalDeclined, text, s.details())
 }
 
 /// Nobody approved (the prompt was dismissed, timed out or could not be shown): the
 /// human can still approve out of band.
-pub fn approval_not_obtained(s: &Shown<'_>, why: &str) -> Value {
+pub fn approval_not_obtained(s: &Shown<'_>, why: &str) -> Refusal {
     let cmd = elicit_command(s);
     let text = format!(
         "Approval for the tool call `{tool}` was not obtained ({why}); nothing was run and nobody \
@@ -106,18 +137,13 @@ pub fn approval_not_obtained(s: &Shown<'_>, why: &str) -> Value {
     );
     let mut d = s.details();
     d["why"] = json!(why);
-    tool_error(
-        ErrorCode::ApprovalNotObtained,
-        text,
-        d,
-        Some(json!({ "command": cmd })),
-    )
+    Refusal::new(ErrorCode::ApprovalNotObtained, text, d).recovery(json!({ "command": cmd }))
 }
 
 /// tcd refused to record the call's confirmation request: this client raised requests
 /// (or caused refusals) faster than its per-caller rate limit. Nothing ran, and the agent
 /// is told to slow down rather than to ask the human.
-pub fn rate_limited(s: &Shown<'_>, why: &str) -> Value {
+pub fn rate_limited(s: &Shown<'_>, why: &str) -> Refusal {
     let text = format!(
         "RATE LIMITED: slow down. This client sent too many calls that need a human's \
          confirmation, or that were refused, in a short time, so the tc daemon did not record \
@@ -127,7 +153,7 @@ pub fn rate_limited(s: &Shown<'_>, why: &str) -> Value {
     );
     let mut d = s.details();
     d["reason"] = json!("rate_limited");
-    tool_error(ErrorCode::RateLimited, text, d, None)
+    Refusal::new(ErrorCode::RateLimited, text, d)
 }
 
 #[cfg(test)]
@@ -145,7 +171,8 @@ mod tests {
             lean: false,
         };
         // The route-1 refusal itself is `by_request::approve_required`.
-        let r = crate::engine::refusal::by_request::approve_required(&s, "abcd2345", "personal");
+        let r = crate::engine::refusal::by_request::approve_required(&s, "abcd2345", "personal")
+            .render(false);
         assert_eq!(r["isError"], true);
         assert_eq!(r["structuredContent"]["code"], "elicit_required");
         assert_eq!(r["structuredContent"]["details"]["state_fp"], "f");
@@ -164,28 +191,28 @@ mod tests {
         assert_eq!(m["_meta"][REFUSAL_META], r["structuredContent"]);
         assert_eq!(m["isError"], true);
 
-        let d = approval_declined(&s);
+        let d = approval_declined(&s).render(false);
         assert_eq!(d["structuredContent"]["code"], "approval_declined");
         assert!(d["structuredContent"].get("recovery").is_none());
-        let n = approval_not_obtained(&s, "the prompt was dismissed");
+        let n = approval_not_obtained(&s, "the prompt was dismissed").render(false);
         assert_eq!(n["structuredContent"]["code"], "approval_not_obtained");
         assert_eq!(n["structuredContent"]["recovery"]["command"], cmd);
         assert!(n["content"][0]["text"].as_str().unwrap().contains(cmd));
-        let r = rate_limited(&s, "retry in 2 s");
+        let r = rate_limited(&s, "retry in 2 s").render(false);
         assert_eq!(r["structuredContent"]["code"], "rate_limited");
         assert_eq!(r["structuredContent"]["details"]["reason"], "rate_limited");
         let text = r["content"][0]["text"].as_str().unwrap();
         assert!(text.contains("slow down") && text.contains("Nothing was run"));
         assert!(text.contains("retry in 2 s") && !text.contains("tcctl"));
         let lean = Shown { lean: true, ..s };
-        let text = approval_not_obtained(&lean, "x")["content"][0]["text"]
+        let text = approval_not_obtained(&lean, "x").render(false)["content"][0]["text"]
             .as_str()
             .unwrap()
             .to_string();
         assert!(text.contains("call_capability") && text.contains("inside its \"arguments\""));
         let text =
             crate::engine::refusal::by_request::approve_required(&lean, "abcd2345", "personal")
-                ["content"][0]["text"]
+                .render(false)["content"][0]["text"]
                 .as_str()
                 .unwrap()
                 .to_string();

@@ -11,7 +11,7 @@ use tokio::sync::oneshot;
 use crate::daemon_client::DaemonError;
 use crate::engine::govern::governor::{self, Item, PageReply, Position, Track};
 use crate::engine::judge::policy::PolicyError;
-use crate::engine::refusal;
+use crate::engine::refusal::Refusal;
 use crate::engine::{key, Held, Shim};
 use crate::wire::era;
 use crate::wire::jsonrpc;
@@ -60,7 +60,7 @@ impl Shim {
         next: usize,
         n: usize,
         cache: &mut HashMap<usize, Option<String>>,
-    ) -> Result<Option<String>, Value> {
+    ) -> Result<Option<String>, Refusal> {
         if next >= n {
             return Ok(None);
         }
@@ -78,9 +78,9 @@ impl Shim {
     }
 
     /// What a daemon failure around a cursor means for the call.
-    pub(in crate::engine) fn cursor_error(&self, tool: &str, e: &DaemonError) -> Value {
+    pub(in crate::engine) fn cursor_error(&self, tool: &str, e: &DaemonError) -> Refusal {
         match e {
-            DaemonError::Unreachable { socket, why } => refusal::tool_error(
+            DaemonError::Unreachable { socket, why } => Refusal::new(
                 ErrorCode::ConfirmationUnavailable,
                 format!(
                     "The result of `{tool}` is paged, and its paging cursor needs the tc daemon, which is not \
@@ -88,9 +88,7 @@ impl Shim {
                      `systemctl --user start tcd`, then retry the call.",
                     socket.display()
                 ),
-                json!({"tool": tool, "socket": socket.display().to_string(), "reason": "daemon_unreachable"}),
-                Some(json!({"command": "systemctl --user start tcd"})),
-            ),
+                json!({"tool": tool, "socket": socket.display().to_string(), "reason": "daemon_unreachable"})).recovery(json!({"command": "systemctl --user start tcd"})),
             DaemonError::Refused(status) => {
                 let reason = match e.reason() {
                     Some(r @ (tc_core::Reason::Expired
