@@ -6,7 +6,8 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 use tc_core::config::ArgKind;
 
-use super::{gitspec, lexical, real_path, ArgSpec, Policy, PolicyError};
+use super::resolve::{lexical, real_path};
+use super::{gitspec, ArgSpec, Policy, PolicyError};
 
 /// Most worktree entries a pathspec's folder is walked for before it is refused.
 const MAX_COVERED: usize = 100_000;
@@ -251,8 +252,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn revisions_pathspecs_and_values_are_judged_under_an_acl() {
+    /// A root with `private/key.txt` and `src/a.txt`, and a policy denying `private/**`.
+    fn acl_fixture() -> (tempfile::TempDir, PathBuf, Policy) {
         let d = tempfile::tempdir().unwrap();
         let root = std::fs::canonicalize(d.path()).unwrap();
         std::fs::create_dir_all(root.join("private")).unwrap();
@@ -260,10 +261,25 @@ mod tests {
         std::fs::write(root.join("private/key.txt"), "k").unwrap();
         std::fs::write(root.join("src/a.txt"), "a").unwrap();
         let p = policy(&root, "[vaults.acl]\ndeny = [\"private/**\"]\n");
-        let repo = root.display().to_string();
+        (d, root, p)
+    }
+
+    /// Asserts the verdict on `tool` for each `(value, want)`, the value given as `arg`
+    /// next to `repo_path`.
+    fn assert_verdicts(p: &Policy, tool: &str, def: &Value, arg: &str, cases: &[(Value, &str)]) {
+        let repo = p.root.display().to_string();
+        for (value, want) in cases {
+            let got = verdict(p, tool, def, json!({"repo_path": repo, arg: value}));
+            assert_eq!(got, *want, "{tool} {value}");
+        }
+    }
+
+    #[test]
+    fn revisions_are_judged_under_an_acl() {
+        let (_d, _root, p) = acl_fixture();
         let show =
             git_def(json!({"repo_path": {"type": "string"}, "revision": {"type": "string"}}));
-        for (rev, want) in [
+        let cases = [
             ("HEAD:private/key.txt", "deny"),
             ("HEAD~1:./private/key.txt", "deny"),
             (":0:private/key.txt", "deny"),
@@ -272,19 +288,18 @@ mod tests {
             ("HEAD", "ok"),
             ("HEAD:", "ok"),
             ("HEAD:../x", "unjudged"),
-        ] {
-            let got = verdict(
-                &p,
-                "git_show",
-                &show,
-                json!({"repo_path": repo, "revision": rev}),
-            );
-            assert_eq!(got, want, "git_show {rev}");
-        }
+        ]
+        .map(|(rev, want)| (json!(rev), want));
+        assert_verdicts(&p, "git_show", &show, "revision", &cases);
+    }
+
+    #[test]
+    fn pathspecs_are_judged_under_an_acl() {
+        let (_d, _root, p) = acl_fixture();
         let add = git_def(
             json!({"repo_path": {"type": "string"}, "files": {"type": "array", "items": {"type": "string"}}}),
         );
-        for (files, want) in [
+        let cases = [
             (json!(["private/key.txt"]), "deny"),
             (json!(["src/a.txt", "src/../private/key.txt"]), "deny"),
             (json!(["."]), "deny"),
@@ -294,31 +309,28 @@ mod tests {
             (json!(["src"]), "ok"),
             (json!(["src/a.txt"]), "ok"),
             (json!([{"path": "private/key.txt"}]), "unjudged"),
-        ] {
-            let got = verdict(
-                &p,
-                "git_add",
-                &add,
-                json!({"repo_path": repo, "files": files}),
-            );
-            assert_eq!(got, want, "git_add {files}");
-        }
+        ];
+        assert_verdicts(&p, "git_add", &add, "files", &cases);
+    }
+
+    #[test]
+    fn diff_targets_are_judged_under_an_acl() {
+        let (_d, _root, p) = acl_fixture();
         let diff = git_def(json!({"repo_path": {"type": "string"}, "target": {"type": "string"}}));
-        for (t, want) in [
+        let cases = [
             ("private/key.txt", "deny"),
             ("HEAD:private", "deny"),
             (":/private", "deny"),
             ("HEAD~1..HEAD", "ok"),
             ("main", "ok"),
-        ] {
-            let got = verdict(
-                &p,
-                "git_diff",
-                &diff,
-                json!({"repo_path": repo, "target": t}),
-            );
-            assert_eq!(got, want, "git_diff {t}");
-        }
+        ]
+        .map(|(t, want)| (json!(t), want));
+        assert_verdicts(&p, "git_diff", &diff, "target", &cases);
+    }
+
+    #[test]
+    fn values_that_are_not_strings_are_unjudged_under_an_acl_only() {
+        let (_d, root, p) = acl_fixture();
         // A path argument that is not a string cannot be judged.
         let fs = git_def(json!({"path": {"type": "string"}}));
         assert_eq!(
@@ -327,7 +339,11 @@ mod tests {
         );
         assert_eq!(verdict(&p, "read_file", &fs, json!({"path": null})), "ok");
         // Without an ACL, revisions and pathspecs are not looked at.
+        let add = git_def(
+            json!({"repo_path": {"type": "string"}, "files": {"type": "array", "items": {"type": "string"}}}),
+        );
         let open = policy(&root, "");
+        let repo = root.display().to_string();
         assert!(open
             .resolve_all(
                 "git_add",
