@@ -324,6 +324,25 @@ mod tests {
     }
 
     #[test]
+    fn the_modes_first_rule_and_every_shared_key_are_reported() {
+        let a = auth(
+            "mode = \"jwt\"\njwks_refresh_floor_seconds = 0\nscopes = [\"a b\"]\n\
+             resource = \"ftp://x\"\nauthorization_servers = [\"https://ok\", \"ftp://no\"]",
+        );
+        let keys: Vec<_> = a.check(None).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(
+            keys,
+            [
+                "audience",
+                "jwks_refresh_floor_seconds",
+                "scopes",
+                "resource",
+                "authorization_servers"
+            ]
+        );
+    }
+
+    #[test]
     fn validate_names_the_vaults_key() {
         let text =
             "[[vaults]]\nid = \"v\"\nroot = \"/tmp\"\n[vaults.http]\nlisten = \"0.0.0.0:8080\"\n\
