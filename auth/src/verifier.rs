@@ -49,8 +49,10 @@ impl Verifier {
     pub async fn new(s: Setup<'_>) -> Result<Verifier, SetupError> {
         let a = s.auth;
         let listen = s.bind.to_string();
-        a.check(Some(&listen))
-            .map_err(|(k, why)| SetupError::Config(k, why))?;
+        // The config was validated whole at load; here the first broken rule refuses.
+        if let Some((k, why)) = a.check(Some(&listen)).into_iter().next() {
+            return Err(SetupError::Config(k, why));
+        }
         if a.mode == AuthMode::None {
             if !s.bind.ip().is_loopback() {
                 return Err(SetupError::NoneOnPublicBind(s.bind));

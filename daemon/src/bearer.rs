@@ -1,17 +1,18 @@
-//! Bearer tokens for HTTP callers (`[vaults.http.auth] mode = "jwt"` without keys):
-//! HS256 JWTs under the secret's `bearer` key, `iss` "tcd". Minted by `MintToken`,
-//! checked by `VerifyToken`; the MAC is checked by seal.rs's constant-time comparison.
+//! Bearer tokens for HTTP callers (`[vaults.http.auth] mode = "jwt"` without keys): HS256
+//! JWTs under the secret's `bearer` key, `iss` "tcd", signed and checked by `jsonwebtoken`.
 //!
-//! Only the exact header tcd writes is accepted, so no `alg` in a token is ever read.
+//! Only the exact header tcd writes is accepted, so nothing else a token's header says
+//! (`alg`, `kid`, `jku`, `crit`…) is ever interpreted.
 
 use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use base64::Engine;
+use jsonwebtoken::errors::ErrorKind;
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Validation};
 use serde::{Deserialize, Serialize};
 use tc_core::config::{check_caller, scope_ok, TCD_TOKEN_ISSUER};
 use tc_core::Reason;
 
 use crate::error::DaemonError;
-use crate::seal;
 
 /// The one header tcd mints and accepts.
 const HEADER: &str = r#"{"alg":"HS256","typ":"JWT"}"#;
@@ -96,9 +97,16 @@ pub fn mint(
         jti: crate::ledger::random_b64(12),
     };
     let payload = serde_json::to_vec(&claims).expect("claims serialize");
+    // Signed over tcd's own header bytes rather than through `jsonwebtoken::encode`,
+    // whose header orders its fields otherwise: tokens minted before keep checking.
     let signed = format!("{}.{}", B64.encode(HEADER), B64.encode(payload));
-    let sig = seal::tag(key, signed.as_bytes());
-    Ok((format!("{signed}.{}", B64.encode(sig)), claims))
+    let sig = jsonwebtoken::crypto::sign(
+        signed.as_bytes(),
+        &EncodingKey::from_secret(key),
+        Algorithm::HS256,
+    )
+    .map_err(|e| DaemonError::Internal(format!("signing a bearer token: {e}")))?;
+    Ok((format!("{signed}.{sig}"), claims))
 }
 
 /// The claims of `token` if tcd minted it under `key` for `audience` and it has not
@@ -117,7 +125,7 @@ pub fn check(
         return Err(invalid(not_ours));
     }
     let mut parts = token.split('.');
-    let (Some(h), Some(p), Some(s), None) =
+    let (Some(h), Some(_), Some(_), None) =
         (parts.next(), parts.next(), parts.next(), parts.next())
     else {
         return Err(invalid(not_ours));
@@ -125,19 +133,16 @@ pub fn check(
     if h != B64.encode(HEADER) {
         return Err(invalid(not_ours));
     }
-    let sig = B64.decode(s).map_err(|_| invalid(not_ours))?;
-    let signed_len = h.len() + 1 + p.len();
-    if !seal::tag_ok(key, &token.as_bytes()[..signed_len], &sig) {
-        return Err(invalid(not_ours));
-    }
-    let payload = B64.decode(p).map_err(|_| invalid(not_ours))?;
-    let c: Claims = serde_json::from_slice(&payload).map_err(|_| invalid(not_ours))?;
-    if c.iss != TCD_TOKEN_ISSUER {
-        return Err(invalid(not_ours));
-    }
-    if c.aud != audience {
-        return Err(invalid("minted for another audience"));
-    }
+    let c = jsonwebtoken::decode::<Claims>(
+        token,
+        &DecodingKey::from_secret(key),
+        &validation(audience),
+    )
+    .map_err(|e| match e.kind() {
+        ErrorKind::InvalidAudience => invalid("minted for another audience"),
+        _ => invalid(not_ours),
+    })?
+    .claims;
     if c.exp <= now_s {
         return Err(DaemonError::refused(
             Reason::Expired,
@@ -146,6 +151,20 @@ pub fn check(
     }
     check_caller(&c.sub).map_err(|why| invalid(&format!("sub: {why}")))?;
     Ok(c)
+}
+
+/// HS256 only, tcd's issuer and this audience, every claim tcd writes required. Expiry is
+/// checked in [`check`] against `now_s` (the service's clock, injected by the tests), so
+/// `jsonwebtoken` reads no clock of its own and allows no leeway.
+fn validation(audience: &str) -> Validation {
+    let mut v = Validation::new(Algorithm::HS256);
+    v.set_issuer(&[TCD_TOKEN_ISSUER]);
+    v.set_audience(&[audience]);
+    v.set_required_spec_claims(&["exp", "iss", "aud", "sub"]);
+    v.validate_exp = false;
+    v.validate_nbf = false;
+    v.leeway = 0;
+    v
 }
 
 /// `MintToken`: mints with the ledger's key and records `tc.bearer.minted` (who, for
@@ -173,6 +192,24 @@ mod tests {
     use super::*;
 
     const K: [u8; 32] = [3; 32];
+
+    /// `signed` (`header.payload`) with its HS256 signature under `key` appended.
+    fn signed_under(key: &[u8], signed: &str) -> String {
+        let sig = jsonwebtoken::crypto::sign(
+            signed.as_bytes(),
+            &EncodingKey::from_secret(key),
+            Algorithm::HS256,
+        )
+        .unwrap();
+        format!("{signed}.{sig}")
+    }
+
+    fn message(r: Result<Claims, DaemonError>) -> String {
+        match r {
+            Err(DaemonError::Refused { message, .. }) => message,
+            other => panic!("expected a refusal, got {other:?}"),
+        }
+    }
 
     fn reason(r: Result<Claims, DaemonError>) -> Reason {
         match r {
@@ -219,8 +256,7 @@ mod tests {
         assert_eq!(reason(check(&K, &none, "aud", 1)), Reason::Invalid);
         let payload = rest.split('.').next().unwrap();
         let h = B64.encode(r#"{"typ":"JWT","alg":"HS256"}"#);
-        let signed = format!("{h}.{payload}");
-        let forged = format!("{signed}.{}", B64.encode(seal::tag(&K, signed.as_bytes())));
+        let forged = signed_under(&K, &format!("{h}.{payload}"));
         assert_eq!(reason(check(&K, &forged, "aud", 1)), Reason::Invalid);
         for g in ["", "a.b", "a.b.c.d", &"x".repeat(9000)] {
             assert_eq!(reason(check(&K, g, "aud", 1)), Reason::Invalid, "{g}");
@@ -244,5 +280,69 @@ mod tests {
                 "{sub} {ttl} {aud:?} {scopes:?}"
             );
         }
+    }
+
+    #[test]
+    fn alg_none_other_algorithms_and_other_keys_are_invalid() {
+        let (t, _) = mint(&K, "bob", 60, "aud", &[], 0).unwrap();
+        let payload = t.split('.').nth(1).unwrap();
+        // An unsigned token, as RFC 7519 spells it (empty signature), and with the
+        // header tcd writes but no signature.
+        let none = format!("{}.{payload}.", B64.encode(r#"{"alg":"none","typ":"JWT"}"#));
+        assert_eq!(reason(check(&K, &none, "aud", 1)), Reason::Invalid);
+        let unsigned = format!("{}.{payload}.", B64.encode(HEADER));
+        assert_eq!(reason(check(&K, &unsigned, "aud", 1)), Reason::Invalid);
+        // The same claims under HS512, signed with the right key.
+        let h512 = B64.encode(r#"{"alg":"HS512","typ":"JWT"}"#);
+        let signed = format!("{h512}.{payload}");
+        let sig = jsonwebtoken::crypto::sign(
+            signed.as_bytes(),
+            &EncodingKey::from_secret(&K),
+            Algorithm::HS512,
+        )
+        .unwrap();
+        let hs512 = format!("{signed}.{sig}");
+        assert_eq!(reason(check(&K, &hs512, "aud", 1)), Reason::Invalid);
+        // tcd's header and claims signed under another key (another tcd, a rotated
+        // secret), and under an empty one.
+        for key in [&[4u8; 32][..], b""] {
+            let other = signed_under(key, &format!("{}.{payload}", B64.encode(HEADER)));
+            assert_eq!(reason(check(&K, &other, "aud", 1)), Reason::Invalid);
+            assert!(message(check(&K, &other, "aud", 1)).contains("not a token minted"));
+        }
+    }
+
+    #[test]
+    fn the_refusal_says_audience_or_expiry_when_it_can_tell() {
+        let (t, _) = mint(&K, "bob", 60, "aud", &[], 0).unwrap();
+        assert_eq!(
+            message(check(&K, &t, "other", 1)),
+            "minted for another audience"
+        );
+        assert_eq!(message(check(&K, &t, "aud", 60)), "the token has expired");
+    }
+
+    /// A token as tcd minted it before `jsonwebtoken` (header, claims and HMAC-SHA256
+    /// written by hand) still checks: an upgrade does not log callers out.
+    #[test]
+    fn a_token_minted_by_hand_before_still_checks() {
+        use hmac::{Hmac, Mac};
+        let claims = r#"{"iss":"tcd","sub":"alice","aud":"tc-notes","iat":0,"exp":100,"scope":"mcp","jti":"abc"}"#;
+        let signed = format!("{}.{}", B64.encode(HEADER), B64.encode(claims));
+        let mut m = <Hmac<sha2::Sha256> as Mac>::new_from_slice(&K).unwrap();
+        m.update(signed.as_bytes());
+        let t = format!("{signed}.{}", B64.encode(m.finalize().into_bytes()));
+        let c = check(&K, &t, "tc-notes", 99).unwrap();
+        assert_eq!(
+            (c.sub.as_str(), c.scopes()),
+            ("alice", vec!["mcp".to_string()])
+        );
+        // A claim tcd always writes, missing: not ours.
+        let no_sub = r#"{"iss":"tcd","aud":"tc-notes","iat":0,"exp":100,"jti":"abc"}"#;
+        let signed = format!("{}.{}", B64.encode(HEADER), B64.encode(no_sub));
+        assert_eq!(
+            reason(check(&K, &signed_under(&K, &signed), "tc-notes", 1)),
+            Reason::Invalid
+        );
     }
 }

@@ -85,16 +85,6 @@ fn tag_matches(want: &[u8], got: &[u8]) -> bool {
     want.ct_eq(got).into()
 }
 
-/// HMAC-SHA256 of `payload` under `key`: the signature of a bearer token (`bearer.rs`).
-pub fn tag(key: &[u8; 32], payload: &[u8]) -> Vec<u8> {
-    mac(key, payload).finalize().into_bytes().to_vec()
-}
-
-/// Whether `got` is [`tag`] of `payload`: the same constant-time comparison as [`open`].
-pub fn tag_ok(key: &[u8; 32], payload: &[u8], got: &[u8]) -> bool {
-    tag_matches(&mac(key, payload).finalize().into_bytes(), got)
-}
-
 /// Encodes inner bytes for [`Sealed::inner`].
 pub fn encode_inner(bytes: &[u8]) -> String {
     B64.encode(bytes)

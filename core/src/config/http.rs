@@ -64,21 +64,22 @@ impl Default for HttpFront {
 }
 
 impl HttpFront {
-    /// The limits' own rules: `(key, why)` of the first one broken.
-    pub fn check(&self) -> Result<(), (&'static str, String)> {
-        if self.max_sessions == Some(0) {
-            return Err(("max_sessions", "must be at least 1".into()));
-        }
-        if self.max_sessions_per_caller == Some(0) {
-            return Err(("max_sessions_per_caller", "must be at least 1".into()));
-        }
-        if self.session_idle_seconds == 0 {
-            return Err(("session_idle_seconds", "must be at least 1".into()));
-        }
-        if self.max_body_bytes < 1024 {
-            return Err(("max_body_bytes", "must be at least 1024".into()));
-        }
-        Ok(())
+    /// The limits' own rules: `(key, why)` of every one broken.
+    pub fn check(&self) -> Vec<(&'static str, String)> {
+        [
+            ("max_sessions", self.max_sessions != Some(0), 1),
+            (
+                "max_sessions_per_caller",
+                self.max_sessions_per_caller != Some(0),
+                1,
+            ),
+            ("session_idle_seconds", self.session_idle_seconds >= 1, 1),
+            ("max_body_bytes", self.max_body_bytes >= 1024, 1024),
+        ]
+        .into_iter()
+        .filter(|(_, ok, _)| !ok)
+        .map(|(key, _, least)| (key, format!("must be at least {least}")))
+        .collect()
     }
 
     /// How many conversations the front keeps at once: the configured cap, else one that
@@ -216,7 +217,7 @@ mod tests {
             HttpFront::default().caller_cap(false),
             DEFAULT_MAX_SESSIONS_COMMAND
         );
-        assert!(jwt(Some(0)).check().is_err());
+        assert_eq!(jwt(Some(0)).check()[0].0, "max_sessions_per_caller");
     }
 
     #[test]
@@ -230,18 +231,15 @@ mod tests {
         };
         assert_eq!(f.session_cap(false), 5);
         assert_eq!(f.session_cap(true), 5);
-        assert!(HttpFront {
+        let broken = HttpFront {
             max_sessions: Some(0),
-            ..HttpFront::default()
-        }
-        .check()
-        .is_err());
-        assert!(HttpFront {
             max_body_bytes: 10,
             ..HttpFront::default()
         }
-        .check()
-        .is_err());
-        assert!(HttpFront::default().check().is_ok());
+        .check();
+        let keys: Vec<_> = broken.iter().map(|(k, _)| *k).collect();
+        assert_eq!(keys, ["max_sessions", "max_body_bytes"]);
+        assert_eq!(broken[1].1, "must be at least 1024");
+        assert!(HttpFront::default().check().is_empty());
     }
 }

@@ -38,13 +38,15 @@ pub type AuthRule = (&'static str, String);
 impl HttpAuth {
     /// Checks the combination of keys for this mode; `listen` is `[vaults.http] listen`
     /// (mode `none` on a non-loopback address is refused here and again at bind time).
-    pub fn check(&self, listen: Option<&str>) -> Result<(), AuthRule> {
-        match self.mode {
+    /// The mode's combination is reported by its first broken rule (the next ones often
+    /// follow from it); the keys every mode shares, each.
+    pub fn check(&self, listen: Option<&str>) -> Vec<AuthRule> {
+        let mode = match self.mode {
             AuthMode::None => self.check_none(listen),
             AuthMode::Jwt => self.check_jwt(),
             AuthMode::Oidc => self.check_oidc(),
-        }?;
-        self.check_common()
+        };
+        mode.err().into_iter().chain(self.check_common()).collect()
     }
 
     fn check_none(&self, listen: Option<&str>) -> Result<(), AuthRule> {
@@ -131,26 +133,35 @@ impl HttpAuth {
         check_url(issuer).map_err(|e| ("issuer", e))
     }
 
-    fn check_common(&self) -> Result<(), AuthRule> {
+    /// The keys every mode shares: each broken one.
+    fn check_common(&self) -> Vec<AuthRule> {
+        let mut broken = Vec::new();
         if self.jwks_refresh_floor_seconds == 0 {
-            return Err(("jwks_refresh_floor_seconds", "must be at least 1".into()));
+            broken.push(("jwks_refresh_floor_seconds", "must be at least 1".into()));
         }
         if let Some(s) = self.scopes.iter().find(|s| !scope_ok(s)) {
-            return Err((
+            broken.push((
                 "scopes",
                 format!("{s:?} is not a scope (printable ASCII, no space, no quote or backslash)"),
             ));
         }
         if let Some(r) = &self.resource {
-            check_url(r).map_err(|e| ("resource", e))?;
-            if r.contains('#') {
-                return Err(("resource", "must not carry a fragment (RFC 9728)".into()));
+            match check_url(r) {
+                Err(e) => broken.push(("resource", e)),
+                Ok(()) if r.contains('#') => {
+                    broken.push(("resource", "must not carry a fragment (RFC 9728)".into()))
+                }
+                Ok(()) => {}
             }
         }
-        for a in &self.authorization_servers {
-            check_url(a).map_err(|e| ("authorization_servers", e))?;
+        if let Some(e) = self
+            .authorization_servers
+            .iter()
+            .find_map(|a| check_url(a).err())
+        {
+            broken.push(("authorization_servers", e));
         }
-        Ok(())
+        broken
     }
 }
 
@@ -205,7 +216,7 @@ mod tests {
     }
 
     fn key(a: &HttpAuth, listen: Option<&str>) -> &'static str {
-        a.check(listen).unwrap_err().0
+        a.check(listen).first().expect("a broken rule").0
     }
 
     #[test]
@@ -237,9 +248,9 @@ mod tests {
 
     #[test]
     fn none_takes_no_token_keys_and_no_public_bind() {
-        assert!(auth("").check(Some("127.0.0.1:8080")).is_ok());
-        assert!(auth("").check(Some("[::1]:8080")).is_ok());
-        assert!(auth("").check(None).is_ok());
+        assert!(auth("").check(Some("127.0.0.1:8080")).is_empty());
+        assert!(auth("").check(Some("[::1]:8080")).is_empty());
+        assert!(auth("").check(None).is_empty());
         assert_eq!(key(&auth(""), Some("0.0.0.0:8080")), "mode");
         assert_eq!(key(&auth(""), Some("192.168.1.2:80")), "mode");
         assert_eq!(key(&auth("audience = \"x\""), None), "audience");
@@ -249,7 +260,7 @@ mod tests {
     #[test]
     fn jwt_needs_audience_and_an_issuer_for_foreign_keys() {
         let hs = auth("mode = \"jwt\"\naudience = \"tc\"");
-        assert!(hs.check(None).is_ok());
+        assert!(hs.check(None).is_empty());
         assert_eq!(key(&auth("mode = \"jwt\""), None), "audience");
         assert_eq!(
             key(
@@ -262,13 +273,13 @@ mod tests {
         assert_eq!(key(&auth(jwks), None), "issuer");
         assert!(auth(&format!("{jwks}\nissuer = \"https://id.example\""))
             .check(None)
-            .is_ok());
+            .is_empty());
         let both = format!("{jwks}\nissuer = \"i\"\npublic_keys = [\"/k.pem\"]");
         assert_eq!(key(&auth(&both), None), "public_keys");
         let http = "mode = \"jwt\"\naudience = \"tc\"\nissuer = \"i\"\njwks_url = \"http://id.example/jwks\"";
         assert_eq!(key(&auth(http), None), "jwks_url");
         let local = http.replace("id.example", "127.0.0.1:9");
-        assert!(auth(&local).check(None).is_ok());
+        assert!(auth(&local).check(None).is_empty());
         let rel = "mode = \"jwt\"\naudience = \"tc\"\nissuer = \"i\"\npublic_keys = [\"k.pem\"]";
         assert_eq!(key(&auth(rel), None), "public_keys");
     }
@@ -276,7 +287,7 @@ mod tests {
     #[test]
     fn oidc_needs_issuer_url_and_audience() {
         let ok = "mode = \"oidc\"\naudience = \"tc\"\nissuer = \"https://id.example\"";
-        assert!(auth(ok).check(None).is_ok());
+        assert!(auth(ok).check(None).is_empty());
         assert_eq!(
             key(&auth("mode = \"oidc\"\naudience = \"tc\""), None),
             "issuer"
@@ -313,14 +324,34 @@ mod tests {
     }
 
     #[test]
+    fn the_modes_first_rule_and_every_shared_key_are_reported() {
+        let a = auth(
+            "mode = \"jwt\"\njwks_refresh_floor_seconds = 0\nscopes = [\"a b\"]\n\
+             resource = \"ftp://x\"\nauthorization_servers = [\"https://ok\", \"ftp://no\"]",
+        );
+        let keys: Vec<_> = a.check(None).into_iter().map(|(k, _)| k).collect();
+        assert_eq!(
+            keys,
+            [
+                "audience",
+                "jwks_refresh_floor_seconds",
+                "scopes",
+                "resource",
+                "authorization_servers"
+            ]
+        );
+    }
+
+    #[test]
     fn validate_names_the_vaults_key() {
         let text =
             "[[vaults]]\nid = \"v\"\nroot = \"/tmp\"\n[vaults.http]\nlisten = \"0.0.0.0:8080\"\n\
                     [vaults.http.auth]\nmode = \"oidc\"\nissuer = \"https://id.example\"\n";
         let e = crate::Config::parse(text, std::path::Path::new("/c.toml")).unwrap_err();
         match e {
-            crate::config::ConfigError::Invalid { key, .. } => {
-                assert_eq!(key, "vaults[0].http.auth.audience")
+            crate::config::ConfigError::Invalid { problems, .. } => {
+                let keys: Vec<_> = problems.0.iter().map(|p| p.key.as_str()).collect();
+                assert_eq!(keys, ["vaults[0].http.auth.audience"])
             }
             other => panic!("{other}"),
         }

@@ -1,7 +1,8 @@
 //! Validation of a vault's remote server (`url`, `[vaults.headers]`, `[vaults.bearer]`)
 //! and of what a vault without a local root may gate on.
 
-use super::{Config, ConfigError, Targets, VaultConfig};
+use super::validate::Findings;
+use super::{Bearer, Targets, VaultConfig};
 
 /// Headers tc-shim sets itself on every request to a remote server (and the ones HTTP
 /// owns): a config value for them would be ambiguous or break the transport.
@@ -28,118 +29,115 @@ pub fn shown_url(url: &str) -> std::borrow::Cow<'_, str> {
     }
 }
 
-impl Config {
-    /// `url` / `headers` / `bearer` rules, and the root-less vault's limits.
-    pub(super) fn validate_remote(&self, at: &str, v: &VaultConfig) -> Result<(), ConfigError> {
-        let Some(url) = &v.url else {
+/// `url` / `headers` / `bearer` / `ca_file` rules of the vault at `at`, and the root-less
+/// vault's limits.
+pub(super) fn check_remote(found: &mut Findings, at: &str, v: &VaultConfig) {
+    let Some(url) = &v.url else {
+        if !v.headers.is_empty() || v.bearer.is_some() || v.ca_file.is_some() {
             let key = match (&v.ca_file, &v.bearer) {
                 (Some(_), _) => "ca_file",
                 (None, Some(_)) => "bearer",
                 (None, None) => "headers",
             };
-            if !v.headers.is_empty() || v.bearer.is_some() || v.ca_file.is_some() {
-                return Err(self.invalid(
-                    format!("{at}.{key}"),
-                    "[vaults.headers], [vaults.bearer] and ca_file are only for a vault with a url",
-                ));
-            }
-            return Ok(());
-        };
-        if let Some(ca) = &v.ca_file {
-            if !ca.is_absolute() {
-                return Err(self.invalid(format!("{at}.ca_file"), "must be an absolute path"));
-            }
-            if !url.to_ascii_lowercase().starts_with("https://") {
-                return Err(self.invalid(
-                    format!("{at}.ca_file"),
-                    "a CA file is for an https url (a plain http url has no certificate)",
-                ));
-            }
+            found.add(
+                format!("{at}.{key}"),
+                "[vaults.headers], [vaults.bearer] and ca_file are only for a vault with a url",
+            );
         }
-        if !v.command.is_empty() {
-            return Err(self.invalid(
-                format!("{at}.url"),
-                "a vault names either a url (a remote server) or a command, not both",
-            ));
+        return;
+    };
+    if let Some(ca) = &v.ca_file {
+        if !ca.is_absolute() {
+            found.add(format!("{at}.ca_file"), "must be an absolute path");
         }
-        check_url(url).map_err(|why| self.invalid(format!("{at}.url"), why))?;
-        for (name, value) in &v.headers {
-            check_header(name, value, v.bearer.is_some())
-                .map_err(|why| self.invalid(format!("{at}.headers.{name}"), why))?;
+        if !url.to_ascii_lowercase().starts_with("https://") {
+            found.add(
+                format!("{at}.ca_file"),
+                "a CA file is for an https url (a plain http url has no certificate)",
+            );
         }
-        if let Some(b) = &v.bearer {
-            match (&b.file, &b.env) {
-                (Some(f), None) if f.is_absolute() => {}
-                (Some(_), None) => {
-                    return Err(
-                        self.invalid(format!("{at}.bearer.file"), "must be an absolute path")
-                    )
-                }
-                (None, Some(e)) if !e.is_empty() && !e.contains(['=', '\0']) => {}
-                (None, Some(_)) => {
-                    return Err(self.invalid(
-                        format!("{at}.bearer.env"),
-                        "must name an environment variable",
-                    ))
-                }
-                _ => {
-                    return Err(self.invalid(
-                        format!("{at}.bearer"),
-                        "give exactly one of file = \"/path/to/token\" or env = \"VARIABLE\"",
-                    ))
-                }
-            }
-        }
-        if !v.has_root() {
-            self.validate_rootless(at, v)?;
-        }
-        Ok(())
     }
+    if !v.command.is_empty() {
+        found.add(
+            format!("{at}.url"),
+            "a vault names either a url (a remote server) or a command, not both",
+        );
+    }
+    if let Err(why) = check_url(url) {
+        found.add(format!("{at}.url"), why);
+    }
+    for (name, value) in &v.headers {
+        if let Err(why) = check_header(name, value, v.bearer.is_some()) {
+            found.add(format!("{at}.headers.{name}"), why);
+        }
+    }
+    if let Some(b) = &v.bearer {
+        check_bearer(found, at, b);
+    }
+    if !v.has_root() {
+        check_rootless(found, at, v);
+    }
+}
 
-    /// A remote vault without a local root has no files of its own to judge: path
-    /// targets, file conditions, diff previews, path declarations and an ACL need one.
-    fn validate_rootless(&self, at: &str, v: &VaultConfig) -> Result<(), ConfigError> {
-        let need = |key: String, what: &str| {
-            self.invalid(
-                key,
-                format!(
-                    "{what} needs a local root; this vault has a url and no root: give root = \
-                     \"/abs/path\" (a local copy of what the server serves), or gate with \
-                     targets = \"none\", {{ probe = … }} or {{ git = \"<argument>\" }} only"
-                ),
-            )
-        };
-        for (j, g) in v.gates.iter().enumerate() {
-            let key = format!("{at}.gates[{j}]");
-            match &g.targets {
-                Some(Targets::None) | Some(Targets::Probe { .. }) | Some(Targets::Git(Some(_))) => {
-                }
-                Some(Targets::Git(None)) => {
-                    return Err(need(
-                        format!("{key}.targets"),
-                        "git = \"\" (the vault root)",
-                    ))
-                }
-                Some(_) => return Err(need(format!("{key}.targets"), "a path target")),
-                None => {}
-            }
-            if g.when
-                .as_ref()
-                .is_some_and(|w| w.cross_folder.is_some() || w.exists.is_some())
-            {
-                return Err(need(format!("{key}.when"), "a file condition"));
-            }
-            if g.preview.is_some() {
-                return Err(need(format!("{key}.preview"), "a diff preview"));
-            }
+/// `[vaults.bearer]`: exactly one of an absolute file or an environment variable.
+fn check_bearer(found: &mut Findings, at: &str, b: &Bearer) {
+    match (&b.file, &b.env) {
+        (Some(f), None) if f.is_absolute() => {}
+        (Some(_), None) => found.add(format!("{at}.bearer.file"), "must be an absolute path"),
+        (None, Some(e)) if !e.is_empty() && !e.contains(['=', '\0']) => {}
+        (None, Some(_)) => found.add(
+            format!("{at}.bearer.env"),
+            "must name an environment variable",
+        ),
+        _ => found.add(
+            format!("{at}.bearer"),
+            "give exactly one of file = \"/path/to/token\" or env = \"VARIABLE\"",
+        ),
+    }
+}
+
+/// A remote vault without a local root has no files of its own to judge: path
+/// targets, file conditions, diff previews, path declarations and an ACL need one.
+fn check_rootless(found: &mut Findings, at: &str, v: &VaultConfig) {
+    let need = |found: &mut Findings, key: String, what: &str| {
+        found.add(
+            key,
+            format!(
+                "{what} needs a local root; this vault has a url and no root: give root = \
+                 \"/abs/path\" (a local copy of what the server serves), or gate with \
+                 targets = \"none\", {{ probe = … }} or {{ git = \"<argument>\" }} only"
+            ),
+        )
+    };
+    for (j, g) in v.gates.iter().enumerate() {
+        found.in_gate(Some(&g.tool));
+        let key = format!("{at}.gates[{j}]");
+        match &g.targets {
+            Some(Targets::None) | Some(Targets::Probe { .. }) | Some(Targets::Git(Some(_))) => {}
+            Some(Targets::Git(None)) => need(
+                found,
+                format!("{key}.targets"),
+                "git = \"\" (the vault root)",
+            ),
+            Some(_) => need(found, format!("{key}.targets"), "a path target"),
+            None => {}
         }
-        if !v.paths.is_empty() {
-            return Err(need(format!("{at}.paths"), "[[vaults.paths]]"));
+        if g.when
+            .as_ref()
+            .is_some_and(|w| w.cross_folder.is_some() || w.exists.is_some())
+        {
+            need(found, format!("{key}.when"), "a file condition");
         }
-        if !(v.acl.deny.is_empty() && v.acl.read_only.is_empty()) {
-            return Err(need(format!("{at}.acl"), "an ACL"));
+        if g.preview.is_some() {
+            need(found, format!("{key}.preview"), "a diff preview");
         }
-        Ok(())
+    }
+    found.in_gate(None);
+    if !v.paths.is_empty() {
+        need(found, format!("{at}.paths"), "[[vaults.paths]]");
+    }
+    if !(v.acl.deny.is_empty() && v.acl.read_only.is_empty()) {
+        need(found, format!("{at}.acl"), "an ACL");
     }
 }
 

@@ -48,3 +48,38 @@ fn a_missing_or_invalid_config_is_one_message_in_every_binary() {
         }
     }
 }
+
+/// A config breaking several rules is refused with every one of them, each naming its
+/// key and vault: on its own line from tcd and tc-shim (tcctl escapes its whole message,
+/// line breaks included, as it escapes everything it prints).
+#[test]
+fn an_invalid_config_is_refused_with_every_problem() {
+    let tmp = tempfile::tempdir().unwrap();
+    let bad = tmp.path().join("bad.toml");
+    std::fs::write(
+        &bad,
+        "[daemon]\nelicit_ttl_seconds = 0\n[governor]\nmax_response_bytes = 1\n\
+         [[vaults]]\nid = \"v\"\nroot = \"rel\"\n",
+    )
+    .unwrap();
+    let c = bad.to_str().unwrap();
+    for argv in [
+        vec!["tcd", "--ephemeral", "--config", c],
+        vec!["tc-shim", "serve", "v", "--config", c],
+        vec!["tcctl", "--config", c, "status"],
+    ] {
+        let (code, stderr) = run(&argv);
+        assert_one_message(&format!("{argv:?}"), code, &stderr, "3 problems:");
+        for problem in [
+            "  daemon.elicit_ttl_seconds: must be at least 1",
+            "  governor.max_response_bytes: must be at least 1024",
+            "  vaults[0].root (vault \"v\"): must be an absolute path",
+        ] {
+            let own_line = stderr.lines().any(|l| l == problem);
+            assert!(
+                own_line || (argv[0] == "tcctl" && stderr.contains(problem)),
+                "{argv:?}: {stderr}"
+            );
+        }
+    }
+}

@@ -1,11 +1,11 @@
-//! Canonical JSON written straight into SHA-256, so a fingerprint over a million
-//! entries never holds them as a document (same bytes as `canonical_json`).
+//! A fingerprint's canonical JSON written straight into SHA-256 by tc-core's one writer,
+//! so a fingerprint over a million entries never holds them as a document.
 
 use std::io::Write;
 
 use serde_json::Value;
 use sha2::{Digest, Sha256};
-use tc_core::hash::canonical_json;
+use tc_core::hash::{write_canonical, write_string};
 
 /// A fingerprint being written: `{"kind":<kind>,"state":{` … `}}`, the state's keys
 /// written by the caller in sorted order.
@@ -41,10 +41,10 @@ impl Fp {
         self.h.update(s.as_bytes());
     }
 
-    /// A JSON string, escaped as `serde_json` (and so `canonical_json`) escapes it.
+    /// A JSON string, escaped as `canonical_json` escapes it.
     pub fn string(&mut self, s: &str) {
         // Writing into a hasher cannot fail.
-        let _ = serde_json::to_writer(&mut *self, s);
+        let _ = write_string(s, self);
     }
 
     /// `"key":` then `v` canonically; `comma` for every key but the first.
@@ -54,7 +54,8 @@ impl Fp {
         }
         self.string(key);
         self.raw(":");
-        self.raw(&canonical_json(v));
+        // Writing into a hasher cannot fail.
+        let _ = write_canonical(v, self);
     }
 
     /// Starts an array member `"key":[`.
@@ -96,21 +97,28 @@ impl Fp {
 mod tests {
     use super::*;
     use serde_json::json;
+    use tc_core::hash::canonical_json;
 
     #[test]
     fn the_same_bytes_as_canonical_json() {
-        let doc = json!({"kind": "tree", "state": {
-            "files": [["a\"\u{1}é.md", "x"], ["b", "symlink:/t"]],
+        // Escapes, unicode beyond the BMP, keys sorted by code point, numbers, nesting.
+        let name = "a\"\\\u{1}\u{7f}\u{2028}é\u{1F600}.md";
+        let value = json!({"\u{1F600}": [1, -0.0, 1e300, u64::MAX, {"b": null, "a": [[]]}],
+            "\u{FFFF}": "\n\t/", "": {}});
+        let doc = json!({"kind": "tree\u{0}", "state": {
+            "files": [[name, "x"], ["b", "symlink:/t"]],
             "glob": "*.md",
             "links": [["d", "e"]],
+            "v": value,
         }});
-        let mut f = Fp::new("tree");
+        let mut f = Fp::new("tree\u{0}");
         f.open_array(false, "files");
-        f.pair("a\"\u{1}é.md", "x");
+        f.pair(name, "x");
         f.pair("b", "symlink:/t");
         f.raw("]");
         f.key_value(true, "glob", &json!("*.md"));
         f.key_value(true, "links", &json!([["d", "e"]]));
+        f.key_value(true, "v", &value);
         assert_eq!(
             f.finish(),
             tc_core::hash::sha256_hex(canonical_json(&doc).as_bytes())

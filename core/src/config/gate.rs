@@ -1,0 +1,140 @@
+//! `[[vaults.gates]]`: a tool call that needs a human, when it does, what the
+//! confirmation is bound to ([`Targets`]) and what the human is shown besides.
+
+use serde::Deserialize;
+
+/// `[[vaults.gates]]`: a tool that needs confirmation.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gate {
+    pub tool: String,
+    #[serde(default)]
+    pub when: Option<When>,
+    /// Required; `Option` only so a missing value gets a message saying what to write.
+    #[serde(default)]
+    pub targets: Option<Targets>,
+    /// What the human is shown of the call's effect besides its arguments (none: nothing).
+    #[serde(default)]
+    pub preview: Option<Preview>,
+}
+
+/// `preview = { diff = { path = "…", content = "…" } }`: the names of the call's
+/// arguments holding the file written and its new content; the shim shows a unified diff
+/// of the file as it is against what the write would make it.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+pub enum Preview {
+    Diff(DiffPreview),
+}
+
+/// `preview.diff`
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiffPreview {
+    pub path: String,
+    pub content: String,
+}
+
+/// Conditions under which a gate applies (all given ones must hold); absent = always.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct When {
+    /// The parent folders of these two path arguments differ.
+    pub cross_folder: Option<[String; 2]>,
+    /// The path argument names something that already exists.
+    pub exists: Option<String>,
+    /// The argument equals the value.
+    pub equals: Option<Equals>,
+}
+
+/// `when.equals = { arg = "…", value = … }`
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Equals {
+    pub arg: String,
+    pub value: serde_json::Value,
+}
+
+/// What a confirmation is bound to (DESIGN section 4).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Targets {
+    /// `targets = "none"`: arguments only (a stated residual).
+    None,
+    /// Each path argument's existence, type and content.
+    Paths(Vec<String>),
+    /// Files under `root` matching `glob`, with content hashes.
+    Tree { root: String, glob: String },
+    /// Files under `root` whose content contains the argument's value.
+    Matching { root: String, contains: String },
+    /// HEAD and the staged index of the repository at this argument (None: vault root).
+    Git(Option<String>),
+    /// The result of a read-only downstream tool with templated arguments.
+    Probe {
+        tool: String,
+        arguments: serde_json::Value,
+    },
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum TargetsRepr {
+    Word(String),
+    Table(TargetsTable),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "snake_case")]
+enum TargetsTable {
+    Paths(Vec<String>),
+    Tree {
+        root: String,
+        #[serde(default = "default_glob")]
+        glob: String,
+    },
+    Matching {
+        root: String,
+        contains: String,
+    },
+    Git(String),
+    Probe {
+        tool: String,
+        #[serde(default = "empty_object")]
+        arguments: serde_json::Value,
+    },
+}
+
+fn default_glob() -> String {
+    "**".into()
+}
+
+fn empty_object() -> serde_json::Value {
+    serde_json::Value::Object(Default::default())
+}
+
+impl<'de> Deserialize<'de> for Targets {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        Ok(match TargetsRepr::deserialize(d).map_err(|_| {
+            D::Error::custom(
+                "targets must be \"none\" or one of { paths = [..] }, { tree = { root, glob } }, \
+                 { matching = { root, contains } }, { git = \"arg\" | \"\" }, { probe = { tool, arguments } }",
+            )
+        })? {
+            TargetsRepr::Word(w) if w == "none" => Targets::None,
+            TargetsRepr::Word(w) => {
+                return Err(D::Error::custom(format!("unknown targets keyword {w:?} (only \"none\")")))
+            }
+            TargetsRepr::Table(TargetsTable::Paths(p)) => Targets::Paths(p),
+            TargetsRepr::Table(TargetsTable::Tree { root, glob }) => Targets::Tree { root, glob },
+            TargetsRepr::Table(TargetsTable::Matching { root, contains }) => {
+                Targets::Matching { root, contains }
+            }
+            TargetsRepr::Table(TargetsTable::Git(a)) => {
+                Targets::Git(if a.is_empty() { None } else { Some(a) })
+            }
+            TargetsRepr::Table(TargetsTable::Probe { tool, arguments }) => {
+                Targets::Probe { tool, arguments }
+            }
+        })
+    }
+}
