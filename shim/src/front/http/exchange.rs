@@ -136,58 +136,84 @@ async fn legacy(f: &Arc<Front>, caller: &str, h: &HeaderMap, msg: Parsed) -> Res
     let id = msg.msg().get("id").filter(|i| !i.is_null()).cloned();
     let sid = h.get(SESSION_HEADER).map(|v| v.to_str().unwrap_or(""));
     if initialize {
-        if sid.is_some() {
-            let m = "initialize opens a session: send it without MCP-Session-Id";
-            return rpc_error(
-                StatusCode::BAD_REQUEST,
-                id.as_ref().unwrap_or(&Value::Null),
-                jsonrpc::INVALID_REQUEST,
-                m,
-            );
-        }
-        let Some(id) = id else {
-            let m = "initialize needs a string or number id";
-            return rpc_error(
-                StatusCode::BAD_REQUEST,
-                &Value::Null,
-                jsonrpc::INVALID_REQUEST,
-                m,
-            );
-        };
-        return open_session(f, caller, id, msg).await;
+        return legacy_initialize(f, caller, sid.is_some(), id, msg).await;
     }
+    let bad = |m: String| {
+        rpc_error(
+            StatusCode::BAD_REQUEST,
+            id.as_ref().unwrap_or(&Value::Null),
+            jsonrpc::INVALID_REQUEST,
+            m,
+        )
+    };
     let Some(sid) = sid else {
         let m = "no MCP-Session-Id: send initialize first (or use the 2026-07-28 protocol)";
+        return bad(m.into());
+    };
+    let Some(conv) = f.table.session(sid, caller) else {
+        return session_not_found(id.as_ref());
+    };
+    if let Some(m) = version_mismatch(&conv, h) {
+        return bad(m);
+    }
+    in_session(&conv, has_method, id, msg).await
+}
+
+/// A 2025-era `initialize`: it opens a session, so it comes without one, with an id.
+async fn legacy_initialize(
+    f: &Arc<Front>,
+    caller: &str,
+    has_session: bool,
+    id: Option<Value>,
+    msg: Parsed,
+) -> Response {
+    if has_session {
+        let m = "initialize opens a session: send it without MCP-Session-Id";
         return rpc_error(
             StatusCode::BAD_REQUEST,
             id.as_ref().unwrap_or(&Value::Null),
             jsonrpc::INVALID_REQUEST,
             m,
         );
-    };
-    let Some(conv) = f.table.session(sid, caller) else {
-        return session_not_found(id.as_ref());
-    };
-    if let Some(v) = h.get(modern::VERSION_HEADER) {
-        let agreed = conv
-            .version
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone();
-        if v.to_str().ok() != agreed.as_deref() {
-            let m = format!(
-                "MCP-Protocol-Version {:?} is not the version this session agreed on ({})",
-                v.to_str().unwrap_or("?"),
-                agreed.as_deref().unwrap_or("none")
-            );
-            return rpc_error(
-                StatusCode::BAD_REQUEST,
-                id.as_ref().unwrap_or(&Value::Null),
-                jsonrpc::INVALID_REQUEST,
-                m,
-            );
-        }
     }
+    let Some(id) = id else {
+        let m = "initialize needs a string or number id";
+        return rpc_error(
+            StatusCode::BAD_REQUEST,
+            &Value::Null,
+            jsonrpc::INVALID_REQUEST,
+            m,
+        );
+    };
+    open_session(f, caller, id, msg).await
+}
+
+/// Why a request's `MCP-Protocol-Version` (when it sends one) is refused: not the
+/// version its session agreed on.
+fn version_mismatch(conv: &Conv, h: &HeaderMap) -> Option<String> {
+    let v = h.get(modern::VERSION_HEADER)?;
+    let agreed = conv
+        .version
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    (v.to_str().ok() != agreed.as_deref()).then(|| {
+        format!(
+            "MCP-Protocol-Version {:?} is not the version this session agreed on ({})",
+            v.to_str().unwrap_or("?"),
+            agreed.as_deref().unwrap_or("none")
+        )
+    })
+}
+
+/// A message within a 2025-era session: a request is answered, anything else is fed
+/// to the conversation and accepted.
+async fn in_session(
+    conv: &Arc<Conv>,
+    has_method: bool,
+    id: Option<Value>,
+    msg: Parsed,
+) -> Response {
     match (has_method, id) {
         (true, Some(id)) => match conv.submit(id.clone(), msg).await {
             Ok(ex) => answer(ex, None).await,

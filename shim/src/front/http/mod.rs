@@ -112,15 +112,8 @@ pub async fn serve(s: Setup) -> anyhow::Result<i32> {
     let socket = bind(s.addr).with_context(|| format!("cannot listen on {}", s.addr))?;
     let addr = socket.local_addr()?;
     let remote = matches!(s.downstream, Downstream::Remote(..));
-    let table = Arc::new(Table::new(
-        s.front.session_cap(remote),
-        s.front.caller_cap(remote),
-        s.front.session_idle_seconds,
-    ));
-    table.start_sweeper(Duration::from_secs(
-        s.front.session_idle_seconds.clamp(1, 30),
-    ));
-    let metadata = verifier.metadata().map(|m| (m.paths(), m.document()));
+    let table = session_table(&s.front, remote);
+    let app = routes(&verifier);
     let front = Arc::new(Front {
         guard: guard::Guard::new(addr, &s.front.allowed_hosts, &s.front.allowed_origins),
         verifier,
@@ -134,18 +127,6 @@ pub async fn serve(s: Setup) -> anyhow::Result<i32> {
         downstream: s.downstream,
         max_body: s.front.max_body_bytes,
     });
-    let mut app = Router::new().route(
-        "/mcp",
-        get(exchange::get_stream)
-            .post(exchange::post)
-            .delete(exchange::delete),
-    );
-    if let Some((paths, doc)) = metadata {
-        for p in paths {
-            let doc = doc.clone();
-            app = app.route(&p, get(move || async move { axum::Json(doc) }));
-        }
-    }
     let app = app
         .layer(middleware::from_fn_with_state(
             Arc::clone(&front),
@@ -175,6 +156,36 @@ pub async fn serve(s: Setup) -> anyhow::Result<i32> {
     threads.serve(listener, stop).await.context("HTTP front")?;
     table.close_all();
     Ok(0)
+}
+
+/// The conversations' table, its caps as configured for this kind of downstream, its
+/// idle sweeper started.
+fn session_table(front: &HttpFront, remote: bool) -> Arc<Table> {
+    let table = Arc::new(Table::new(
+        front.session_cap(remote),
+        front.caller_cap(remote),
+        front.session_idle_seconds,
+    ));
+    table.start_sweeper(Duration::from_secs(front.session_idle_seconds.clamp(1, 30)));
+    table
+}
+
+/// `/mcp` (GET, POST, DELETE), and the protected-resource metadata document at each of
+/// its paths when the verifier has one.
+fn routes(verifier: &tc_auth::Verifier) -> Router<Arc<Front>> {
+    let mut app = Router::new().route(
+        "/mcp",
+        get(exchange::get_stream)
+            .post(exchange::post)
+            .delete(exchange::delete),
+    );
+    if let Some((paths, doc)) = verifier.metadata().map(|m| (m.paths(), m.document())) {
+        for p in paths {
+            let doc = doc.clone();
+            app = app.route(&p, get(move || async move { axum::Json(doc) }));
+        }
+    }
+    app
 }
 
 /// Pending connections the kernel holds for the accept loop (as `TcpListener::bind`).
