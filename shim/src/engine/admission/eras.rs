@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 
+use crate::engine::forward::internal::InternalError;
 use crate::engine::{Pending, Shim};
 use crate::wire::era::{self, Era};
 use crate::wire::jsonrpc;
@@ -50,7 +51,7 @@ impl Shim {
     /// A legacy downstream's `capabilities` (which `list_changed` notifications it sends
     /// unasked; null when the client did the handshake itself), or None for a 2026-07-28
     /// one; found out first on behalf of a modern request with envelope `meta`.
-    pub async fn legacy_capabilities(&self, meta: &Value) -> Result<Option<Value>, String> {
+    pub async fn legacy_capabilities(&self, meta: &Value) -> Result<Option<Value>, InternalError> {
         if self.ensure_down_era(meta).await? != Era::Legacy {
             return Ok(None);
         }
@@ -62,7 +63,10 @@ impl Shim {
     /// Finds out (once) which era the downstream speaks, on behalf of a modern client
     /// request with envelope `meta`: probes `server/discover`; on an error answer it does
     /// the legacy `initialize` handshake itself, in its own id space.
-    pub(in crate::engine) async fn ensure_down_era(&self, meta: &Value) -> Result<Era, String> {
+    pub(in crate::engine) async fn ensure_down_era(
+        &self,
+        meta: &Value,
+    ) -> Result<Era, InternalError> {
         if let Some((e, _)) = &self.lock().down_era {
             return Ok(*e);
         }
@@ -71,7 +75,7 @@ impl Shim {
     }
 
     /// [`Shim::ensure_down_era`] once the era is not known yet.
-    async fn probe_down_era(&self, meta: &Value) -> Result<Era, String> {
+    async fn probe_down_era(&self, meta: &Value) -> Result<Era, InternalError> {
         let _probe = self.probe.lock().await;
         if let Some((e, _)) = &self.lock().down_era {
             return Ok(*e);

@@ -13,16 +13,33 @@ use crate::wire::era::{self, Era};
 /// How long an internal request (tools/list, probe) may take.
 const INTERNAL_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Why the shim's own request to the downstream got no result.
+#[derive(Debug, thiserror::Error)]
+pub enum InternalError {
+    #[error("the downstream MCP server exited")]
+    Exited,
+    #[error("the downstream MCP server is not running")]
+    NotRunning,
+    #[error("the downstream did not answer {method} within {INTERNAL_TIMEOUT:?}")]
+    Timeout { method: String },
+    /// It answered with a JSON-RPC error.
+    #[error("downstream {method} failed: {error}")]
+    Failed { method: String, error: Value },
+}
+
 impl Shim {
     /// Sends the shim's own request downstream and waits for its result.
     pub(in crate::engine) async fn internal(
         &self,
         method: &str,
         params: Value,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, InternalError> {
         let resp = self.internal_raw(method, params).await?;
         if let Some(e) = resp.get("error") {
-            return Err(format!("downstream {method} failed: {e}"));
+            return Err(InternalError::Failed {
+                method: method.to_string(),
+                error: e.clone(),
+            });
         }
         Ok(resp.get("result").cloned().unwrap_or(Value::Null))
     }
@@ -33,7 +50,7 @@ impl Shim {
         &self,
         method: &str,
         mut params: Value,
-    ) -> Result<Value, String> {
+    ) -> Result<Value, InternalError> {
         let id = format!(
             "{OWN_ID_PREFIX}{}",
             self.next_id.fetch_add(1, Ordering::Relaxed)
@@ -42,7 +59,7 @@ impl Shim {
         {
             let mut st = self.lock();
             if st.child_gone {
-                return Err("the downstream MCP server exited".into());
+                return Err(InternalError::Exited);
             }
             if matches!(st.down_era, Some((Era::Modern, _))) {
                 if let Some(p) = params.as_object_mut() {
@@ -57,16 +74,16 @@ impl Shim {
         let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         if !self.send_child(msg.to_string().into_bytes(), None) {
             self.lock().internal.remove(&id);
-            return Err("the downstream MCP server is not running".into());
+            return Err(InternalError::NotRunning);
         }
         match tokio::time::timeout(INTERNAL_TIMEOUT, rx).await {
             Ok(Ok(v)) => Ok(v),
-            Ok(Err(_)) => Err("the downstream MCP server exited".into()),
+            Ok(Err(_)) => Err(InternalError::Exited),
             Err(_) => {
                 self.lock().internal.remove(&id);
-                Err(format!(
-                    "the downstream did not answer {method} within {INTERNAL_TIMEOUT:?}"
-                ))
+                Err(InternalError::Timeout {
+                    method: method.to_string(),
+                })
             }
         }
     }

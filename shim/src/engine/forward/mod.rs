@@ -1,7 +1,7 @@
 //! Forward: a client request or an approved call goes to the downstream (unless cancelled
 //! meanwhile), a held call is answered by the shim, and the exit path fails what waits.
 
-mod internal;
+pub mod internal;
 mod server;
 
 use serde_json::Value;

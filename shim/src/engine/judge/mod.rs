@@ -12,6 +12,7 @@ use serde_json::{json, Value};
 use tc_core::config::{Gate, Targets};
 use tc_proto::v1::Binding;
 
+use crate::engine::forward::internal::InternalError;
 use crate::engine::judge::tools::Tool;
 use crate::engine::refusal::judged::{floor_result, policy_result, unlisted_result};
 use crate::engine::{key, SentParams, Shim};
@@ -19,6 +20,18 @@ use crate::wire::era;
 use crate::wire::mcp_headers;
 use crate::wire::value::at;
 use policy::PolicyError;
+
+/// Why a gate's targets could not be fingerprinted (nothing runs without them).
+#[derive(Debug, thiserror::Error)]
+pub enum FingerprintError {
+    /// The probe tool's call to the downstream failed.
+    #[error(transparent)]
+    Probe(#[from] InternalError),
+    #[error(transparent)]
+    Local(#[from] targets::TargetError),
+    #[error("the gate declares no targets")]
+    NoTargets,
+}
 
 /// What the judge found out about a call.
 pub(in crate::engine) struct Judged {
@@ -46,23 +59,12 @@ impl Shim {
         name: String,
         sent: SentParams,
     ) -> Option<Judged> {
-        if let Some(meta) = era::request_meta(msg) {
-            if let Err(e) = self.ensure_down_era(meta).await {
-                tracing::warn!("could not find out the downstream's era: {e}");
-            }
-        }
         let args = at(msg, &["params", "arguments"])
             .cloned()
             .unwrap_or_else(|| json!({}));
         let gate = self.policy.gate_entry(&name).cloned();
-        if let Err(e) = self.ensure_tools(&name).await {
-            tracing::warn!("could not list downstream tools before {name}: {e}");
-            // Without the tool list the floor (destructiveHint) cannot be seen: fail closed
-            // for every tool the policy does not already gate.
-            if gate.is_none() {
-                self.refuse(id, unlisted_result(&name, &e));
-                return None;
-            }
+        if !self.learn_downstream(id, msg, &name, gate.is_some()).await {
+            return None;
         }
         let tool = self.known_tool(&name);
         if let Err(why) = self.check_params(sent.as_deref(), tool.as_ref(), &args) {
@@ -103,6 +105,25 @@ impl Shim {
         })
     }
 
+    /// What judging needs of the downstream first: its era (for a modern call) and its
+    /// tool list. False when the call was refused: without the list the floor
+    /// (destructiveHint) cannot be seen, so every tool the policy does not gate fails closed.
+    async fn learn_downstream(&self, id: &Value, msg: &Value, name: &str, gated: bool) -> bool {
+        if let Some(meta) = era::request_meta(msg) {
+            if let Err(e) = self.ensure_down_era(meta).await {
+                tracing::warn!("could not find out the downstream's era: {e}");
+            }
+        }
+        if let Err(e) = self.ensure_tools(name).await {
+            tracing::warn!("could not list downstream tools before {name}: {e}");
+            if !gated {
+                self.refuse(id, unlisted_result(name, &e));
+                return false;
+            }
+        }
+        true
+    }
+
     /// The paths the call's file-naming arguments resolve to, with the tool's discovered
     /// arguments taken from the tool cache (found afresh for a tool not in it).
     fn resolve_paths(
@@ -128,7 +149,7 @@ impl Shim {
         &self,
         gate: &Gate,
         args: &Value,
-    ) -> Result<String, String> {
+    ) -> Result<String, FingerprintError> {
         match &gate.targets {
             Some(Targets::Probe { tool, arguments }) => {
                 let probe_args = targets::probe_arguments(arguments, args);
@@ -137,8 +158,8 @@ impl Shim {
                     .await?;
                 Ok(targets::probe_fp(tool, &probe_args, &r))
             }
-            Some(t) => targets::local_fp(&self.policy, t, args).map_err(|e| e.to_string()),
-            None => Err("the gate declares no targets".into()),
+            Some(t) => Ok(targets::local_fp(&self.policy, t, args)?),
+            None => Err(FingerprintError::NoTargets),
         }
     }
 

@@ -8,6 +8,7 @@ use serde_json::{json, Value};
 use tc_core::ErrorCode;
 
 use crate::engine::admission::lean;
+use crate::engine::forward::internal::InternalError;
 use crate::engine::judge::policy::{self, ArgSpec, Policy};
 use crate::engine::refusal::Refusal;
 use crate::engine::Shim;
@@ -128,7 +129,7 @@ impl Shim {
     /// Knowing every tool matters for the floor: a tool missing from the cache (on a
     /// page the client never fetched, or added after `list_changed`) triggers a full
     /// re-list rather than being forwarded as if it were not destructive.
-    pub(in crate::engine) async fn ensure_tools(&self, name: &str) -> Result<(), String> {
+    pub(in crate::engine) async fn ensure_tools(&self, name: &str) -> Result<(), InternalError> {
         if self
             .lock()
             .tools
@@ -142,7 +143,7 @@ impl Shim {
     }
 
     /// Lists every downstream tool (all pages), caching the definitions.
-    pub(in crate::engine) async fn list_all_tools(&self) -> Result<Vec<Value>, String> {
+    pub(in crate::engine) async fn list_all_tools(&self) -> Result<Vec<Value>, InternalError> {
         let mut cursor: Option<Value> = None;
         let mut all: HashMap<String, Tool> = HashMap::new();
         for _ in 0..100 {

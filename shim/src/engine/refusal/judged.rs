@@ -6,7 +6,9 @@ use tc_core::ErrorCode;
 use tonic::Status;
 
 use crate::daemon_client::DaemonError;
+use crate::engine::forward::internal::InternalError;
 use crate::engine::judge::policy::{self, PolicyError};
+use crate::engine::judge::FingerprintError;
 use crate::engine::refusal::Refusal;
 use crate::engine::refusal::{self, Shown};
 use crate::engine::Shim;
@@ -114,7 +116,7 @@ pub(in crate::engine) fn policy_result(e: &PolicyError) -> Refusal {
 
 /// The tool list could not be read, so the floor cannot be seen: a tool the policy does
 /// not gate is not run.
-pub(in crate::engine) fn unlisted_result(name: &str, e: &str) -> Refusal {
+pub(in crate::engine) fn unlisted_result(name: &str, e: &InternalError) -> Refusal {
     let text = format!(
         "tc-shim could not read the server's tool list ({e}), so it cannot tell whether \
          `{name}` is destructive; the call was not run. Retry once the server answers tools/list."
@@ -150,7 +152,7 @@ pub(in crate::engine) fn reserved_argument_result(name: &str, k: &str) -> Refusa
 }
 
 /// The confirmation target of a gated call could not be computed.
-pub(in crate::engine) fn target_result(name: &str, e: &str) -> Refusal {
+pub(in crate::engine) fn target_result(name: &str, e: &FingerprintError) -> Refusal {
     let text = format!("Cannot compute the confirmation target of `{name}`: {e}");
     Refusal::new(ErrorCode::InvalidInput, text, json!({"tool": name}))
 }
