@@ -12,7 +12,6 @@ use serde_json::{json, Value};
 use tc_core::config::{Gate, Targets};
 use tc_proto::v1::Binding;
 
-use crate::engine::forward::internal::InternalError;
 use crate::engine::judge::tools::Tool;
 use crate::engine::refusal::judged::{floor_result, policy_result, unlisted_result};
 use crate::engine::{key, SentParams, Shim};
@@ -20,18 +19,6 @@ use crate::wire::era;
 use crate::wire::mcp_headers;
 use crate::wire::value::at;
 use policy::PolicyError;
-
-/// Why a gate's targets could not be fingerprinted (nothing runs without them).
-#[derive(Debug, thiserror::Error)]
-pub enum FingerprintError {
-    /// The probe tool's call to the downstream failed.
-    #[error(transparent)]
-    Probe(#[from] InternalError),
-    #[error(transparent)]
-    Local(#[from] targets::TargetError),
-    #[error("the gate declares no targets")]
-    NoTargets,
-}
 
 /// What the judge found out about a call.
 pub(in crate::engine) struct Judged {
@@ -149,7 +136,7 @@ impl Shim {
         &self,
         gate: &Gate,
         args: &Value,
-    ) -> Result<String, FingerprintError> {
+    ) -> Result<String, targets::FingerprintError> {
         match &gate.targets {
             Some(Targets::Probe { tool, arguments }) => {
                 let probe_args = targets::probe_arguments(arguments, args);
@@ -159,7 +146,7 @@ impl Shim {
                 Ok(targets::probe_fp(tool, &probe_args, &r))
             }
             Some(t) => Ok(targets::local_fp(&self.policy, t, args)?),
-            None => Err(FingerprintError::NoTargets),
+            None => Err(targets::FingerprintError::NoTargets),
         }
     }
 

@@ -8,7 +8,7 @@ use tonic::Status;
 use crate::daemon_client::DaemonError;
 use crate::engine::forward::internal::InternalError;
 use crate::engine::judge::policy::{self, PolicyError};
-use crate::engine::judge::FingerprintError;
+use crate::engine::judge::targets::FingerprintError;
 use crate::engine::refusal::Refusal;
 use crate::engine::refusal::{self, Shown};
 use crate::engine::Shim;

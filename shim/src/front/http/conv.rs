@@ -12,7 +12,7 @@ use std::time::Instant;
 use serde_json::{json, Value};
 use tokio::sync::mpsc;
 
-use super::listen::Filter;
+use super::subscription::Filter;
 use crate::downstream::Attached;
 use crate::engine::{Parsed, Shim};
 use crate::wire::framing::Frame;

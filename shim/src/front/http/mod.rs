@@ -13,6 +13,7 @@ mod guard;
 mod listen;
 mod modern;
 mod sessions;
+mod subscription;
 mod workers;
 
 use std::net::SocketAddr;

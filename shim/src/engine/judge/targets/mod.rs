@@ -12,7 +12,20 @@ use serde_json::{json, Value};
 use tc_core::config::Targets;
 use tc_core::hash::{canonical_json, sha256_hex};
 
+use crate::engine::forward::internal::InternalError;
 use crate::engine::judge::policy::{arg_strings, Policy, PolicyError};
+
+/// Why a gate's targets could not be fingerprinted (nothing runs without them).
+#[derive(Debug, thiserror::Error)]
+pub enum FingerprintError {
+    /// The probe tool's call to the downstream failed.
+    #[error(transparent)]
+    Probe(#[from] InternalError),
+    #[error(transparent)]
+    Local(#[from] TargetError),
+    #[error("the gate declares no targets")]
+    NoTargets,
+}
 
 /// Errors computing a fingerprint.
 #[derive(Debug, thiserror::Error)]

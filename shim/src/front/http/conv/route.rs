@@ -8,7 +8,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::{Conv, Listener, Msg};
-use crate::front::http::listen;
+use crate::front::http::subscription;
 use crate::wire::framing::Frame;
 use crate::wire::ids::{self, IdKey};
 use crate::wire::jsonrpc;
@@ -133,7 +133,7 @@ fn fan_out(listeners: &mut Vec<Listener>, method: &str, line: &[u8]) {
         if !l.filter.wants(method) {
             return !l.tx.is_closed();
         }
-        let Some(tagged) = listen::tag(line, &l.id) else {
+        let Some(tagged) = subscription::tag(line, &l.id) else {
             return true;
         };
         match l.tx.try_send(tagged) {
@@ -185,7 +185,7 @@ fn envelope(line: &[u8]) -> Envelope {
         Ok(E {
             id: None,
             method: Some(m),
-        }) if listen::is_list_changed(&m) => Envelope::ListChanged(m.into_owned()),
+        }) if subscription::is_list_changed(&m) => Envelope::ListChanged(m.into_owned()),
         _ => Envelope::Other,
     }
 }
