@@ -1,4 +1,4 @@
-//! Guarded mode's fixed ground (DESIGN 10): the system locations, whether
+//! Guarded mode's fixed ground: the system locations, whether
 //! `/etc/tc/config.toml` says guarded, the root-ownership check tcd starts on, and the
 //! tighten-only merge of a user's own config over the policy tcd serves.
 //!

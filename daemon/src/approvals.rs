@@ -1,4 +1,4 @@
-//! Approve by request (DESIGN 11): raised requests get short ids; a human approves or
+//! Approve by request: raised requests get short ids; a human approves or
 //! declines one by id, and the agent's identical retry redeems the approval once.
 //!
 //! An approval is a token row nobody is ever shown (its hash is of random bytes), so

@@ -48,7 +48,7 @@ pub struct DaemonConfig {
     pub mode: Mode,
 }
 
-/// Who tcd serves and what an approval needs (DESIGN 10).
+/// Who tcd serves and what an approval needs.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Mode {

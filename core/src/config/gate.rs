@@ -55,7 +55,7 @@ pub struct Equals {
     pub value: serde_json::Value,
 }
 
-/// What a confirmation is bound to (DESIGN section 4).
+/// What a confirmation is bound to.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Targets {
     /// `targets = "none"`: arguments only (a stated residual).

@@ -1,18 +1,15 @@
 //! The gate engine, transport-independent: a client line is admitted, a `tools/call` judged,
 //! confirmed by a human on one of its routes, forwarded, and its answer governed.
 
-// The data path, one module per stage (front-ends and downstream adapters such as
-// `stdio.rs` drive it only through `Shim::start` and the `pub` methods at the end):
-//   client    a client line: parse, admission (`admit`), dispatch by method
-//   call      a `tools/call`: its turn (`turn`), judge (policy, floor, ACL) -> targets
-//   routes    how a human approves: by request, modern round (form or page link), legacy
-//             or URL elicitation
-//   forward   to the downstream; a held call answered; the exit path
-//   server    a downstream line: the pass-through fast path, its requests, its answers
-//   governed  the response governor's hooks (cap, oversize lines, events); `paged`
-//             serves a paged tool's call page by page
-// Beside it: `continued` (a downstream's own round), `eras`, `internal` (the shim's own
-// requests downstream), `refusals` (what the client is told), `tools` (the tool cache).
+// The stages, in the order a message meets them (fronts and downstreams drive the
+// engine only through `Shim::start` and the `pub` methods at the end of this file):
+//   admission  a client line: parse, roots out, admit, dispatch by method
+//   call       a `tools/call`'s order: its turn, judge, then forward or confirm → forward
+//   judge      gate entry, floor, paths and ACL, `when`; the tool cache; targets
+//   confirm    how a human approves (by request, input_required round, elicitation, page)
+//   forward    to the downstream; a held call answered; a downstream line; the exit path
+//   govern     the response governor: byte cap, oversize lines, paging
+//   refusal    what the agent is told, as one typed `Refusal`
 pub mod admission;
 pub mod barrier;
 mod call;
@@ -216,7 +213,7 @@ impl Shim {
 pub struct Options {
     pub policy: Arc<Policy>,
     pub daemon: Arc<Daemon>,
-    /// Who makes the calls: `stdio`, `http-local` or a token's `sub` (DESIGN 12). Every
+    /// Who makes the calls: `stdio`, `http-local` or a token's `sub`. Every
     /// binding (tokens, states, cursors, approvals) carries it.
     pub caller: String,
     /// How long the legacy route waits for the human (the confirmation TTL).
@@ -227,7 +224,7 @@ pub struct Options {
     pub page: Option<String>,
     pub gov: Governor,
     /// The front can carry the shim's own requests to the client (`elicitation/create`):
-    /// stdio can; Streamable HTTP never does (DESIGN 12: legacy HTTP sessions get the
+    /// stdio can; Streamable HTTP never does (legacy HTTP sessions get the
     /// CLI/approve route).
     pub server_requests: bool,
     /// The downstream is a Streamable HTTP server, to which tc is the client that mirrors

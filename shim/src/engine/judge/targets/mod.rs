@@ -1,5 +1,5 @@
 //! Confirmation targets → `state_fp`: a SHA-256 over what a confirmation is about,
-//! for every kind in DESIGN section 4 (probe results are fetched by the proxy).
+//! for every confirmation-target kind (probe results are fetched by the proxy).
 
 pub mod cache;
 pub mod fs;
