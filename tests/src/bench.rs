@@ -100,11 +100,7 @@ pub struct Peer {
 impl Peer {
     /// Starts `cmd` with piped stdin/stdout (stderr inherited).
     pub fn spawn(mut cmd: Command) -> anyhow::Result<Peer> {
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
+        let mut child = crate::piped::spawn_piped(&mut cmd, Stdio::inherit())
             .with_context(|| format!("spawning {cmd:?}"))?;
         let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take().context("child stdout")?);

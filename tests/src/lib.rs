@@ -10,6 +10,7 @@ pub mod guarded;
 pub mod http;
 pub mod issuer;
 pub mod page;
+pub mod piped;
 pub mod pty;
 pub mod rmcp_client;
 pub mod rmcp_http;
@@ -45,12 +46,17 @@ pub fn bin_dir() -> PathBuf {
 
 /// The path of a workspace binary (`tcd`, `tcctl`, ...), which must have been built.
 pub fn bin(name: &str) -> PathBuf {
-    let p = bin_dir().join(name);
-    assert!(
-        p.exists(),
-        "{} not built (run `cargo build --workspace`)",
-        p.display()
-    );
+    existing(
+        bin_dir().join(name),
+        "not built (run `cargo build --workspace`)",
+    )
+}
+
+/// `p`, which must be a file; else the test fails saying what is `missing` and how to
+/// get it.
+#[track_caller]
+pub fn existing(p: PathBuf, missing: &str) -> PathBuf {
+    assert!(p.is_file(), "{} {missing}", p.display());
     p
 }
 
@@ -195,6 +201,14 @@ impl Daemon {
     /// Starts `tcd` with the default options.
     pub fn start() -> Daemon {
         Daemon::start_with(DaemonOpts::default())
+    }
+
+    /// Starts `tcd` whose tokens and requests live `ttl_seconds` (the expiry tests').
+    pub fn with_ttl(ttl_seconds: u32) -> Daemon {
+        Daemon::start_with(DaemonOpts {
+            ttl_seconds,
+            ..Default::default()
+        })
     }
 
     /// Starts `tcd` on a fresh temp dir.
@@ -494,16 +508,29 @@ pub fn wait_timeout(child: &mut Child, t: Duration) -> Option<ExitStatus> {
     }
 }
 
-/// Raises then mints a token for `b` at `fp`.
-pub async fn raise_and_mint(c: &mut Client, b: &v1::Binding, fp: &str) -> String {
+/// A kB field (`VmRSS`, `VmHWM`) of `/proc/<pid>/status`: for the tests that bound what
+/// a process holds.
+#[track_caller]
+pub fn status_kb(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    bench::proc_field(&status, field).unwrap_or_else(|| panic!("{field} in {status}"))
+}
+
+/// Raises a request for `b` at `fp` with `summary` (what a human would be shown).
+pub async fn raise_summarised(c: &mut Client, b: &v1::Binding, fp: &str, summary: &str) {
     c.raise(v1::RaiseRequest {
         binding: Some(b.clone()),
         state_fp: fp.into(),
-        summary: "test".into(),
+        summary: summary.into(),
         ..Default::default()
     })
     .await
     .expect("raise");
+}
+
+/// Raises then mints a token for `b` at `fp`.
+pub async fn raise_and_mint(c: &mut Client, b: &v1::Binding, fp: &str) -> String {
+    raise_summarised(c, b, fp, "test").await;
     c.mint(v1::MintRequest {
         binding: Some(b.clone()),
         state_fp: None,
@@ -530,6 +557,38 @@ pub async fn redeem(
     })
     .await
     .map(|r| r.into_inner().redemption_id)
+}
+
+/// Records that the call redeemed as `redemption_id` ran (by the CLI-token route): what
+/// the shim tells tcd once the handler has run.
+pub async fn record_consumed(
+    c: &mut Client,
+    b: &v1::Binding,
+    fp: &str,
+    redemption_id: &str,
+) -> Result<(), tonic::Status> {
+    c.record_consumed(v1::RecordConsumedRequest {
+        binding: Some(b.clone()),
+        state_fp: fp.into(),
+        route: "cli_token".into(),
+        redemption_id: redemption_id.into(),
+    })
+    .await
+    .map(drop)
+}
+
+/// The daemon's counters now.
+pub async fn counters(c: &mut Client) -> Vec<v1::Counter> {
+    c.counters(v1::CountersRequest {})
+        .await
+        .expect("counters")
+        .into_inner()
+        .counters
+}
+
+/// How many events of `kind` the log holds.
+pub async fn count_events(c: &mut Client, kind: &str) -> usize {
+    events(c).await.iter().filter(|e| e.kind == kind).count()
 }
 
 /// All events so far (no follow).
@@ -584,6 +643,19 @@ pub fn as_nobody() -> Option<Command> {
         c.args(["-u", "nobody", "--"]);
         Some(c)
     }
+}
+
+/// A command prefix running as `nobody` and a started daemon whose temp dir nobody may
+/// pass through (the socket's own directory stays tcd's 0700); None when not root, after
+/// printing that the test `needs` to skip.
+pub fn nobody_beside_a_daemon(needs: &str) -> Option<(Command, Daemon)> {
+    let Some(cmd) = as_nobody() else {
+        eprintln!("skipped: needs root to {needs}");
+        return None;
+    };
+    let d = Daemon::start();
+    chmod(d.dir.path(), 0o711);
+    Some((cmd, d))
 }
 
 /// A loopback TCP port free right now (the OS picks it), for a tcd's `[approvals] listen`:

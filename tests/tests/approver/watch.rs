@@ -91,10 +91,6 @@ fn write(path: &str, content: &str) -> Value {
     json!({"path": path, "content": content})
 }
 
-fn request_id(r: &Value) -> String {
-    sc(r)["details"]["request_id"].as_str().unwrap().to_string()
-}
-
 #[test]
 fn pending_watch_prints_each_new_request_once() {
     let (env, mut h, port) = started(true);

@@ -22,14 +22,7 @@ async fn events_list_and_follow_in_order() {
     let fp = h("fp");
     let token = raise_and_mint(&mut c, &b, &fp).await;
     let r = redeem(&mut c, &token, &b, &fp).await.unwrap();
-    c.record_consumed(v1::RecordConsumedRequest {
-        binding: Some(b.clone()),
-        state_fp: fp.clone(),
-        route: "cli_token".into(),
-        redemption_id: r.clone(),
-    })
-    .await
-    .unwrap();
+    record_consumed(&mut c, &b, &fp, &r).await.unwrap();
     let want = [
         "tc.elicit.requested",
         "tc.elicit.minted",
@@ -113,10 +106,7 @@ async fn clients_may_append_only_client_kinds() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn status_and_counters_reflect_the_ledger() {
-    let d = Daemon::start_with(DaemonOpts {
-        ttl_seconds: 77,
-        ..Default::default()
-    });
+    let d = Daemon::with_ttl(77);
     let mut c = d.client().await;
     let b = binding("notes", "write_file", "stdio", "status");
     let _token = raise_and_mint(&mut c, &b, &h("fp")).await;
@@ -126,12 +116,7 @@ async fn status_and_counters_reflect_the_ledger() {
     assert_eq!(st.live_tokens, 1);
     assert_eq!(st.events, 2);
     assert_eq!(st.cache_dir, d.cache_dir.display().to_string());
-    let counters = c
-        .counters(v1::CountersRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .counters;
+    let counters = counters(&mut c).await;
     assert!(!counters.is_empty());
 }
 
@@ -146,22 +131,12 @@ async fn counters_are_rebuilt_from_the_event_log_after_a_restart() {
             .find(|x| x.name == "tc_events_total" && x.labels == labels)
             .map(|x| x.value)
     };
-    let before = c
-        .counters(v1::CountersRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .counters;
+    let before = counters(&mut c).await;
     assert_eq!(value(&before, "kind=\"tc.elicit.minted\""), Some(1));
     drop(c);
     d.restart();
     let mut c = d.client().await;
-    let after = c
-        .counters(v1::CountersRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .counters;
+    let after = counters(&mut c).await;
     assert_eq!(value(&after, "kind=\"tc.elicit.requested\""), Some(1));
     assert_eq!(value(&after, "kind=\"tc.elicit.minted\""), Some(1));
 }

@@ -38,6 +38,18 @@ async fn open(
     .map(|r| r.into_inner())
 }
 
+/// A paging cursor for `b` at `position`, sealed by tcd.
+async fn seal_cursor(c: &mut Client, b: &v1::Binding, position: &[u8]) -> String {
+    c.seal_cursor(v1::SealCursorRequest {
+        binding: Some(b.clone()),
+        position: position.to_vec(),
+    })
+    .await
+    .expect("seal cursor")
+    .into_inner()
+    .cursor
+}
+
 /// Flips one character in the middle of a blob.
 fn tamper(blob: &str) -> String {
     let mut v: Vec<char> = blob.chars().collect();
@@ -93,10 +105,7 @@ async fn request_state_seal_open_consume_and_refusals() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn request_state_expires() {
-    let d = Daemon::start_with(DaemonOpts {
-        ttl_seconds: 1,
-        ..Default::default()
-    });
+    let d = Daemon::with_ttl(1);
     let mut c = d.client().await;
     let b = b0();
     let s = seal(&mut c, &b, &h("fp")).await;
@@ -111,15 +120,7 @@ async fn rotate_secret_voids_states_cursors_and_tokens() {
     let b = b0();
     let fp = h("fp");
     let s = seal(&mut c, &b, &fp).await;
-    let cur = c
-        .seal_cursor(v1::SealCursorRequest {
-            binding: Some(b.clone()),
-            position: b"page 2".to_vec(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .cursor;
+    let cur = seal_cursor(&mut c, &b, b"page 2").await;
     let token = raise_and_mint(&mut c, &b, &fp).await;
     let r = c
         .rotate_secret(v1::RotateSecretRequest {})
@@ -197,15 +198,7 @@ async fn cursor_seal_open_and_rejections_are_logged() {
     let d = Daemon::start();
     let mut c = d.client().await;
     let b = b0();
-    let cur = c
-        .seal_cursor(v1::SealCursorRequest {
-            binding: Some(b.clone()),
-            position: b"offset=50".to_vec(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .cursor;
+    let cur = seal_cursor(&mut c, &b, b"offset=50").await;
     let open = |cursor: &str, b: &v1::Binding| v1::OpenCursorRequest {
         cursor: cursor.into(),
         binding: Some(b.clone()),

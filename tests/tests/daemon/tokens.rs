@@ -20,15 +20,9 @@ fn mint_req(b: &v1::Binding, pin: Option<&str>) -> v1::MintRequest {
     }
 }
 
+/// Raises the request the tests here mint for (its summary is what a human would see).
 async fn raise(c: &mut Client, b: &v1::Binding, fp: &str) {
-    c.raise(v1::RaiseRequest {
-        binding: Some(b.clone()),
-        state_fp: fp.into(),
-        summary: "write notes/a.md".into(),
-        ..Default::default()
-    })
-    .await
-    .expect("raise");
+    raise_summarised(c, b, fp, "write notes/a.md").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
@@ -93,10 +87,7 @@ async fn state_fp_pin_refuses_replaced_and_unknown_fingerprints() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn expired_token_refused() {
-    let d = Daemon::start_with(DaemonOpts {
-        ttl_seconds: 1,
-        ..Default::default()
-    });
+    let d = Daemon::with_ttl(1);
     let mut c = d.client().await;
     let b = binding(V, T, C, "expiring");
     let fp = h("fp");
@@ -151,27 +142,13 @@ async fn release_once_and_only_for_a_redemption() {
     refused(c.release(rel(&r1)).await, Reason::Spent);
     refused(redeem(&mut c, &token, &b, &fp).await, Reason::Spent);
     // Once the handler ran, the redemption is final.
-    c.record_consumed(v1::RecordConsumedRequest {
-        binding: Some(b.clone()),
-        state_fp: fp.clone(),
-        route: "cli_token".into(),
-        redemption_id: r2.clone(),
-    })
-    .await
-    .expect("consumed");
+    record_consumed(&mut c, &b, &fp, &r2)
+        .await
+        .expect("consumed");
     refused(c.release(rel(&r2)).await, Reason::Spent);
     refused(redeem(&mut c, &token, &b, &fp).await, Reason::Spent);
     // Recording the same redemption twice is refused.
-    refused(
-        c.record_consumed(v1::RecordConsumedRequest {
-            binding: Some(b.clone()),
-            state_fp: fp.clone(),
-            route: "cli_token".into(),
-            redemption_id: r2,
-        })
-        .await,
-        Reason::Spent,
-    );
+    refused(record_consumed(&mut c, &b, &fp, &r2).await, Reason::Spent);
     let kinds: Vec<String> = events(&mut c).await.into_iter().map(|e| e.kind).collect();
     assert_eq!(
         kinds.iter().filter(|k| *k == "hitl_released").count(),
@@ -182,10 +159,7 @@ async fn release_once_and_only_for_a_redemption() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn release_restores_the_original_expiry() {
-    let d = Daemon::start_with(DaemonOpts {
-        ttl_seconds: 2,
-        ..Default::default()
-    });
+    let d = Daemon::with_ttl(2);
     let mut c = d.client().await;
     let b = binding(V, T, C, "expiry kept");
     let fp = h("fp");
@@ -236,11 +210,7 @@ async fn binding_mismatch_on_each_field_leaves_the_token_usable() {
     redeem(&mut c, &token, &b, &fp)
         .await
         .expect("still usable for the right call");
-    let refusals = events(&mut c)
-        .await
-        .into_iter()
-        .filter(|e| e.kind == "tc.elicit.refused")
-        .count();
+    let refusals = count_events(&mut c, "tc.elicit.refused").await;
     assert_eq!(refusals, 4);
 }
 
@@ -337,11 +307,7 @@ async fn single_use_under_a_race_across_processes() {
         drop(stdin);
         assert!(k.wait().unwrap().success());
     }
-    let redeemed = events(&mut c)
-        .await
-        .iter()
-        .filter(|e| e.kind == "tc.elicit.redeemed")
-        .count();
+    let redeemed = count_events(&mut c, "tc.elicit.redeemed").await;
     assert_eq!(redeemed, ROUNDS);
 }
 
@@ -360,14 +326,9 @@ async fn one_run_spends_every_token_minted_for_that_call() {
         .into_inner()
         .token;
     let r = redeem(&mut c, &first, &b, &fp).await.expect("redeem first");
-    c.record_consumed(v1::RecordConsumedRequest {
-        binding: Some(b.clone()),
-        state_fp: fp.clone(),
-        route: "cli_token".into(),
-        redemption_id: r,
-    })
-    .await
-    .expect("consumed");
+    record_consumed(&mut c, &b, &fp, &r)
+        .await
+        .expect("consumed");
     // The call ran once; the sibling token must not let it run again.
     refused(redeem(&mut c, &second, &b, &fp).await, Reason::Spent);
 }

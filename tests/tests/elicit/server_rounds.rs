@@ -35,11 +35,7 @@ fn env_with(head: &str, extra: &str) -> Env {
     let vault = Vault::new("mr", &[&python, &server, "$ROOT"])
         .key(extra)
         .gate("delete_file", r#"{ paths = ["path"] }"#)
-        .gate_when(
-            "write_note",
-            r#"{ exists = "path" }"#,
-            r#"{ paths = ["path"] }"#,
-        );
+        .gate_overwrites("write_note");
     let paged = "\n[[vaults.paged]]\ntool = \"read_notes\"\nitems = \"paths\"\n";
     let mut env = Env::new(&format!("{head}{}{paged}", vault.toml()));
     env.start_tcd();
@@ -78,6 +74,17 @@ fn round(
 ) -> Value {
     let tag = h.start_round(tool, args.clone(), state, resp);
     h.result(&tag)
+}
+
+/// The round that answers our form under `state` with an approval.
+fn approved_round(h: &mut Human, tool: &str, args: &Value, state: &str) -> Value {
+    round(
+        h,
+        tool,
+        args,
+        Some(state),
+        Some(json!({"confirm": approve()})),
+    )
 }
 
 /// An `input_required` result asking exactly `key`; returns its requestState.
@@ -146,13 +153,7 @@ fn the_downstreams_round_is_bound_to_the_approved_target_and_spent_once() {
 
     // Approved, then the target changes before the downstream's question is answered.
     let s1 = confirm(&round(&mut h, "delete_file", &args, None, None));
-    let r2 = round(
-        &mut h,
-        "delete_file",
-        &args,
-        Some(&s1),
-        Some(json!({"confirm": approve()})),
-    );
+    let r2 = approved_round(&mut h, "delete_file", &args, &s1);
     let w1 = asks(&r2, REASON_KEY);
     assert!(
         w1.starts_with("tc1."),
@@ -171,13 +172,7 @@ fn the_downstreams_round_is_bound_to_the_approved_target_and_spent_once() {
 
     // A fresh approval of the changed file: its round runs once.
     let s2 = confirm(&round(&mut h, "delete_file", &args, None, None));
-    let r6 = round(
-        &mut h,
-        "delete_file",
-        &args,
-        Some(&s2),
-        Some(json!({"confirm": approve()})),
-    );
+    let r6 = approved_round(&mut h, "delete_file", &args, &s2);
     let w2 = asks(&r6, REASON_KEY);
     let r7 = round(&mut h, "delete_file", &args, Some(&w2), reason());
     assert_eq!(r7["resultType"], "complete", "{r7}");
@@ -228,13 +223,7 @@ fn a_gate_that_starts_to_apply_between_rounds_asks_for_confirmation_first() {
     assert_eq!(sc(&r3)["details"]["reason"], "spent", "{r3}");
     assert_eq!(disk(&env, "n.txt").as_deref(), Some("old"));
     // Approved: the downstream asks again, and the answer writes once.
-    let r4 = round(
-        &mut h,
-        "write_note",
-        &args,
-        Some(&s),
-        Some(json!({"confirm": approve()})),
-    );
+    let r4 = approved_round(&mut h, "write_note", &args, &s);
     let w2 = asks(&r4, TITLE_KEY);
     let r5 = round(&mut h, "write_note", &args, Some(&w2), title("T2"));
     assert_ne!(r5["isError"], true, "{r5}");

@@ -190,12 +190,8 @@ fn approve_by_request_retries_are_judged_against_the_new_definition() {
     let mut c = client(&env, false);
     let r = c.call_tool(10, "put", args());
     assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
-    let id = sc(&r)["details"]["request_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let o = env.tcd.tcctl(&["approve", &id, "--yes"]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let id = request_id(&r);
+    tcctl_approve(&env, &id);
     let mut seen = Vec::new();
     c.send(&call(11, "redefine", &json!({"to": "v2"})));
     until(&mut c, &mut seen, answer_of(11));

@@ -3,8 +3,8 @@
 
 use tc_tests::shim as support;
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::io::Write;
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -21,23 +21,9 @@ impl Raw {
     fn start(env: &Env) -> Raw {
         let fixture = fixture("echo_server.py");
         let argv = env.shim_argv_inline("echo", &["python3".into(), fixture.display().to_string()]);
-        let mut child = Command::new(&argv[0])
-            .args(&argv[1..])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_piped(&mut argv_command(&argv), Stdio::inherit()).unwrap();
         let stdin = child.stdin.take();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(l).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = lines_of(child.stdout.take().unwrap());
         Raw {
             child,
             stdin,
@@ -239,13 +225,7 @@ fn call_tidy(s: &mut Raw, id: u32) -> Result<(), String> {
     match r["result"]["structuredContent"]["code"].as_str() {
         Some(code) => Err(code.to_string()),
         None => {
-            assert!(
-                r["result"]["content"][0]["text"]
-                    .as_str()
-                    .unwrap()
-                    .contains("tidy"),
-                "{r}"
-            );
+            assert_text_at(&r, "/result/content/0/text", "tidy");
             Ok(())
         }
     }
@@ -320,13 +300,7 @@ fn shim_transport_a_gated_call_cannot_carry_tc_fields_the_hash_leaves_out() {
     // Ungated, the same argument is the tool's own business and is forwarded.
     s.send(br#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"hello","arguments":{"who":"x","cursor":"c1"}}}"#);
     let r = s.json();
-    assert!(
-        r["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .contains("c1"),
-        "{r}"
-    );
+    assert_text_at(&r, "/result/content/0/text", "c1");
 }
 
 #[test]
@@ -399,13 +373,7 @@ fn shim_transport_a_reused_id_of_a_call_in_flight_is_refused() {
         .unwrap()
         .contains("already in use"));
     assert_eq!(ok["id"], "dup", "{ok}");
-    assert!(
-        ok["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .contains("hello"),
-        "{ok}"
-    );
+    assert_text_at(&ok, "/result/content/0/text", "hello");
     // The id is free again once answered.
     s.send(call.as_bytes());
     assert!(s.json().get("result").is_some());
