@@ -430,6 +430,20 @@ impl Daemon {
         self.child.as_ref().expect("running").id()
     }
 
+    /// [`Daemon::start`] and a client of it: how most ledger tests begin.
+    pub async fn start_with_client() -> (Daemon, Client) {
+        let d = Daemon::start();
+        let c = d.client().await;
+        (d, c)
+    }
+
+    /// [`Daemon::with_ttl`] and a client of it.
+    pub async fn with_ttl_and_client(ttl_seconds: u32) -> (Daemon, Client) {
+        let d = Daemon::with_ttl(ttl_seconds);
+        let c = d.client().await;
+        (d, c)
+    }
+
     /// A fresh gRPC client (its own connection).
     pub async fn client(&self) -> Client {
         let ch = tc_proto::connect(&self.socket).await.expect("connect");
@@ -474,6 +488,11 @@ impl Daemon {
 
     /// Runs `tcctl` against this daemon with `args`.
     pub fn tcctl(&self, args: &[&str]) -> std::process::Output {
+        self.tcctl_command(args).output().expect("run tcctl")
+    }
+
+    /// `tcctl args` on this daemon's socket and config, stdin null, not started yet.
+    pub fn tcctl_command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(bin("tcctl"));
         c.arg("--socket")
             .arg(&self.socket)
@@ -481,7 +500,7 @@ impl Daemon {
             .arg(&self.config)
             .args(args)
             .stdin(Stdio::null());
-        c.output().expect("run tcctl")
+        c
     }
 }
 
@@ -591,22 +610,35 @@ pub async fn count_events(c: &mut Client, kind: &str) -> usize {
     events(c).await.iter().filter(|e| e.kind == kind).count()
 }
 
-/// All events so far (no follow).
-pub async fn events(c: &mut Client) -> Vec<v1::Event> {
-    let mut s = c
-        .list_events(v1::ListEventsRequest {
-            after_id: 0,
-            limit: 0,
-            follow: false,
-        })
-        .await
-        .expect("list events")
-        .into_inner();
+/// The event log from its start: what is logged so far, then (with `follow`) each new
+/// event as it commits.
+pub async fn event_stream(
+    c: &mut Client,
+    follow: bool,
+) -> Result<tonic::Streaming<v1::Event>, tonic::Status> {
+    let all = v1::ListEventsRequest {
+        after_id: 0,
+        limit: 0,
+        follow,
+    };
+    c.list_events(all).await.map(|r| r.into_inner())
+}
+
+/// The events of `s` until it ends.
+pub async fn collect_events(
+    mut s: tonic::Streaming<v1::Event>,
+) -> Result<Vec<v1::Event>, tonic::Status> {
     let mut out = Vec::new();
-    while let Some(e) = s.message().await.expect("event") {
+    while let Some(e) = s.message().await? {
         out.push(e);
     }
-    out
+    Ok(out)
+}
+
+/// All events so far (no follow).
+pub async fn events(c: &mut Client) -> Vec<v1::Event> {
+    let s = event_stream(c, false).await.expect("list events");
+    collect_events(s).await.expect("event")
 }
 
 /// Writes `line` plus a newline to `w` and flushes.
@@ -656,6 +688,18 @@ pub fn nobody_beside_a_daemon(needs: &str) -> Option<(Command, Daemon)> {
     let d = Daemon::start();
     chmod(d.dir.path(), 0o711);
     Some((cmd, d))
+}
+
+/// `tcctl status` against `socket` with no config, run under `prefix` (another user,
+/// as [`as_nobody`] gives).
+pub fn tcctl_status_under(mut prefix: Command, socket: &Path) -> std::process::Output {
+    prefix
+        .arg(bin("tcctl"))
+        .arg("--socket")
+        .arg(socket)
+        .args(["--config", "/dev/null", "status"])
+        .output()
+        .expect("run tcctl")
 }
 
 /// A loopback TCP port free right now (the OS picks it), for a tcd's `[approvals] listen`:

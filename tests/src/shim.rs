@@ -526,23 +526,7 @@ pub fn mint(socket: &Path, elicit_required: &Value) -> String {
 
 /// Every event kind in the daemon's log, in order.
 pub fn event_kinds(socket: &Path) -> Vec<String> {
-    rt().block_on(async {
-        let mut s = client(socket)
-            .await
-            .list_events(v1::ListEventsRequest {
-                after_id: 0,
-                limit: 0,
-                follow: false,
-            })
-            .await
-            .expect("list events")
-            .into_inner();
-        let mut out = Vec::new();
-        while let Some(e) = s.message().await.expect("event") {
-            out.push(e.kind);
-        }
-        out
-    })
+    all_events(socket).into_iter().map(|e| e.kind).collect()
 }
 
 fn rt() -> tokio::runtime::Runtime {
@@ -571,22 +555,30 @@ pub fn tool<'a>(list: &'a Value, name: &str) -> Option<&'a Value> {
 
 /// Runs `git -C root args…` (test setup only; the shim never runs git).
 pub fn git(root: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(root)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .expect("git (test setup only; the shim never runs git)");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
+    // Test setup only: the shim never runs git.
+    let out = setup_output(
+        Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(args)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.com")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.com"),
     );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Runs a setup tool (`git`, `openssl`) that must succeed (else its stderr is shown);
+/// its stdout.
+#[track_caller]
+pub fn setup_output(cmd: &mut Command) -> Vec<u8> {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{:?} on PATH: {e}", cmd.get_program()));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{cmd:?}: {stderr}");
+    out.stdout
 }
 
 /// Asserts a `tcctl` run succeeded, showing its output if not.
@@ -637,6 +629,21 @@ pub fn assert_listed(tools: &Value, name: &str, gated: bool) {
     }
 }
 
+/// The write-gated filesystem scene (note.txt = "v0") as a client sees it: `write_file`
+/// listed with its `elicit_token`, `read_text_file` without one, the floor tool
+/// `move_file` hidden, and an ungated read of note.txt answered. The listing.
+#[track_caller]
+pub fn assert_fs_scene_listed_and_readable(c: &mut PyClient) -> Value {
+    let tools = c.list();
+    assert_listed(&tools, "write_file", true);
+    assert_listed(&tools, "read_text_file", false);
+    assert_floor_hidden(&tools, "move_file");
+    let r = c.call("read_text_file", json!({"path": "note.txt"}));
+    assert_eq!(code(&r), None, "{r}");
+    assert_text_at(&r, "/content/0/text", "v0");
+    tools
+}
+
 /// Asserts that the ungated floor tool `name` is hidden from `tools`.
 #[track_caller]
 pub fn assert_floor_hidden(tools: &Value, name: &str) {
@@ -656,6 +663,32 @@ pub fn assert_text_at(msg: &Value, pointer: &str, needle: &str) {
         .and_then(Value::as_str)
         .unwrap_or_else(|| panic!("no string at {pointer}: {msg}"));
     assert!(text.contains(needle), "{needle:?} not at {pointer}: {msg}");
+}
+
+/// Two messages that may come in either order, as (the one `first` picks, the other).
+pub fn ordered_by(a: Value, b: Value, first: impl Fn(&Value) -> bool) -> (Value, Value) {
+    if first(&a) {
+        (a, b)
+    } else {
+        (b, a)
+    }
+}
+
+/// A log of one JSON value per line, each line parsed (a test decides what a bad line
+/// means).
+pub fn json_lines(log: &Path) -> Vec<serde_json::Result<Value>> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(serde_json::from_str)
+        .collect()
+}
+
+/// The text a refusal with code `want` shows the model.
+#[track_caller]
+pub fn refusal_text<'a>(r: &'a Value, want: &str) -> &'a str {
+    assert_eq!(code(r).as_deref(), Some(want), "{r}");
+    r["content"][0]["text"].as_str().unwrap()
 }
 
 /// How many commits `root`'s HEAD has: what a gated `git_commit` may or may not add.

@@ -149,8 +149,7 @@ fn a_decline_is_a_hard_stop_with_the_reason_and_is_never_approved_later() {
     assert!(o.status.success(), "{}", text(&o));
     for _ in 0..2 {
         let d = h.call("write_file", write("v1"));
-        assert_eq!(code(&d).as_deref(), Some("approval_declined"), "{d}");
-        let t = d["content"][0]["text"].as_str().unwrap();
+        let t = refusal_text(&d, "approval_declined");
         assert!(
             t.contains("DECLINED") && t.contains("not that file⟨U+001B⟩[2J"),
             "{t}"
@@ -193,8 +192,7 @@ fn an_unanswered_request_reads_as_expired_then_a_fresh_one_is_approved() {
     let id = asks_approve(&r, &write("v1"));
     wait_until_expired(&env, &id);
     let e = h.call("write_file", write("v1"));
-    assert_eq!(code(&e).as_deref(), Some("request_expired"), "{e}");
-    let t = e["content"][0]["text"].as_str().unwrap();
+    let t = refusal_text(&e, "request_expired");
     assert!(
         t.contains("EXPIRED") && t.contains("nobody declined"),
         "{t}"
@@ -252,6 +250,21 @@ fn guarded() -> Env {
     env
 }
 
+/// `write_file` of note.txt = `content` in guarded mode, the prompt accepted by the
+/// client itself: the prompt says approval is `tcctl approve`'s and the call is refused
+/// as not obtained. The prompt's message and the refusal.
+#[track_caller]
+fn own_accept_not_obtained(h: &mut Human, content: &str) -> (String, Value) {
+    let (prompt, r) = h.call_answering("write_file", write(content), approve());
+    let msg = prompt["message"].as_str().unwrap().to_string();
+    assert!(
+        msg.contains("guarded mode") && msg.contains("tcctl approve "),
+        "{msg}"
+    );
+    assert_eq!(code(&r).as_deref(), Some("approval_not_obtained"), "{r}");
+    (msg, r)
+}
+
 #[test]
 fn guarded_a_clients_own_accept_approves_nothing_on_either_route() {
     let env = guarded();
@@ -260,13 +273,7 @@ fn guarded_a_clients_own_accept_approves_nothing_on_either_route() {
 
     // Legacy route: the shim's own elicitation/create, answered by the client itself.
     let mut h = Human::python("legacy", &env.shim_argv("fs"));
-    let (prompt, r) = h.call_answering("write_file", write("v1"), approve());
-    let msg = prompt["message"].as_str().unwrap();
-    assert!(
-        msg.contains("guarded mode") && msg.contains("tcctl approve "),
-        "{msg}"
-    );
-    assert_eq!(code(&r).as_deref(), Some("approval_not_obtained"), "{r}");
+    let (msg, r) = own_accept_not_obtained(&mut h, "v1");
     let id = request_id(&r);
     assert!(msg.contains(&format!("tcctl approve {id}")), "{msg}");
     assert_eq!(sc(&r)["recovery"]["approve"], format!("tcctl approve {id}"));
@@ -276,13 +283,7 @@ fn guarded_a_clients_own_accept_approves_nothing_on_either_route() {
     // Modern route: input_required, re-sent with the client's own accept.
     let mut m = Human::python("modern", &env.shim_argv("fs"));
     assert_eq!(m.hello["era"], "modern", "{}", m.hello);
-    let (prompt, r) = m.call_answering("write_file", write("v2"), approve());
-    let msg = prompt["message"].as_str().unwrap();
-    assert!(
-        msg.contains("guarded mode") && msg.contains("tcctl approve "),
-        "{msg}"
-    );
-    assert_eq!(code(&r).as_deref(), Some("approval_not_obtained"), "{r}");
+    own_accept_not_obtained(&mut m, "v2");
     assert_eq!(disk(&env, "note.txt").as_deref(), Some("v0"));
     assert_eq!(events_of(&env, "tc.elicit.consumed"), 0);
     assert_eq!(events_of(&env, "tc.elicit.approved"), 0);

@@ -7,17 +7,8 @@ use tc_tests::*;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn events_list_and_follow_in_order() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
-    let mut follow = c
-        .list_events(v1::ListEventsRequest {
-            after_id: 0,
-            limit: 0,
-            follow: true,
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let (_d, mut c) = Daemon::start_with_client().await;
+    let mut follow = event_stream(&mut c, true).await.unwrap();
     let b = binding("notes", "write_file", "stdio", "events");
     let fp = h("fp");
     let token = raise_and_mint(&mut c, &b, &fp).await;
@@ -89,8 +80,7 @@ async fn events_list_and_follow_in_order() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn clients_may_append_only_client_kinds() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (_d, mut c) = Daemon::start_with_client().await;
     for kind in ["tc.elicit.redeemed", "tc.auth.denied", "anything"] {
         refused(
             c.append_event(v1::AppendEventRequest {
@@ -106,8 +96,7 @@ async fn clients_may_append_only_client_kinds() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn status_and_counters_reflect_the_ledger() {
-    let d = Daemon::with_ttl(77);
-    let mut c = d.client().await;
+    let (d, mut c) = Daemon::with_ttl_and_client(77).await;
     let b = binding("notes", "write_file", "stdio", "status");
     let _token = raise_and_mint(&mut c, &b, &h("fp")).await;
     let st = c.status(v1::StatusRequest {}).await.unwrap().into_inner();

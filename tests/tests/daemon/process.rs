@@ -296,16 +296,7 @@ async fn a_peer_with_another_uid_is_refused() {
     c.status(v1::StatusRequest {}).await.expect("owner served");
     // The same through tcctl: a failure, nothing on stdout.
     if have_bin("tcctl") {
-        let mut cmd = as_nobody().unwrap();
-        let out = cmd
-            .arg(bin("tcctl"))
-            .arg("--socket")
-            .arg(&d.socket)
-            .arg("--config")
-            .arg("/dev/null")
-            .arg("status")
-            .output()
-            .unwrap();
+        let out = tcctl_status_under(as_nobody().unwrap(), &d.socket);
         assert!(!out.status.success(), "{out:?}");
     }
 }

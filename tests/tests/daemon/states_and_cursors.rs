@@ -60,8 +60,7 @@ fn tamper(blob: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn request_state_seal_open_consume_and_refusals() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (_d, mut c) = Daemon::start_with_client().await;
     let b = b0();
     let fp = h("fp");
     let s = seal(&mut c, &b, &fp).await;
@@ -105,8 +104,7 @@ async fn request_state_seal_open_consume_and_refusals() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn request_state_expires() {
-    let d = Daemon::with_ttl(1);
-    let mut c = d.client().await;
+    let (_d, mut c) = Daemon::with_ttl_and_client(1).await;
     let b = b0();
     let s = seal(&mut c, &b, &h("fp")).await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -115,8 +113,7 @@ async fn request_state_expires() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn rotate_secret_voids_states_cursors_and_tokens() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (d, mut c) = Daemon::start_with_client().await;
     let b = b0();
     let fp = h("fp");
     let s = seal(&mut c, &b, &fp).await;
@@ -195,8 +192,7 @@ async fn ephemeral_restart_voids_states() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn cursor_seal_open_and_rejections_are_logged() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (_d, mut c) = Daemon::start_with_client().await;
     let b = b0();
     let cur = seal_cursor(&mut c, &b, b"offset=50").await;
     let open = |cursor: &str, b: &v1::Binding| v1::OpenCursorRequest {
@@ -246,8 +242,7 @@ async fn cursor_seal_open_and_rejections_are_logged() {
 /// 32 concurrent consumers (on separate connections) of one requestState: one wins.
 #[tokio::test(flavor = "multi_thread")]
 async fn request_state_consume_race_has_one_winner() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (d, mut c) = Daemon::start_with_client().await;
     let b = b0();
     for _ in 0..5 {
         let s = seal(&mut c, &b, &h("fp")).await;
@@ -272,8 +267,7 @@ async fn request_state_consume_race_has_one_winner() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn consuming_a_state_against_a_changed_target_is_replay_drift_and_spends_it() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (_d, mut c) = Daemon::start_with_client().await;
     let b = b0();
     let s = seal(&mut c, &b, &h("fp")).await;
     let drifted = |fp: &str| v1::OpenStateRequest {

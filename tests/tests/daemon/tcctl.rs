@@ -40,8 +40,7 @@ async fn elicit_refused_without_a_raised_request() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn elicit_prints_only_a_working_token() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (d, mut c) = Daemon::start_with_client().await;
     let b = binding(V, T, "stdio", "tcctl elicit");
     let fp = h("fp");
     raise_summarised(&mut c, &b, &fp, "write notes/a.md").await;
@@ -57,8 +56,7 @@ async fn elicit_prints_only_a_working_token() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn elicit_caller_and_vault_must_match() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (d, mut c) = Daemon::start_with_client().await;
     let b = binding(V, T, "http:alice", "caller");
     let fp = h("fp");
     raise_summarised(&mut c, &b, &fp, "x").await;
@@ -103,8 +101,7 @@ async fn elicit_caller_and_vault_must_match() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn elicit_state_fp_pin() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (d, mut c) = Daemon::start_with_client().await;
     let b = binding(V, T, "stdio", "pin");
     let (a, bb) = (h("A"), h("B"));
     raise_summarised(&mut c, &b, &a, "x").await;
@@ -134,8 +131,7 @@ async fn elicit_state_fp_pin() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pending_shows_the_summary() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (d, mut c) = Daemon::start_with_client().await;
     let b = binding(V, T, "stdio", "pending");
     raise_summarised(&mut c, &b, &h("fp"), "overwrite notes/todo.md (312 bytes)").await;
     let o = d.tcctl(&["pending"]);
@@ -157,8 +153,7 @@ async fn pending_shows_the_summary() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn events_json_and_follow() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (d, mut c) = Daemon::start_with_client().await;
     let b = binding(V, T, "stdio", "events");
     let fp = h("fp");
     let token = raise_and_mint(&mut c, &b, &fp).await;
@@ -260,18 +255,10 @@ async fn daemon_not_running_is_explained() {
 #[tokio::test(flavor = "multi_thread")]
 async fn a_socket_this_user_cannot_open_is_not_called_not_running() {
     // Only the socket's own directory (0700, tcd's) stops nobody.
-    let Some((mut cmd, d)) = nobody_beside_a_daemon("run tcctl as nobody") else {
+    let Some((cmd, d)) = nobody_beside_a_daemon("run tcctl as nobody") else {
         return;
     };
-    let o = cmd
-        .arg(bin("tcctl"))
-        .arg("--socket")
-        .arg(&d.socket)
-        .arg("--config")
-        .arg("/dev/null")
-        .arg("status")
-        .output()
-        .unwrap();
+    let o = tcctl_status_under(cmd, &d.socket);
     let err = assert_refused(&o);
     assert_eq!(o.status.code(), Some(3), "{err}");
     assert!(!err.contains("not running"), "{err}");
@@ -347,8 +334,7 @@ async fn listings_into_a_closed_pipe_end_quietly() {
 /// written is a failure that says to mint again, not a silent exit 0.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_token_that_cannot_be_written_is_a_failure() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (d, mut c) = Daemon::start_with_client().await;
     let b = binding(V, T, "stdio", "closed pipe");
     raise_summarised(&mut c, &b, &h("fp"), "write notes/a.md").await;
     let o = tcctl_into_closed_pipe(

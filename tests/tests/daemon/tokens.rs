@@ -27,8 +27,7 @@ async fn raise(c: &mut Client, b: &v1::Binding, fp: &str) {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn mint_refused_without_a_raised_request() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (_d, mut c) = Daemon::start_with_client().await;
     let b = binding(V, T, C, "never raised");
     refused(c.mint(mint_req(&b, None)).await, Reason::NoRaisedRequest);
     // Raised for another caller or vault does not count either.
@@ -59,8 +58,7 @@ async fn mint_refused_without_a_raised_request() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn state_fp_pin_refuses_replaced_and_unknown_fingerprints() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (_d, mut c) = Daemon::start_with_client().await;
     let b = binding(V, T, C, "pinned");
     let (a, bb) = (h("state A"), h("state B"));
     raise(&mut c, &b, &a).await;
@@ -87,8 +85,7 @@ async fn state_fp_pin_refuses_replaced_and_unknown_fingerprints() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn expired_token_refused() {
-    let d = Daemon::with_ttl(1);
-    let mut c = d.client().await;
+    let (_d, mut c) = Daemon::with_ttl_and_client(1).await;
     let b = binding(V, T, C, "expiring");
     let fp = h("fp");
     let token = raise_and_mint(&mut c, &b, &fp).await;
@@ -100,8 +97,7 @@ async fn expired_token_refused() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn unknown_and_garbage_tokens_refused() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (_d, mut c) = Daemon::start_with_client().await;
     let b = binding(V, T, C, "x");
     let fp = h("fp");
     refused(redeem(&mut c, "garbage", &b, &fp).await, Reason::Unknown);
@@ -119,8 +115,7 @@ async fn unknown_and_garbage_tokens_refused() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn release_once_and_only_for_a_redemption() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (_d, mut c) = Daemon::start_with_client().await;
     let b = binding(V, T, C, "release me");
     let fp = h("fp");
     let rel = |id: &str| v1::ReleaseRequest {
@@ -159,8 +154,7 @@ async fn release_once_and_only_for_a_redemption() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn release_restores_the_original_expiry() {
-    let d = Daemon::with_ttl(2);
-    let mut c = d.client().await;
+    let (_d, mut c) = Daemon::with_ttl_and_client(2).await;
     let b = binding(V, T, C, "expiry kept");
     let fp = h("fp");
     let token = raise_and_mint(&mut c, &b, &fp).await;
@@ -177,8 +171,7 @@ async fn release_restores_the_original_expiry() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn binding_mismatch_on_each_field_leaves_the_token_usable() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (_d, mut c) = Daemon::start_with_client().await;
     let b = binding(V, T, C, "bound");
     let fp = h("fp");
     let token = raise_and_mint(&mut c, &b, &fp).await;
@@ -216,8 +209,7 @@ async fn binding_mismatch_on_each_field_leaves_the_token_usable() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn replay_drift_spends_the_token() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (_d, mut c) = Daemon::start_with_client().await;
     let b = binding(V, T, C, "drift");
     let fp = h("approved");
     let token = raise_and_mint(&mut c, &b, &fp).await;
@@ -235,8 +227,7 @@ async fn replay_drift_spends_the_token() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_arguments_refused() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (_d, mut c) = Daemon::start_with_client().await;
     let mut b = binding(V, T, C, "x");
     b.args_hash = "ABC".into();
     refused(
@@ -259,8 +250,7 @@ async fn single_use_under_a_race_across_processes() {
     const PROCS: usize = 4;
     const PER: usize = 8;
     const ROUNDS: usize = 20;
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (d, mut c) = Daemon::start_with_client().await;
     let b = binding(V, T, C, "race");
     let fp = h("fp");
     let mut kids = Vec::new();
@@ -313,8 +303,7 @@ async fn single_use_under_a_race_across_processes() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn one_run_spends_every_token_minted_for_that_call() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (_d, mut c) = Daemon::start_with_client().await;
     let b = binding(V, T, C, "minted twice");
     let fp = h("fp");
     let first = raise_and_mint(&mut c, &b, &fp).await;
@@ -335,8 +324,7 @@ async fn one_run_spends_every_token_minted_for_that_call() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn record_consumed_refuses_a_redemption_of_another_call() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (_d, mut c) = Daemon::start_with_client().await;
     let b = binding(V, T, C, "the real call");
     let other = binding(V, T, C, "another call");
     let fp = h("fp");

@@ -76,6 +76,19 @@ fn round(
     h.result(&tag)
 }
 
+/// Starts `delete_file` of a.txt, whose first prompt must be our form (an `approve`
+/// boolean); its tag.
+#[track_caller]
+fn delete_shows_our_form(h: &mut Human) -> String {
+    let tag = h.start_call("delete_file", json!({"path": "a.txt"}));
+    let ours = h.prompt();
+    assert_eq!(
+        ours["requestedSchema"]["properties"]["approve"]["type"], "boolean",
+        "{ours}"
+    );
+    tag
+}
+
 /// The round that answers our form under `state` with an approval.
 fn approved_round(h: &mut Human, tool: &str, args: &Value, state: &str) -> Value {
     round(
@@ -115,12 +128,7 @@ fn consumed_routes(env: &Env) -> Vec<String> {
 #[test]
 fn an_approved_call_goes_on_to_the_downstreams_own_question() {
     let (env, mut h) = started("modern", "");
-    let tag = h.start_call("delete_file", json!({"path": "a.txt"}));
-    let ours = h.prompt();
-    assert_eq!(
-        ours["requestedSchema"]["properties"]["approve"]["type"], "boolean",
-        "{ours}"
-    );
+    let tag = delete_shows_our_form(&mut h);
     assert_eq!(disk(&env, "a.txt").as_deref(), Some("v0"));
     h.answer(approve());
     let theirs = h.prompt();
@@ -237,12 +245,7 @@ fn a_gate_that_starts_to_apply_between_rounds_asks_for_confirmation_first() {
 #[test]
 fn legacy_era_the_downstreams_question_follows_our_prompt() {
     let (env, mut h) = started("legacy", "legacy_elicitation_shim = true");
-    let tag = h.start_call("delete_file", json!({"path": "a.txt"}));
-    let ours = h.prompt();
-    assert_eq!(
-        ours["requestedSchema"]["properties"]["approve"]["type"], "boolean",
-        "{ours}"
-    );
+    let tag = delete_shows_our_form(&mut h);
     h.answer(approve());
     let theirs = h.prompt();
     assert_eq!(theirs["message"], "Why delete a.txt?", "{theirs}");

@@ -225,11 +225,7 @@ fn http_downstream_oversize_answer_is_refused_by_the_governor() {
 
 /// The recorder's log: one JSON object per HTTP request.
 fn records(log: &Path) -> Vec<Value> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    json_lines(log).into_iter().map(Result::unwrap).collect()
 }
 
 #[test]

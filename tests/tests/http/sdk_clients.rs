@@ -212,11 +212,7 @@ fn teed_everything(log: &std::path::Path) -> Env {
 
 /// The downstream's input lines, parsed.
 fn sent(log: &std::path::Path) -> Vec<Value> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
+    json_lines(log).into_iter().filter_map(Result::ok).collect()
 }
 
 #[test]

@@ -39,16 +39,7 @@ const ISS: &str = "https://id.example.test";
 const AUD: &str = "tc-sec";
 
 fn openssl(args: &[&str]) -> Vec<u8> {
-    let o = Command::new("openssl")
-        .args(args)
-        .output()
-        .expect("openssl on PATH");
-    assert!(
-        o.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    o.stdout
+    setup_output(Command::new("openssl").args(args))
 }
 
 /// An RSA key pair in `dir`: (private PEM path, public PEM path).

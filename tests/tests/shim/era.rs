@@ -37,16 +37,10 @@ fn shim_era_modern_client_legacy_filesystem_downstream() {
     assert!(text.contains(want), "shim log:\n{text}");
 
     // tools/list from the legacy downstream, completed for the modern client.
-    let tools = c.list();
-    assert_listed(&tools, "write_file", true);
-    assert_floor_hidden(&tools, "move_file");
     // (The 2026-07-28 client validates strictly: without the shim adding `resultType`,
     // `ttlMs` and `cacheScope` to the legacy result, list() fails with a ValidationError.)
-
-    // Ungated call flows.
-    let r = c.call("read_text_file", json!({"path": "note.txt"}));
-    assert_eq!(code(&r), None, "{r}");
-    assert_text_at(&r, "/content/0/text", "v0");
+    // Ungated calls flow.
+    assert_fs_scene_listed_and_readable(&mut c);
 
     // Gated call (carrying the modern _meta envelope): elicit_required, nothing written.
     let args = json!({"path": "note.txt", "content": "v1"});

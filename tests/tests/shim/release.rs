@@ -38,6 +38,13 @@ fn shred_approved(name: &str) -> (Env, PyClient, Value, String) {
     (env, c, args, token)
 }
 
+/// Starts the approved `shred` (tagged `tag`, with `token`) while the server holds
+/// `held` (its probe `peek`, or `shred` itself) open.
+fn start_held(c: &mut PyClient, root: &Path, held: &str, (tag, args, token): (&str, &Value, &str)) {
+    std::fs::write(root.join(format!("hold-{held}")), "").unwrap();
+    c.start_call(tag, "shred", with_token(args, token));
+}
+
 /// Every line `slow_server.py` recorded (tools/call and notifications/cancelled it received).
 fn received(root: &Path) -> Vec<Value> {
     std::fs::read_to_string(root.join("calls.jsonl"))
@@ -69,8 +76,7 @@ fn shim_release_cancel_before_forwarding_releases_the_token() {
 
     // The shim holds the approved call while its probe runs (held open here), so the
     // SDK's cancellation arrives before anything is forwarded.
-    std::fs::write(root.join("hold-peek"), "").unwrap();
-    c.start_call("a", "shred", with_token(&args, &token));
+    start_held(&mut c, &root, "peek", ("a", &args, &token));
     wait_until("the second probe to reach the server", || {
         (calls_of(&root, "peek").len() == 2).then_some(())
     });
@@ -114,8 +120,7 @@ fn shim_release_cancel_after_forwarding_keeps_the_token_spent() {
     let root = env.root.clone();
 
     // The call reaches the server (held open there), then the client cancels it.
-    std::fs::write(root.join("hold-shred"), "").unwrap();
-    c.start_call("b", "shred", with_token(&args, &token));
+    start_held(&mut c, &root, "shred", ("b", &args, &token));
     let forwarded = wait_until("the call to reach the server", || {
         calls_of(&root, "shred").into_iter().next()
     });

@@ -215,6 +215,16 @@ fn shim_transport_a_destructive_tool_added_later_is_still_a_floor() {
 
 /// The answer to `tools/call tidy`: forwarded (the fixture echoes the call) or the
 /// shim's refusal code.
+/// The echo scene after the fixture ran `step` (a change to its tool list) and the shim
+/// listed the tools again.
+fn listed_after(step: &str) -> (Env, Raw) {
+    let env = env();
+    let mut s = Raw::start(&env);
+    s.ask(1, step);
+    s.ask(2, "tools/list");
+    (env, s)
+}
+
 fn call_tidy(s: &mut Raw, id: u32) -> Result<(), String> {
     s.send(
         format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"tidy","arguments":{{}}}}}}"#)
@@ -233,10 +243,7 @@ fn call_tidy(s: &mut Raw, id: u32) -> Result<(), String> {
 
 #[test]
 fn shim_transport_list_changed_makes_the_floor_see_a_tool_turned_destructive() {
-    let env = env();
-    let mut s = Raw::start(&env);
-    s.ask(1, "add_tidy");
-    s.ask(2, "tools/list");
+    let (_env, mut s) = listed_after("add_tidy");
     assert_eq!(call_tidy(&mut s, 3), Ok(()), "a plain tool is forwarded");
     s.send(br#"{"jsonrpc":"2.0","id":4,"method":"harden_tidy"}"#);
     let note = s.json();
@@ -248,10 +255,7 @@ fn shim_transport_list_changed_makes_the_floor_see_a_tool_turned_destructive() {
 
 #[test]
 fn shim_transport_a_tool_listed_twice_is_a_floor_if_either_is_destructive() {
-    let env = env();
-    let mut s = Raw::start(&env);
-    s.ask(1, "dup_tidy");
-    s.ask(2, "tools/list");
+    let (_env, mut s) = listed_after("dup_tidy");
     assert_eq!(call_tidy(&mut s, 3), Err("gate_not_configured".into()));
 }
 
@@ -314,12 +318,7 @@ fn shim_transport_ids_in_the_shims_namespace_are_refused_both_ways() {
     // A server request in the shim's prompt namespace never reaches the client; the
     // server gets an error (the fixture reports it back as a `got` notification).
     s.send(br#"{"jsonrpc":"2.0","id":7,"method":"trigger_reserved"}"#);
-    let (a, b) = (s.json(), s.json());
-    let (got, answer) = if a.get("method").is_some() {
-        (a, b)
-    } else {
-        (b, a)
-    };
+    let (got, answer) = ordered_by(s.json(), s.json(), |m| m.get("method").is_some());
     assert_eq!(answer["id"], 7, "{answer}");
     assert_eq!(
         got["method"], "got",

@@ -26,14 +26,7 @@ fn shim_ts_client_filesystem_cli_token_route() {
     let text = wait_log(&log, want);
     assert!(text.contains(want), "shim log:\n{text}");
 
-    let tools = c.list();
-    assert_listed(&tools, "write_file", true);
-    assert_listed(&tools, "read_text_file", false);
-    assert_floor_hidden(&tools, "move_file");
-
-    let r = c.call("read_text_file", json!({"path": "note.txt"}));
-    assert_eq!(code(&r), None, "{r}");
-    assert_text_at(&r, "/content/0/text", "v0");
+    assert_fs_scene_listed_and_readable(&mut c);
 
     let args = json!({"path": "note.txt", "content": "from ts"});
     let r = c.call("write_file", args.clone());
