@@ -37,8 +37,6 @@
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 use anyhow::{anyhow, bail, ensure, Context};
@@ -51,8 +49,8 @@ use tc_proto::v1::{
     RedeemRequest, SealStateRequest, StatusRequest,
 };
 use tc_tests::bench::{
-    env_usize, line_of, main_with_roles, release_binary, serve_stdio, target_tempdir, us, Answer,
-    Peer, Stats, ROLE_ENV,
+    echo_tool, env_usize, line_of, main_with_roles, raised_binding, release_binary, serve_stdio,
+    target_tempdir, us, Answer, Peer, Setup, Stats, ROLE_ENV,
 };
 use tc_tests::{Client, Daemon, DaemonOpts};
 
@@ -95,9 +93,7 @@ fn role_server() -> anyhow::Result<()> {
 fn fixture_tools() -> Value {
     let string = json!({"type": "string"});
     json!([
-        {"name": "echo", "description": "Echoes `text`.",
-         "inputSchema": {"type": "object", "properties": {"text": string}},
-         "annotations": {"readOnlyHint": true}},
+        echo_tool(),
         {"name": Tool::Write.name(), "description": "Pretends to write `content` to `path` (writes nothing).",
          "inputSchema": {"type": "object", "properties": {"path": string, "content": string},
                          "required": ["path", "content"]},
@@ -197,13 +193,13 @@ fn bench() -> anyhow::Result<()> {
     legacy_handshake(&mut direct.peer, json!({}), false)?;
     let mut ungated = Echo::new(
         "(b) tc-shim, ungated echo (2025-11-25)",
-        setup.shim()?,
+        shim(&setup)?,
         false,
     );
     legacy_handshake(&mut ungated.peer, json!({}), true)?;
     let mut ungated_m = Echo::new(
         "(b') tc-shim, ungated echo (2026-07-28)",
-        setup.shim()?,
+        shim(&setup)?,
         true,
     );
     modern_handshake(&mut ungated_m.peer)?;
@@ -211,13 +207,13 @@ fn bench() -> anyhow::Result<()> {
     let mut legacy = Vec::new();
     let mut cli = Vec::new();
     for tool in [Tool::Write, Tool::Send] {
-        let mut p = setup.shim()?;
+        let mut p = shim(&setup)?;
         modern_handshake(&mut p)?;
         modern.push(ModernRoute::new(tool, p));
-        let mut p = setup.shim()?;
+        let mut p = shim(&setup)?;
         legacy_handshake(&mut p, json!({"elicitation": {}}), true)?;
         legacy.push(LegacyRoute::new(tool, p));
-        let mut p = setup.shim()?;
+        let mut p = shim(&setup)?;
         legacy_handshake(&mut p, json!({}), true)?;
         cli.push(CliRoute::new(tool, p));
     }
@@ -815,18 +811,7 @@ impl CliRoute {
             "round 1: not elicit_required: {a1}"
         );
         let d = &a1["result"]["structuredContent"]["details"];
-        let field = |k: &str| {
-            d[k].as_str()
-                .map(String::from)
-                .with_context(|| format!("round 1: details.{k} missing in {a1}"))
-        };
-        let binding = Binding {
-            vault: field("vault")?,
-            tool: field("tool")?,
-            caller: field("caller")?,
-            args_hash: field("args_hash")?,
-        };
-        let fp = field("state_fp")?;
+        let (binding, fp) = raised_binding(d).context("round 1")?;
         ensure!(
             binding.vault == VAULT
                 && binding.tool == name
@@ -1110,35 +1095,11 @@ fn cpu_ns(pid: u32) -> anyhow::Result<u64> {
     Ok(total)
 }
 
-/// Binaries and files every spawned peer needs.
-struct Setup {
-    me: PathBuf,
-    shim: PathBuf,
-    config: PathBuf,
-    socket: PathBuf,
-}
-
-impl Setup {
-    fn direct(&self) -> anyhow::Result<Peer> {
-        let mut c = Command::new(&self.me);
-        c.env(ROLE_ENV, "server");
-        Peer::spawn(c)
-    }
-
-    fn shim(&self) -> anyhow::Result<Peer> {
-        let mut c = Command::new(&self.shim);
-        c.arg("serve")
-            .arg(VAULT)
-            .arg("--config")
-            .arg(&self.config)
-            .arg("--socket")
-            .arg(&self.socket)
-            .arg("--")
-            .arg(&self.me)
-            .env(ROLE_ENV, "server")
-            .env("TC_LOG", "warn");
-        Peer::spawn(c)
-    }
+/// tc-shim in front of the fixture server, its log at `warn`.
+fn shim(setup: &Setup) -> anyhow::Result<Peer> {
+    let mut c = setup.shim_cmd(VAULT);
+    c.env("TC_LOG", "warn");
+    Peer::spawn(c)
 }
 
 /// `initialize` (2025-11-25) with `caps`, `notifications/initialized`, `tools/list`.

@@ -32,9 +32,10 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Context};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
-use tc_proto::v1::{confirm_client::ConfirmClient, Binding, MintRequest};
+use tc_proto::v1::{confirm_client::ConfirmClient, MintRequest};
 use tc_tests::bench::{
-    env_usize, main_with_roles, proc_field, release_binary, serve_stdio, Answer, Peer, ROLE_ENV,
+    env_usize, main_with_roles, proc_field, raised_binding, release_binary, serve_stdio, Answer,
+    Peer, ROLE_ENV,
 };
 use tc_tests::{Daemon, DaemonOpts};
 
@@ -377,19 +378,7 @@ impl Ctx {
             _ => &res["structuredContent"],
         };
         ensure!(refusal["code"] == "elicit_required", "not a raise: {r}");
-        let d = &refusal["details"];
-        let s = |k: &str| {
-            d[k].as_str()
-                .map(String::from)
-                .with_context(|| format!("details.{k} in {r}"))
-        };
-        let binding = Binding {
-            vault: s("vault")?,
-            tool: s("tool")?,
-            caller: s("caller")?,
-            args_hash: s("args_hash")?,
-        };
-        let fp = s("state_fp")?;
+        let (binding, fp) = raised_binding(&refusal["details"]).with_context(|| format!("{r}"))?;
         self.rt.block_on(async {
             let mut c = ConfirmClient::new(tc_proto::connect(&self.socket).await?);
             let t = c

@@ -51,7 +51,7 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context};
 use serde_json::{json, Value};
 use tc_tests::bench::{
-    env_usize, proc_field, release_binary, target_tempdir, us, Answer, Peer, Stats,
+    echo_tool, env_usize, proc_field, release_binary, target_tempdir, us, Answer, Peer, Stats,
 };
 
 const ROUNDS: usize = 4;
@@ -79,9 +79,7 @@ fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
 // ---------------------------------------------------------------- re-exec'd roles
 
 fn tools_list() -> Value {
-    json!({"tools": [{"name": "echo", "description": "Echoes `text`.",
-        "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
-        "annotations": {"readOnlyHint": true}}]})
+    json!({"tools": [echo_tool()]})
 }
 
 /// The result of one request other than `initialize` (`None`: method not found).
@@ -345,17 +343,7 @@ impl Drop for Pipe {
 impl Pipe {
     fn start(cmd: Command) -> anyhow::Result<Pipe> {
         let mut peer = Peer::spawn(cmd)?;
-        peer.request(
-            &json!({"jsonrpc": "2.0", "id": "init", "method": "initialize",
-            "params": {"protocolVersion": PROTO, "capabilities": {},
-            "clientInfo": {"name": "gw-bench", "version": "0"}}}),
-        )?;
-        peer.notify(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
-        let r = peer.request(&json!({"jsonrpc": "2.0", "id": "list", "method": "tools/list"}))?;
-        ensure!(
-            r.pointer("/result/tools/0/name") == Some(&json!("echo")),
-            "tools/list lacks echo: {r}"
-        );
+        peer.handshake_listing_echo(PROTO, "gw-bench")?;
         Ok(Pipe { peer, next: 1 })
     }
 

@@ -33,7 +33,8 @@ use std::time::{Duration, Instant};
 use anyhow::{ensure, Context};
 use serde_json::{json, Value};
 use tc_tests::bench::{
-    env_usize, main_with_roles, proc_field, release_binary, serve_stdio, Answer, Peer, ROLE_ENV,
+    env_usize, main_with_roles, proc_field, read_only_tool, release_binary, serve_stdio, Answer,
+    Peer, ROLE_ENV,
 };
 
 const MB: u64 = 1_000_000;
@@ -53,12 +54,11 @@ fn main() -> anyhow::Result<()> {
 fn role_big() -> anyhow::Result<()> {
     serve_stdio("tc-bench-big", "2025-06-18", |method, msg, out| {
         Ok(match method {
-            "tools/list" => Answer::Result(json!({"tools": [{
-                "name": "blob",
-                "description": "Answers with one line of `bytes` bytes.",
-                "inputSchema": {"type": "object", "properties": {"bytes": {"type": "integer"}}},
-                "annotations": {"readOnlyHint": true}
-            }]})),
+            "tools/list" => Answer::Result(json!({"tools": [read_only_tool(
+                "blob",
+                "Answers with one line of `bytes` bytes.",
+                json!({"bytes": {"type": "integer"}}),
+            )]})),
             "tools/call" => {
                 let bytes = msg
                     .pointer("/params/arguments/bytes")

@@ -39,7 +39,9 @@ use axum::body::Bytes;
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::IntoResponse;
 use serde_json::{json, Value};
-use tc_tests::bench::{env_usize, listen, proc_field, release_binary, target_tempdir, us, Stats};
+use tc_tests::bench::{
+    echo_tool, env_usize, listen, proc_field, release_binary, target_tempdir, us, Stats,
+};
 
 const ROLE_ENV: &str = "TC_BENCH_ROLE";
 const ROUNDS: usize = 4;
@@ -81,9 +83,7 @@ fn answer(msg: &Value) -> Option<Value> {
     let result = match method {
         "initialize" => json!({"protocolVersion": "2025-11-25",
                 "capabilities": {"tools": {}}, "serverInfo": {"name": "bench", "version": "0"}}),
-        "tools/list" => json!({"tools": [{"name": "echo", "description": "Echoes `text`.",
-                "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
-                "annotations": {"readOnlyHint": true}}]}),
+        "tools/list" => json!({"tools": [echo_tool()]}),
         "tools/call" => json!({"content": [{"type": "text",
                 "text": msg.pointer("/params/arguments/text").cloned().unwrap_or(json!(""))}],
                 "isError": false}),

@@ -186,9 +186,9 @@ async fn sequential_phases(
     let mut client = d.client().await;
 
     // Counters: answered from memory, never reaches the store: the transport alone.
-    let counters = time_counters(&mut client, n).await?;
+    let counters = time_read(&mut client, ReadRpc::Counters, n).await?;
     // Status on a fresh DB: transport + store thread, no write.
-    let status_empty = time_status(&mut client, n).await?;
+    let status_empty = time_read(&mut client, ReadRpc::Status, n).await?;
 
     let tokens = prepare(d, 0, WARMUP + n, fp).await?;
     for _ in 0..WARMUP {
@@ -218,7 +218,7 @@ async fn sequential_phases(
     }
 
     // Status again, now that the tables hold thousands of rows.
-    let status_full = time_status(&mut client, n).await?;
+    let status_full = time_read(&mut client, ReadRpc::Status, n).await?;
     Ok(SeqReport {
         counters,
         status_empty,
@@ -383,27 +383,32 @@ async fn redeem(c: &mut Client, t: &Prepared, fp: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-async fn time_status(c: &mut Client, n: usize) -> anyhow::Result<Vec<Duration>> {
-    for _ in 0..WARMUP {
-        c.status(StatusRequest {}).await?;
-    }
-    let mut out = Vec::with_capacity(n);
-    for _ in 0..n {
-        let start = Instant::now();
-        c.status(StatusRequest {}).await.context("Status")?;
-        out.push(start.elapsed());
-    }
-    Ok(out)
+/// The read-only RPCs timed beside the redemptions.
+#[derive(Debug, Clone, Copy)]
+enum ReadRpc {
+    Status,
+    Counters,
 }
 
-async fn time_counters(c: &mut Client, n: usize) -> anyhow::Result<Vec<Duration>> {
+/// One call of `rpc`, its answer dropped.
+async fn read_once(c: &mut Client, rpc: ReadRpc) -> Result<(), tonic::Status> {
+    match rpc {
+        ReadRpc::Status => c.status(StatusRequest {}).await.map(drop),
+        ReadRpc::Counters => c.counters(CountersRequest {}).await.map(drop),
+    }
+}
+
+/// `n` timed calls of `rpc`, after [`WARMUP`] untimed ones.
+async fn time_read(c: &mut Client, rpc: ReadRpc, n: usize) -> anyhow::Result<Vec<Duration>> {
     for _ in 0..WARMUP {
-        c.counters(CountersRequest {}).await?;
+        read_once(c, rpc).await?;
     }
     let mut out = Vec::with_capacity(n);
     for _ in 0..n {
         let start = Instant::now();
-        c.counters(CountersRequest {}).await.context("Counters")?;
+        read_once(c, rpc)
+            .await
+            .with_context(|| format!("{rpc:?}"))?;
         out.push(start.elapsed());
     }
     Ok(out)

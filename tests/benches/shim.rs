@@ -35,15 +35,14 @@
 //! takes a shared place in tc-shim's barrier).
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context};
 use serde_json::{json, Value};
 use tc_tests::bench::{
-    env_usize, main_with_roles, proc_field, release_binary, serve_stdio, target_tempdir, us,
-    Answer, Peer, Stats, ROLE_ENV,
+    echo_tool, env_usize, main_with_roles, proc_field, release_binary, serve_stdio, target_tempdir,
+    us, Answer, Peer, Setup, Stats, ROLE_ENV,
 };
 
 /// The tool the timed calls use: `echo` (read-only, the default) or `touch` (the same, not
@@ -84,12 +83,7 @@ fn main() -> anyhow::Result<()> {
 fn role_server() -> anyhow::Result<()> {
     serve_stdio("tc-bench-echo", "2025-06-18", |method, msg, _| {
         Ok(match method {
-            "tools/list" => Answer::Result(json!({"tools": [{
-                "name": "echo",
-                "description": "Echoes `text`.",
-                "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}},
-                "annotations": {"readOnlyHint": true}
-            }, {
+            "tools/list" => Answer::Result(json!({"tools": [echo_tool(), {
                 "name": "touch",
                 "description": "Echoes `text`; not declared read-only, so tc-shim orders it.",
                 "inputSchema": {"type": "object", "properties": {"text": {"type": "string"}}}
@@ -292,8 +286,8 @@ fn bench() -> anyhow::Result<()> {
     let mut start_direct = Vec::with_capacity(starts);
     let mut start_shim = Vec::with_capacity(starts);
     for _ in 0..starts {
-        start_direct.push(time_to_ready(setup.direct_cmd())?);
-        start_shim.push(time_to_ready(setup.shim_cmd())?);
+        start_direct.push(time_to_ready(setup.role_cmd("server"))?);
+        start_shim.push(time_to_ready(setup.shim_cmd("bench"))?);
     }
     let (sd, ss) = (Stats::of(&start_direct), Stats::of(&start_shim));
     println!();
@@ -364,45 +358,16 @@ fn bench() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Binaries and files every spawned peer needs.
-struct Setup {
-    me: PathBuf,
-    shim: PathBuf,
-    config: PathBuf,
-    socket: PathBuf,
+/// The peers only this bench starts.
+trait Peers {
+    fn shim(&self) -> anyhow::Result<Peer>;
+    fn relay(&self) -> anyhow::Result<Peer>;
+    fn cat(&self) -> anyhow::Result<Peer>;
 }
 
-impl Setup {
-    fn role_cmd(&self, role: &str) -> Command {
-        let mut c = Command::new(&self.me);
-        c.env(ROLE_ENV, role);
-        c
-    }
-
-    fn direct_cmd(&self) -> Command {
-        self.role_cmd("server")
-    }
-
-    fn shim_cmd(&self) -> Command {
-        let mut c = Command::new(&self.shim);
-        c.arg("serve")
-            .arg("bench")
-            .arg("--config")
-            .arg(&self.config)
-            .arg("--socket")
-            .arg(&self.socket)
-            .arg("--")
-            .arg(&self.me)
-            .env(ROLE_ENV, "server");
-        c
-    }
-
-    fn direct(&self) -> anyhow::Result<Peer> {
-        Peer::spawn(self.direct_cmd())
-    }
-
+impl Peers for Setup {
     fn shim(&self) -> anyhow::Result<Peer> {
-        Peer::spawn(self.shim_cmd())
+        Peer::spawn(self.shim_cmd("bench"))
     }
 
     fn relay(&self) -> anyhow::Result<Peer> {
@@ -416,18 +381,7 @@ impl Setup {
 
 /// `initialize`, `notifications/initialized`, `tools/list` (checks the echo tool).
 fn mcp_handshake(peer: &mut Peer) -> anyhow::Result<()> {
-    peer.request(
-        &json!({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
-        "protocolVersion": "2025-06-18", "capabilities": {},
-        "clientInfo": {"name": "tc-bench", "version": "0"}}}),
-    )?;
-    peer.notify(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
-    let r = peer.request(&json!({"jsonrpc": "2.0", "id": "list", "method": "tools/list"}))?;
-    ensure!(
-        r.pointer("/result/tools/0/name") == Some(&json!("echo")),
-        "tools/list lacks echo: {r}"
-    );
-    Ok(())
+    peer.handshake_listing_echo("2025-06-18", "tc-bench")
 }
 
 /// One measured path: a peer and its samples.

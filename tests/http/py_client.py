@@ -12,6 +12,7 @@ PLAN is JSON (a list of steps or {"steps": [...]}) on argv, or read from stdin w
 import argparse
 import json
 import sys
+from pathlib import Path
 
 import anyio
 from mcp import Client, types
@@ -19,14 +20,9 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
-
-def emit(obj):
-    sys.stdout.write(json.dumps(obj) + "\n")
-    sys.stdout.flush()
-
-
-def dump(r):
-    return r.model_dump(by_alias=True, mode="json", exclude_none=True)
+# The JSON-lines output the stdio fixtures share (tests/fixtures/sdk_driver.py).
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "fixtures"))
+from sdk_driver import dump, emit  # noqa: E402
 
 
 class Human:

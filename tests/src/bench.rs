@@ -9,7 +9,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::Duration;
 
 use anyhow::{bail, ensure, Context};
-use serde_json::Value;
+use serde_json::{json, Value};
 
 /// `$<env_var>`, else `<name>` next to the target profile dir this bench was built
 /// into (target/release/deps/<bench>-<hash> -> target/release/<name>).
@@ -100,11 +100,7 @@ pub struct Peer {
 impl Peer {
     /// Starts `cmd` with piped stdin/stdout (stderr inherited).
     pub fn spawn(mut cmd: Command) -> anyhow::Result<Peer> {
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
+        let mut child = crate::piped::spawn_piped(&mut cmd, Stdio::inherit())
             .with_context(|| format!("spawning {cmd:?}"))?;
         let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take().context("child stdout")?);
@@ -154,6 +150,23 @@ impl Peer {
     /// Sends a notification.
     pub fn notify(&mut self, v: &Value) -> anyhow::Result<()> {
         self.send(&line_of(v)?)
+    }
+
+    /// `initialize` at `protocol` as client `client`, `notifications/initialized`, then
+    /// `tools/list`, which must list the `echo` tool first: a bench's peer ready to call.
+    pub fn handshake_listing_echo(&mut self, protocol: &str, client: &str) -> anyhow::Result<()> {
+        self.request(
+            &json!({"jsonrpc": "2.0", "id": "init", "method": "initialize", "params": {
+            "protocolVersion": protocol, "capabilities": {},
+            "clientInfo": {"name": client, "version": "0"}}}),
+        )?;
+        self.notify(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))?;
+        let r = self.request(&json!({"jsonrpc": "2.0", "id": "list", "method": "tools/list"}))?;
+        ensure!(
+            r.pointer("/result/tools/0/name") == Some(&json!("echo")),
+            "tools/list lacks echo: {r}"
+        );
+        Ok(())
     }
 
     /// Closes stdin and waits for the child to exit, which must be a success.
@@ -304,4 +317,77 @@ pub async fn serve_mcp_http(answer: fn(&Value) -> Option<Value>) -> anyhow::Resu
     );
     axum::serve(listen().await?, app).await?;
     Ok(())
+}
+
+/// A read-only tool `name` taking the JSON-schema `properties`, as a bench server lists
+/// it (tc-shim forwards it without ordering it).
+pub fn read_only_tool(name: &str, description: &str, properties: Value) -> Value {
+    json!({"name": name, "description": description,
+           "inputSchema": {"type": "object", "properties": properties},
+           "annotations": {"readOnlyHint": true}})
+}
+
+/// The `echo` tool every bench server lists: read-only, echoes `text`.
+pub fn echo_tool() -> Value {
+    read_only_tool(
+        "echo",
+        "Echoes `text`.",
+        json!({"text": {"type": "string"}}),
+    )
+}
+
+/// What a bench needs to start its peers: itself (re-run in a role), the tc-shim under
+/// test, and the config and socket of the `tcd` it talks to.
+pub struct Setup {
+    pub me: PathBuf,
+    pub shim: PathBuf,
+    pub config: PathBuf,
+    pub socket: PathBuf,
+}
+
+impl Setup {
+    /// This bench re-run as `role`.
+    pub fn role_cmd(&self, role: &str) -> Command {
+        let mut c = Command::new(&self.me);
+        c.env(ROLE_ENV, role);
+        c
+    }
+
+    /// The fixture server (`role` "server") run directly.
+    pub fn direct(&self) -> anyhow::Result<Peer> {
+        Peer::spawn(self.role_cmd("server"))
+    }
+
+    /// tc-shim serving `vault` in front of the fixture server.
+    pub fn shim_cmd(&self, vault: &str) -> Command {
+        let mut c = Command::new(&self.shim);
+        c.arg("serve")
+            .arg(vault)
+            .arg("--config")
+            .arg(&self.config)
+            .arg("--socket")
+            .arg(&self.socket)
+            .arg("--")
+            .arg(&self.me)
+            .env(ROLE_ENV, "server");
+        c
+    }
+}
+
+/// The binding and state fingerprint that an `elicit_required` refusal's `details` name
+/// (what a mint for that call needs).
+pub fn raised_binding(details: &Value) -> anyhow::Result<(tc_proto::v1::Binding, String)> {
+    let field = |k: &str| {
+        details[k]
+            .as_str()
+            .map(String::from)
+            .with_context(|| format!("details.{k} missing in {details}"))
+    };
+    let binding = tc_proto::v1::Binding {
+        vault: field("vault")?,
+        tool: field("tool")?,
+        caller: field("caller")?,
+        args_hash: field("args_hash")?,
+    };
+    Ok((binding, field("state_fp")?))
 }

@@ -3,14 +3,16 @@
 //! setups in front of the real server-filesystem.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::piped::lines_mapped;
 use crate::shim::*;
+pub use crate::shim::{assert_ok, tcctl_approve};
 
 /// A client fixture with an elicitation capability, driven by tagged JSON lines.
 pub struct Human {
@@ -45,23 +47,12 @@ impl Human {
     }
 
     fn spawn(mut cmd: Command) -> Human {
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn the elicitation client fixture");
+        let mut child =
+            spawn_piped(&mut cmd, Stdio::inherit()).expect("spawn the elicitation client fixture");
         let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                let v: Value = serde_json::from_str(&line)
-                    .unwrap_or_else(|e| json!({"unparsable": line, "why": e.to_string()}));
-                if tx.send(v).is_err() {
-                    break;
-                }
-            }
+        let lines = lines_mapped(child.stdout.take().unwrap(), |line| {
+            serde_json::from_str(&line)
+                .unwrap_or_else(|e| json!({"unparsable": line, "why": e.to_string()}))
         });
         let mut h = Human {
             child,
@@ -326,23 +317,6 @@ pub fn url_request_id(prompt: &Value, port: u16) -> String {
     id
 }
 
-/// Asserts a `tcctl` run succeeded, showing its output if not.
-#[track_caller]
-pub fn assert_ok(o: &std::process::Output) {
-    assert!(
-        o.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
-/// Approves request `id` with `tcctl approve` (the RPC the page uses).
-#[track_caller]
-pub fn tcctl_approve(env: &Env, id: &str) {
-    assert_ok(&env.tcd.tcctl(&["approve", id, "--yes"]));
-}
-
 /// A tool result refused with `want` as its code.
 #[track_caller]
 pub fn assert_code(r: &Value, want: &str) {
@@ -362,4 +336,29 @@ pub fn assert_wrote_v1_once(env: &Env, r: &Value) {
     assert_ne!(r["isError"], true, "{r}");
     assert_note(env, "v1");
     assert_eq!(events_of(env, "tc.elicit.consumed"), 1);
+}
+
+/// After `tcctl approve` or the page approved [`write_v1`]: the identical retry runs
+/// once, and with note.txt put back to "v0" the same call is refused again (a new request,
+/// nothing written); one approval and one consumption logged. Returns that refusal.
+#[track_caller]
+pub fn assert_approved_retry_runs_once(env: &Env, h: &mut Human) -> Value {
+    let ok = h.call("write_file", write_v1());
+    assert_ne!(ok["isError"], true, "{ok}");
+    assert_note(env, "v1");
+    std::fs::write(env.root.join("note.txt"), "v0").unwrap();
+    let again = h.call("write_file", write_v1());
+    assert_note(env, "v0");
+    assert_eq!(events_of(env, "tc.elicit.approved"), 1);
+    assert_eq!(events_of(env, "tc.elicit.consumed"), 1);
+    again
+}
+
+/// The legacy-era scene on a configured `env`: tcd started, note.txt = "v0", and a
+/// legacy Python client (2025-11-25) on vault `fs`.
+pub fn legacy_started(mut env: Env) -> (Env, Human) {
+    env.start_tcd();
+    std::fs::write(env.root.join("note.txt"), "v0").unwrap();
+    let h = Human::python("legacy", &env.shim_argv("fs"));
+    (env, h)
 }

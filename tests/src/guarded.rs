@@ -646,10 +646,10 @@ pub fn write(content: &str) -> serde_json::Value {
 /// The request id of a guarded `elicit_required` refusal.
 #[track_caller]
 pub fn refused_id(r: &serde_json::Value) -> String {
-    use crate::shim::{code, sc};
+    use crate::shim::{code, request_id, sc};
     assert_eq!(code(r).as_deref(), Some("elicit_required"), "{r}");
     assert_eq!(sc(r)["details"]["mode"], "guarded", "{r}");
-    sc(r)["details"]["request_id"].as_str().unwrap().to_string()
+    request_id(r)
 }
 
 impl Scene {

@@ -236,6 +236,16 @@ pub fn disk(env: &Env, rel: &str) -> Option<String> {
     std::fs::read_to_string(env.root.join(rel)).ok()
 }
 
+/// A bearer token for caller `sub` of vault `fs`, minted with `tcctl token mint`.
+#[track_caller]
+pub fn mint_bearer(env: &Env, sub: &str) -> String {
+    let o = env
+        .tcd
+        .tcctl(&["token", "mint", "--sub", sub, "--vault", "fs"]);
+    crate::shim::assert_ok(&o);
+    String::from_utf8(o.stdout).unwrap().trim().to_string()
+}
+
 /// A legacy session of the bearer of `token`; the client and its `Authorization` value.
 pub fn bearer_session(front: &Front, token: &str) -> (Raw, String) {
     let mut c = Raw::new(&front.url());

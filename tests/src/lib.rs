@@ -10,6 +10,7 @@ pub mod guarded;
 pub mod http;
 pub mod issuer;
 pub mod page;
+pub mod piped;
 pub mod pty;
 pub mod rmcp_client;
 pub mod rmcp_http;
@@ -45,12 +46,17 @@ pub fn bin_dir() -> PathBuf {
 
 /// The path of a workspace binary (`tcd`, `tcctl`, ...), which must have been built.
 pub fn bin(name: &str) -> PathBuf {
-    let p = bin_dir().join(name);
-    assert!(
-        p.exists(),
-        "{} not built (run `cargo build --workspace`)",
-        p.display()
-    );
+    existing(
+        bin_dir().join(name),
+        "not built (run `cargo build --workspace`)",
+    )
+}
+
+/// `p`, which must be a file; else the test fails saying what is `missing` and how to
+/// get it.
+#[track_caller]
+pub fn existing(p: PathBuf, missing: &str) -> PathBuf {
+    assert!(p.is_file(), "{} {missing}", p.display());
     p
 }
 
@@ -195,6 +201,14 @@ impl Daemon {
     /// Starts `tcd` with the default options.
     pub fn start() -> Daemon {
         Daemon::start_with(DaemonOpts::default())
+    }
+
+    /// Starts `tcd` whose tokens and requests live `ttl_seconds` (the expiry tests').
+    pub fn with_ttl(ttl_seconds: u32) -> Daemon {
+        Daemon::start_with(DaemonOpts {
+            ttl_seconds,
+            ..Default::default()
+        })
     }
 
     /// Starts `tcd` on a fresh temp dir.
@@ -416,6 +430,20 @@ impl Daemon {
         self.child.as_ref().expect("running").id()
     }
 
+    /// [`Daemon::start`] and a client of it: how most ledger tests begin.
+    pub async fn start_with_client() -> (Daemon, Client) {
+        let d = Daemon::start();
+        let c = d.client().await;
+        (d, c)
+    }
+
+    /// [`Daemon::with_ttl`] and a client of it.
+    pub async fn with_ttl_and_client(ttl_seconds: u32) -> (Daemon, Client) {
+        let d = Daemon::with_ttl(ttl_seconds);
+        let c = d.client().await;
+        (d, c)
+    }
+
     /// A fresh gRPC client (its own connection).
     pub async fn client(&self) -> Client {
         let ch = tc_proto::connect(&self.socket).await.expect("connect");
@@ -460,6 +488,11 @@ impl Daemon {
 
     /// Runs `tcctl` against this daemon with `args`.
     pub fn tcctl(&self, args: &[&str]) -> std::process::Output {
+        self.tcctl_command(args).output().expect("run tcctl")
+    }
+
+    /// `tcctl args` on this daemon's socket and config, stdin null, not started yet.
+    pub fn tcctl_command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(bin("tcctl"));
         c.arg("--socket")
             .arg(&self.socket)
@@ -467,7 +500,7 @@ impl Daemon {
             .arg(&self.config)
             .args(args)
             .stdin(Stdio::null());
-        c.output().expect("run tcctl")
+        c
     }
 }
 
@@ -494,16 +527,29 @@ pub fn wait_timeout(child: &mut Child, t: Duration) -> Option<ExitStatus> {
     }
 }
 
-/// Raises then mints a token for `b` at `fp`.
-pub async fn raise_and_mint(c: &mut Client, b: &v1::Binding, fp: &str) -> String {
+/// A kB field (`VmRSS`, `VmHWM`) of `/proc/<pid>/status`: for the tests that bound what
+/// a process holds.
+#[track_caller]
+pub fn status_kb(pid: u32, field: &str) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
+    bench::proc_field(&status, field).unwrap_or_else(|| panic!("{field} in {status}"))
+}
+
+/// Raises a request for `b` at `fp` with `summary` (what a human would be shown).
+pub async fn raise_summarised(c: &mut Client, b: &v1::Binding, fp: &str, summary: &str) {
     c.raise(v1::RaiseRequest {
         binding: Some(b.clone()),
         state_fp: fp.into(),
-        summary: "test".into(),
+        summary: summary.into(),
         ..Default::default()
     })
     .await
     .expect("raise");
+}
+
+/// Raises then mints a token for `b` at `fp`.
+pub async fn raise_and_mint(c: &mut Client, b: &v1::Binding, fp: &str) -> String {
+    raise_summarised(c, b, fp, "test").await;
     c.mint(v1::MintRequest {
         binding: Some(b.clone()),
         state_fp: None,
@@ -532,22 +578,67 @@ pub async fn redeem(
     .map(|r| r.into_inner().redemption_id)
 }
 
-/// All events so far (no follow).
-pub async fn events(c: &mut Client) -> Vec<v1::Event> {
-    let mut s = c
-        .list_events(v1::ListEventsRequest {
-            after_id: 0,
-            limit: 0,
-            follow: false,
-        })
+/// Records that the call redeemed as `redemption_id` ran (by the CLI-token route): what
+/// the shim tells tcd once the handler has run.
+pub async fn record_consumed(
+    c: &mut Client,
+    b: &v1::Binding,
+    fp: &str,
+    redemption_id: &str,
+) -> Result<(), tonic::Status> {
+    c.record_consumed(v1::RecordConsumedRequest {
+        binding: Some(b.clone()),
+        state_fp: fp.into(),
+        route: "cli_token".into(),
+        redemption_id: redemption_id.into(),
+    })
+    .await
+    .map(drop)
+}
+
+/// The daemon's counters now.
+pub async fn counters(c: &mut Client) -> Vec<v1::Counter> {
+    c.counters(v1::CountersRequest {})
         .await
-        .expect("list events")
-        .into_inner();
+        .expect("counters")
+        .into_inner()
+        .counters
+}
+
+/// How many events of `kind` the log holds.
+pub async fn count_events(c: &mut Client, kind: &str) -> usize {
+    events(c).await.iter().filter(|e| e.kind == kind).count()
+}
+
+/// The event log from its start: what is logged so far, then (with `follow`) each new
+/// event as it commits.
+pub async fn event_stream(
+    c: &mut Client,
+    follow: bool,
+) -> Result<tonic::Streaming<v1::Event>, tonic::Status> {
+    let all = v1::ListEventsRequest {
+        after_id: 0,
+        limit: 0,
+        follow,
+    };
+    c.list_events(all).await.map(|r| r.into_inner())
+}
+
+/// The events of `s` until it ends.
+pub async fn collect_events(
+    mut s: tonic::Streaming<v1::Event>,
+) -> Result<Vec<v1::Event>, tonic::Status> {
     let mut out = Vec::new();
-    while let Some(e) = s.message().await.expect("event") {
+    while let Some(e) = s.message().await? {
         out.push(e);
     }
-    out
+    Ok(out)
+}
+
+/// All events so far (no follow).
+pub async fn events(c: &mut Client) -> Vec<v1::Event> {
+    let s = event_stream(c, false).await.expect("list events");
+    collect_events(s).await.expect("event")
 }
 
 /// Writes `line` plus a newline to `w` and flushes.
@@ -584,6 +675,31 @@ pub fn as_nobody() -> Option<Command> {
         c.args(["-u", "nobody", "--"]);
         Some(c)
     }
+}
+
+/// A command prefix running as `nobody` and a started daemon whose temp dir nobody may
+/// pass through (the socket's own directory stays tcd's 0700); None when not root, after
+/// printing that the test `needs` to skip.
+pub fn nobody_beside_a_daemon(needs: &str) -> Option<(Command, Daemon)> {
+    let Some(cmd) = as_nobody() else {
+        eprintln!("skipped: needs root to {needs}");
+        return None;
+    };
+    let d = Daemon::start();
+    chmod(d.dir.path(), 0o711);
+    Some((cmd, d))
+}
+
+/// `tcctl status` against `socket` with no config, run under `prefix` (another user,
+/// as [`as_nobody`] gives).
+pub fn tcctl_status_under(mut prefix: Command, socket: &Path) -> std::process::Output {
+    prefix
+        .arg(bin("tcctl"))
+        .arg("--socket")
+        .arg(socket)
+        .args(["--config", "/dev/null", "status"])
+        .output()
+        .expect("run tcctl")
 }
 
 /// A loopback TCP port free right now (the OS picks it), for a tcd's `[approvals] listen`:

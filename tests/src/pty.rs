@@ -88,12 +88,8 @@ impl Pty {
     /// Starts `relay` (a `python3 tests/fixtures/pty_run.py …` command, as whichever
     /// user should own the terminal) with its stdio piped to this side.
     pub fn start(mut relay: Command) -> Pty {
-        let mut child = relay
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("pty_run.py");
+        let mut child =
+            crate::piped::spawn_piped(&mut relay, Stdio::inherit()).expect("pty_run.py");
         let out = Arc::new((Mutex::new(Vec::new()), Condvar::new()));
         let (mut r, o) = (child.stdout.take().unwrap(), out.clone());
         let reader = std::thread::spawn(move || {

@@ -3,7 +3,6 @@
 //! argv, one JSON line per step back (contract: tests/http/README.md).
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
@@ -90,15 +89,8 @@ impl Driver {
             .stderr(Stdio::inherit())
             .spawn()
             .unwrap_or_else(|e| panic!("start the {client:?} driver: {e}"));
-        let out = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(out).lines().map_while(Result::ok) {
-                let v = serde_json::from_str(&line).unwrap_or_else(|_| json!({"unparsable": line}));
-                if tx.send(v).is_err() {
-                    break;
-                }
-            }
+        let lines = crate::piped::lines_mapped(child.stdout.take().unwrap(), |line| {
+            serde_json::from_str(&line).unwrap_or_else(|_| json!({"unparsable": line}))
         });
         Driver {
             child,

@@ -2,13 +2,15 @@
 //! the shim's environment and stderr under the test's control.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::Path;
-use std::process::{Child, ChildStdin, Command, Stdio};
+use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
 use serde_json::{json, Value};
+
+use crate::piped::{argv_command, byte_lines_of, spawn_piped};
 
 /// tc-shim with piped stdin/stdout; stdout read line by line (bytes) on a thread.
 pub struct Shim {
@@ -26,31 +28,11 @@ impl Shim {
             Some(p) => Stdio::from(std::fs::File::create(p).unwrap()),
             None => Stdio::inherit(),
         };
-        let mut child = Command::new(&argv[0])
-            .args(&argv[1..])
-            .env("TC_LOG", log)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(err)
-            .spawn()
-            .expect("spawn tc-shim");
+        let mut cmd = argv_command(argv);
+        cmd.env("TC_LOG", log);
+        let mut child = spawn_piped(&mut cmd, err).expect("spawn tc-shim");
         let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            let mut r = BufReader::new(stdout);
-            loop {
-                let mut l = Vec::new();
-                match r.read_until(b'\n', &mut l) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {
-                        if tx.send(l).is_err() {
-                            break;
-                        }
-                    }
-                }
-            }
-        });
+        let lines = byte_lines_of(child.stdout.take().unwrap());
         Shim {
             child,
             stdin,
@@ -114,6 +96,20 @@ impl Shim {
             json!({"name": name, "arguments": args}),
         );
         r.get("result").cloned().unwrap_or(r)
+    }
+
+    /// The MCP handshake (2025-11-25, no capabilities), checked to succeed, then
+    /// `notifications/initialized`.
+    #[track_caller]
+    pub fn initialize(&mut self) {
+        let r = self.request(
+            json!("init"),
+            "initialize",
+            json!({"protocolVersion": "2025-11-25", "capabilities": {},
+                   "clientInfo": {"name": "raw", "version": "1"}}),
+        );
+        assert!(r.get("result").is_some(), "{r}");
+        self.send_json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
     }
 
     /// Sends an `echo` probe (the echo fixture answers it) and reads up to its answer;

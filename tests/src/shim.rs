@@ -2,7 +2,7 @@
 //! and vault configs for them, a real `tcd`, the SDK client fixtures, approvals via `tcctl`.
 #![allow(dead_code)]
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
@@ -12,7 +12,8 @@ use serde_json::{json, Value};
 use tc_proto::v1::confirm_client::ConfirmClient;
 use tc_proto::v1::{self, Binding};
 
-pub use crate::{bin, workspace};
+pub use crate::piped::{argv_command, lines_of, spawn_piped};
+pub use crate::{bin, status_kb, workspace};
 
 /// The pinned peers (`$TC_PEERS`, default <workspace>/.peers); fails loudly when missing.
 pub fn peers() -> PathBuf {
@@ -32,13 +33,10 @@ pub fn peers() -> PathBuf {
 
 /// A file of the pinned peers, which must exist.
 pub fn peer_file(rel: &str) -> PathBuf {
-    let p = peers().join(rel);
-    assert!(
-        p.is_file(),
-        "peer {} missing: run scripts/install-peers",
-        p.display()
-    );
-    p
+    crate::existing(
+        peers().join(rel),
+        "(a peer) missing: run scripts/install-peers",
+    )
 }
 
 /// `@modelcontextprotocol/server-filesystem`'s entry point.
@@ -165,6 +163,20 @@ impl Vault {
         self.gate_entry(tool, Some(when), targets)
     }
 
+    /// Gates `move_file` when it crosses folders, on both of its paths.
+    pub fn gate_cross_folder_moves(self) -> Vault {
+        self.gate_when(
+            "move_file",
+            r#"{ cross_folder = ["source", "destination"] }"#,
+            r#"{ paths = ["source", "destination"] }"#,
+        )
+    }
+
+    /// Gates `tool` when its `path` already exists (an overwrite), on that path.
+    pub fn gate_overwrites(self, tool: &str) -> Vault {
+        self.gate_when(tool, r#"{ exists = "path" }"#, r#"{ paths = ["path"] }"#)
+    }
+
     fn gate_entry(mut self, tool: &str, when: Option<&str>, targets: &str) -> Vault {
         self.toml += &format!("\n[[vaults.gates]]\ntool = {}\n", toml_str(tool));
         if let Some(w) = when {
@@ -172,6 +184,21 @@ impl Vault {
         }
         self.toml += &format!("targets = {targets}\n");
         self
+    }
+
+    /// Adds `[[vaults.paged]]`: the shim pages `tool`'s answers over its `items` list.
+    pub fn paged(mut self, tool: &str, items: &str) -> Vault {
+        self.toml += &format!(
+            "\n[[vaults.paged]]\ntool = {}\nitems = {}\n",
+            toml_str(tool),
+            toml_str(items)
+        );
+        self
+    }
+
+    /// The config text of this vault under `[governor] max_response_bytes = cap`.
+    pub fn governed(&self, cap: usize) -> String {
+        format!("[governor]\nmax_response_bytes = {cap}\n\n{}", self.toml)
     }
 
     /// Sets `[vaults.acl] deny`.
@@ -352,27 +379,9 @@ impl PyClient {
     }
 
     fn spawn_cmd(mut cmd: Command) -> PyClient {
-        let mut child = cmd
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn the client fixture");
+        let mut child = spawn_piped(&mut cmd, Stdio::inherit()).expect("spawn the client fixture");
         let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines() {
-                match line {
-                    Ok(l) => {
-                        if tx.send(l).is_err() {
-                            break;
-                        }
-                    }
-                    Err(_) => break,
-                }
-            }
-        });
+        let lines = lines_of(child.stdout.take().unwrap());
         let mut c = PyClient {
             child,
             stdin,
@@ -517,23 +526,7 @@ pub fn mint(socket: &Path, elicit_required: &Value) -> String {
 
 /// Every event kind in the daemon's log, in order.
 pub fn event_kinds(socket: &Path) -> Vec<String> {
-    rt().block_on(async {
-        let mut s = client(socket)
-            .await
-            .list_events(v1::ListEventsRequest {
-                after_id: 0,
-                limit: 0,
-                follow: false,
-            })
-            .await
-            .expect("list events")
-            .into_inner();
-        let mut out = Vec::new();
-        while let Some(e) = s.message().await.expect("event") {
-            out.push(e.kind);
-        }
-        out
-    })
+    all_events(socket).into_iter().map(|e| e.kind).collect()
 }
 
 fn rt() -> tokio::runtime::Runtime {
@@ -562,22 +555,148 @@ pub fn tool<'a>(list: &'a Value, name: &str) -> Option<&'a Value> {
 
 /// Runs `git -C root args…` (test setup only; the shim never runs git).
 pub fn git(root: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(root)
-        .args(args)
-        .env("GIT_AUTHOR_NAME", "t")
-        .env("GIT_AUTHOR_EMAIL", "t@example.com")
-        .env("GIT_COMMITTER_NAME", "t")
-        .env("GIT_COMMITTER_EMAIL", "t@example.com")
-        .output()
-        .expect("git (test setup only; the shim never runs git)");
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
+    // Test setup only: the shim never runs git.
+    let out = setup_output(
+        Command::new("git")
+            .arg("-C")
+            .arg(root)
+            .args(args)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.com")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.com"),
     );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// Runs a setup tool (`git`, `openssl`) that must succeed (else its stderr is shown);
+/// its stdout.
+#[track_caller]
+pub fn setup_output(cmd: &mut Command) -> Vec<u8> {
+    let out = cmd
+        .output()
+        .unwrap_or_else(|e| panic!("{:?} on PATH: {e}", cmd.get_program()));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{cmd:?}: {stderr}");
+    out.stdout
+}
+
+/// Asserts a `tcctl` run succeeded, showing its output if not.
+#[track_caller]
+pub fn assert_ok(o: &std::process::Output) {
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Approves request `id` with `tcctl approve` (the RPC the page uses).
+#[track_caller]
+pub fn tcctl_approve(env: &Env, id: &str) {
+    assert_ok(&env.tcd.tcctl(&["approve", id, "--yes"]));
+}
+
+/// The request id of a refusal that raised one (`details.request_id`).
+#[track_caller]
+pub fn request_id(r: &Value) -> String {
+    sc(r)["details"]["request_id"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no request_id in {r}"))
+        .to_string()
+}
+
+/// tcd started on `env`, the vault file `rel` written with `content`, and a Python
+/// client (no elicitation) on vault `fs`: the file's path and the client.
+pub fn started_with_file(env: &mut Env, rel: &str, content: &str) -> (PathBuf, PyClient) {
+    env.start_tcd();
+    let path = env.root.join(rel);
+    std::fs::write(&path, content).unwrap();
+    (path, PyClient::start(&env.shim_argv("fs")))
+}
+
+/// Asserts that `name` is listed in `tools` and takes an `elicit_token` string (a gated
+/// tool), or has no such parameter (`gated` false).
+#[track_caller]
+pub fn assert_listed(tools: &Value, name: &str, gated: bool) {
+    let t = tool(tools, name).unwrap_or_else(|| panic!("{name} not listed: {tools}"));
+    let props = &t["inputSchema"]["properties"];
+    if gated {
+        assert_eq!(props["elicit_token"]["type"], "string", "{t}");
+    } else {
+        assert!(props.get("elicit_token").is_none(), "{t}");
+    }
+}
+
+/// The write-gated filesystem scene (note.txt = "v0") as a client sees it: `write_file`
+/// listed with its `elicit_token`, `read_text_file` without one, the floor tool
+/// `move_file` hidden, and an ungated read of note.txt answered. The listing.
+#[track_caller]
+pub fn assert_fs_scene_listed_and_readable(c: &mut PyClient) -> Value {
+    let tools = c.list();
+    assert_listed(&tools, "write_file", true);
+    assert_listed(&tools, "read_text_file", false);
+    assert_floor_hidden(&tools, "move_file");
+    let r = c.call("read_text_file", json!({"path": "note.txt"}));
+    assert_eq!(code(&r), None, "{r}");
+    assert_text_at(&r, "/content/0/text", "v0");
+    tools
+}
+
+/// Asserts that the ungated floor tool `name` is hidden from `tools`.
+#[track_caller]
+pub fn assert_floor_hidden(tools: &Value, name: &str) {
+    let hidden = tool(tools, name).is_none();
+    assert!(
+        hidden,
+        "ungated floor tool {name} must stay hidden: {tools}"
+    );
+}
+
+/// Asserts that the string at `pointer` in `msg` (a result's `/content/0/text`, an
+/// error's `/error/message`) contains `needle`; a failure shows the whole message.
+#[track_caller]
+pub fn assert_text_at(msg: &Value, pointer: &str, needle: &str) {
+    let text = msg
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_else(|| panic!("no string at {pointer}: {msg}"));
+    assert!(text.contains(needle), "{needle:?} not at {pointer}: {msg}");
+}
+
+/// Two messages that may come in either order, as (the one `first` picks, the other).
+pub fn ordered_by(a: Value, b: Value, first: impl Fn(&Value) -> bool) -> (Value, Value) {
+    if first(&a) {
+        (a, b)
+    } else {
+        (b, a)
+    }
+}
+
+/// A log of one JSON value per line, each line parsed (a test decides what a bad line
+/// means).
+pub fn json_lines(log: &Path) -> Vec<serde_json::Result<Value>> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .map(serde_json::from_str)
+        .collect()
+}
+
+/// The text a refusal with code `want` shows the model.
+#[track_caller]
+pub fn refusal_text<'a>(r: &'a Value, want: &str) -> &'a str {
+    assert_eq!(code(r).as_deref(), Some(want), "{r}");
+    r["content"][0]["text"].as_str().unwrap()
+}
+
+/// How many commits `root`'s HEAD has: what a gated `git_commit` may or may not add.
+pub fn commits(root: &Path) -> usize {
+    git(root, &["rev-list", "--count", "HEAD"])
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 /// A repository at `root` (branch main, a committer identity) with `base.txt` committed.
@@ -668,6 +787,26 @@ pub fn assert_redeemed_once(
     assert!(!file.exists(), "a spent token must not write");
     let kinds = event_kinds(&env.socket);
     assert_eq!(count(&kinds, "tc.elicit.consumed"), 1, "{kinds:?}");
+}
+
+/// After drift refused a token for `name(args)`: the same call without one raises a fresh
+/// request bound to the new state (a `state_fp` other than `first`'s), and with that
+/// request's token it runs, without error.
+#[track_caller]
+pub fn assert_fresh_request_runs(
+    c: &mut PyClient,
+    env: &Env,
+    (name, args): (&str, &Value),
+    first: &Value,
+) {
+    let fresh = raise(c, name, args);
+    assert_ne!(
+        sc(&fresh)["details"]["state_fp"],
+        sc(first)["details"]["state_fp"]
+    );
+    let token = mint(&env.socket, &fresh);
+    let r = c.call(name, with_token(args, &token));
+    assert_eq!(code(&r), None, "{r}");
 }
 
 /// How many events of `kind` are in `kinds`.
@@ -778,23 +917,10 @@ pub struct RawClient {
 impl RawClient {
     /// Starts `argv` (a tc-shim command line) with piped stdio.
     pub fn start(argv: &[String]) -> RawClient {
-        let mut child = Command::new(&argv[0])
-            .args(&argv[1..])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("spawn tc-shim");
+        let mut child =
+            spawn_piped(&mut argv_command(argv), Stdio::inherit()).expect("spawn tc-shim");
         let stdin = child.stdin.take().unwrap();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(l).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = lines_of(child.stdout.take().unwrap());
         RawClient {
             child,
             stdin,

@@ -496,19 +496,7 @@ fn drive(o: Opts) -> anyhow::Result<bool> {
     let (per_call, totals) = loop {
         let evs = rt.block_on(async {
             let mut c = grpc.clone();
-            let mut s = c
-                .list_events(v1::ListEventsRequest {
-                    after_id: 0,
-                    limit: 0,
-                    follow: false,
-                })
-                .await?
-                .into_inner();
-            let mut out = Vec::new();
-            while let Some(e) = s.message().await? {
-                out.push(e);
-            }
-            Ok::<_, tonic::Status>(out)
+            tc_tests::collect_events(tc_tests::event_stream(&mut c, false).await?).await
         })?;
         let mut per_call: HashMap<String, [usize; 4]> = HashMap::new();
         let mut totals: HashMap<String, usize> = HashMap::new();

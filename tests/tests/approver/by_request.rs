@@ -18,10 +18,8 @@ use tc_proto::v1;
 /// A personal-mode env whose client has no in-protocol route (legacy, not opted in): the
 /// refusal route, where approve by request lives.
 fn started() -> (Env, Human) {
-    let mut env = fs_vault("", None);
-    env.start_tcd();
-    std::fs::write(env.root.join("note.txt"), "v0").unwrap();
-    let h = Human::python("legacy", &env.shim_argv("fs"));
+    let env = fs_vault("", None);
+    let (env, h) = legacy_started(env);
     (env, h)
 }
 
@@ -38,7 +36,7 @@ fn tcctl(env: &Env, args: &[&str]) -> Output {
 #[track_caller]
 fn asks_approve(r: &Value, args: &Value) -> String {
     assert_elicit_required(r, "write_file", "fs", args);
-    let id = sc(r)["details"]["request_id"].as_str().unwrap().to_string();
+    let id = request_id(r);
     assert_eq!(id.len(), 8, "{r}");
     let t = r["content"][0]["text"].as_str().unwrap();
     assert!(t.contains(&format!("    tcctl approve {id}\n")), "{t}");
@@ -110,24 +108,13 @@ fn an_approved_request_runs_the_identical_retry_once_and_nothing_else() {
         })
         .await
     });
-    let s = refused.expect_err("another caller redeemed the approval");
-    assert_eq!(
-        tc_tests::reason_of(&s),
-        Some(tc_core::Reason::NotApproved),
-        "{s:?}"
-    );
+    // Ok here would mean: another caller redeemed the approval.
+    tc_tests::refused(refused, tc_core::Reason::NotApproved);
     assert_eq!(disk(&env, "note.txt").as_deref(), Some("v0"));
 
-    // The identical retry runs, once.
-    let ok = h.call("write_file", write("v1"));
-    assert_ne!(ok["isError"], true, "{ok}");
-    assert_eq!(disk(&env, "note.txt").as_deref(), Some("v1"));
-    std::fs::write(env.root.join("note.txt"), "v0").unwrap();
-    let again = h.call("write_file", write("v1"));
+    // The identical retry runs, once; the same call after that asks afresh.
+    let again = assert_approved_retry_runs_once(&env, &mut h);
     assert_ne!(asks_approve(&again, &write("v1")), id);
-    assert_eq!(disk(&env, "note.txt").as_deref(), Some("v0"));
-    assert_eq!(events_of(&env, "tc.elicit.approved"), 1);
-    assert_eq!(events_of(&env, "tc.elicit.consumed"), 1);
     // The approval of a used request cannot be given again.
     let o = tcctl(&env, &["approve", &id, "--yes"]);
     assert!(!o.status.success(), "{}", text(&o));
@@ -162,8 +149,7 @@ fn a_decline_is_a_hard_stop_with_the_reason_and_is_never_approved_later() {
     assert!(o.status.success(), "{}", text(&o));
     for _ in 0..2 {
         let d = h.call("write_file", write("v1"));
-        assert_eq!(code(&d).as_deref(), Some("approval_declined"), "{d}");
-        let t = d["content"][0]["text"].as_str().unwrap();
+        let t = refusal_text(&d, "approval_declined");
         assert!(
             t.contains("DECLINED") && t.contains("not that file⟨U+001B⟩[2J"),
             "{t}"
@@ -199,17 +185,14 @@ fn a_decline_is_a_hard_stop_with_the_reason_and_is_never_approved_later() {
 
 #[test]
 fn an_unanswered_request_reads_as_expired_then_a_fresh_one_is_approved() {
-    let mut env = fs_vault("", None);
+    let env = fs_vault("", None);
     set_ttl(&env, 3);
-    env.start_tcd();
-    std::fs::write(env.root.join("note.txt"), "v0").unwrap();
-    let mut h = Human::python("legacy", &env.shim_argv("fs"));
+    let (env, mut h) = legacy_started(env);
     let r = h.call("write_file", write("v1"));
     let id = asks_approve(&r, &write("v1"));
     wait_until_expired(&env, &id);
     let e = h.call("write_file", write("v1"));
-    assert_eq!(code(&e).as_deref(), Some("request_expired"), "{e}");
-    let t = e["content"][0]["text"].as_str().unwrap();
+    let t = refusal_text(&e, "request_expired");
     assert!(
         t.contains("EXPIRED") && t.contains("nobody declined"),
         "{t}"
@@ -267,6 +250,21 @@ fn guarded() -> Env {
     env
 }
 
+/// `write_file` of note.txt = `content` in guarded mode, the prompt accepted by the
+/// client itself: the prompt says approval is `tcctl approve`'s and the call is refused
+/// as not obtained. The prompt's message and the refusal.
+#[track_caller]
+fn own_accept_not_obtained(h: &mut Human, content: &str) -> (String, Value) {
+    let (prompt, r) = h.call_answering("write_file", write(content), approve());
+    let msg = prompt["message"].as_str().unwrap().to_string();
+    assert!(
+        msg.contains("guarded mode") && msg.contains("tcctl approve "),
+        "{msg}"
+    );
+    assert_eq!(code(&r).as_deref(), Some("approval_not_obtained"), "{r}");
+    (msg, r)
+}
+
 #[test]
 fn guarded_a_clients_own_accept_approves_nothing_on_either_route() {
     let env = guarded();
@@ -275,17 +273,8 @@ fn guarded_a_clients_own_accept_approves_nothing_on_either_route() {
 
     // Legacy route: the shim's own elicitation/create, answered by the client itself.
     let mut h = Human::python("legacy", &env.shim_argv("fs"));
-    let (prompt, r) = h.call_answering("write_file", write("v1"), approve());
-    let msg = prompt["message"].as_str().unwrap();
-    assert!(
-        msg.contains("guarded mode") && msg.contains("tcctl approve "),
-        "{msg}"
-    );
-    assert_eq!(code(&r).as_deref(), Some("approval_not_obtained"), "{r}");
-    let id = sc(&r)["details"]["request_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
+    let (msg, r) = own_accept_not_obtained(&mut h, "v1");
+    let id = request_id(&r);
     assert!(msg.contains(&format!("tcctl approve {id}")), "{msg}");
     assert_eq!(sc(&r)["recovery"]["approve"], format!("tcctl approve {id}"));
     assert_eq!(disk(&env, "note.txt").as_deref(), Some("v0"));
@@ -294,13 +283,7 @@ fn guarded_a_clients_own_accept_approves_nothing_on_either_route() {
     // Modern route: input_required, re-sent with the client's own accept.
     let mut m = Human::python("modern", &env.shim_argv("fs"));
     assert_eq!(m.hello["era"], "modern", "{}", m.hello);
-    let (prompt, r) = m.call_answering("write_file", write("v2"), approve());
-    let msg = prompt["message"].as_str().unwrap();
-    assert!(
-        msg.contains("guarded mode") && msg.contains("tcctl approve "),
-        "{msg}"
-    );
-    assert_eq!(code(&r).as_deref(), Some("approval_not_obtained"), "{r}");
+    own_accept_not_obtained(&mut m, "v2");
     assert_eq!(disk(&env, "note.txt").as_deref(), Some("v0"));
     assert_eq!(events_of(&env, "tc.elicit.consumed"), 0);
     assert_eq!(events_of(&env, "tc.elicit.approved"), 0);
@@ -323,12 +306,8 @@ fn guarded_a_clients_own_accept_approves_nothing_on_either_route() {
         })
         .await
     });
-    let s = refused.expect_err("approved without a factor");
-    assert_eq!(
-        tc_tests::reason_of(&s),
-        Some(tc_core::Reason::FactorRequired),
-        "{s:?}"
-    );
+    // Ok here would mean: approved without a factor.
+    tc_tests::refused(refused, tc_core::Reason::FactorRequired);
     // A decline in the client is a decline in tcd: that request cannot be approved.
     let mut h = Human::python("legacy", &env.shim_argv("fs"));
     let (_, r) = h.call_answering("write_file", write("v3"), json!({"action": "decline"}));

@@ -18,7 +18,7 @@ use tc_tests::page::{http, PageSession};
 
 /// Server-filesystem behind the shim, tcd with the page on; the client connected.
 fn started(ttl: Option<u32>) -> (Env, Human, u16) {
-    let mut env = fs_vault("", None);
+    let env = fs_vault("", None);
     let port = tc_tests::page::listen_on_free_port(&env.config);
     let text = std::fs::read_to_string(&env.config).unwrap();
     // The gate declares a preview: the page shows the diff of what the write would do.
@@ -31,9 +31,7 @@ fn started(ttl: Option<u32>) -> (Env, Human, u16) {
     if let Some(t) = ttl {
         set_ttl(&env, t);
     }
-    env.start_tcd();
-    std::fs::write(env.root.join("note.txt"), "v0").unwrap();
-    let h = Human::python("legacy", &env.shim_argv("fs"));
+    let (env, h) = legacy_started(env);
     (env, h, port)
 }
 
@@ -45,7 +43,7 @@ fn write(content: &str) -> Value {
 #[track_caller]
 fn refused_id(r: &Value, args: &Value) -> String {
     assert_elicit_required(r, "write_file", "fs", args);
-    sc(r)["details"]["request_id"].as_str().unwrap().to_string()
+    request_id(r)
 }
 
 /// A one-time link from `tcctl page --print` (it opens one session of this user).
@@ -168,16 +166,9 @@ fn approve_on_the_page_runs_the_retry_once_and_decline_is_a_hard_stop() {
     let m = b.msg(json!({"op": "approve", "id": id}));
     assert!(m.starts_with(&format!("approved {id}")), "{m}");
     assert_eq!(disk(&env, "note.txt").as_deref(), Some("v0"));
-    let ok = h.call("write_file", write("v1"));
-    assert_ne!(ok["isError"], true, "{ok}");
-    assert_eq!(disk(&env, "note.txt").as_deref(), Some("v1"));
-    std::fs::write(env.root.join("note.txt"), "v0").unwrap();
-    let again = h.call("write_file", write("v1"));
+    let again = assert_approved_retry_runs_once(&env, &mut h);
     let id2 = refused_id(&again, &write("v1"));
     assert_ne!(id2, id);
-    assert_eq!(disk(&env, "note.txt").as_deref(), Some("v0"));
-    assert_eq!(events_of(&env, "tc.elicit.approved"), 1);
-    assert_eq!(events_of(&env, "tc.elicit.consumed"), 1);
 
     // Decline on the page: the retry is a hard stop with the reason.
     b.cmd(json!({"op": "waitRequest", "id": id2}));
@@ -185,13 +176,7 @@ fn approve_on_the_page_runs_the_retry_once_and_decline_is_a_hard_stop() {
     assert!(m.starts_with(&format!("declined {id2}")), "{m}");
     let d = h.call("write_file", write("v1"));
     assert_eq!(code(&d).as_deref(), Some("approval_declined"), "{d}");
-    assert!(
-        d["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .contains("not today"),
-        "{d}"
-    );
+    assert_text_at(&d, "/content/0/text", "not today");
     assert_eq!(disk(&env, "note.txt").as_deref(), Some("v0"));
     let shown = b.cmd(json!({"op": "waitRequest", "id": id2, "status": "declined"}));
     assert_eq!(

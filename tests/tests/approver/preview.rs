@@ -30,10 +30,7 @@ fn started() -> (Env, Human) {
 fn raised(h: &mut Human, path: &str, content: &str) -> String {
     let r = h.call("write_file", json!({"path": path, "content": content}));
     assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
-    sc(&r)["details"]["request_id"]
-        .as_str()
-        .unwrap()
-        .to_string()
+    request_id(&r)
 }
 
 /// The preview `tcctl pending --json` shows for request `id`.

@@ -7,7 +7,7 @@ use tc_tests::shim as support;
 use tc_tests::elicit;
 
 use std::io::{BufRead, BufReader, Read};
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -24,15 +24,8 @@ struct Watching {
 /// `tcctl args` against `env` as a child, stdout and stderr piped, on the session bus
 /// `dbus` (None: none).
 pub(crate) fn spawn_tcctl(env: &Env, args: &[&str], dbus: Option<&str>) -> Child {
-    let mut c = Command::new(bin("tcctl"));
-    c.arg("--socket")
-        .arg(&env.socket)
-        .arg("--config")
-        .arg(&env.config)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    let mut c = env.tcd.tcctl_command(args);
+    c.stdout(Stdio::piped()).stderr(Stdio::piped());
     match dbus {
         Some(a) => c.env("DBUS_SESSION_BUS_ADDRESS", a),
         None => c.env_remove("DBUS_SESSION_BUS_ADDRESS"),
@@ -89,10 +82,6 @@ fn started(page: bool) -> (Env, Human, u16) {
 
 fn write(path: &str, content: &str) -> Value {
     json!({"path": path, "content": content})
-}
-
-fn request_id(r: &Value) -> String {
-    sc(r)["details"]["request_id"].as_str().unwrap().to_string()
 }
 
 #[test]

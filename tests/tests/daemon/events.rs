@@ -7,29 +7,13 @@ use tc_tests::*;
 
 #[tokio::test(flavor = "multi_thread")]
 async fn events_list_and_follow_in_order() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
-    let mut follow = c
-        .list_events(v1::ListEventsRequest {
-            after_id: 0,
-            limit: 0,
-            follow: true,
-        })
-        .await
-        .unwrap()
-        .into_inner();
+    let (_d, mut c) = Daemon::start_with_client().await;
+    let mut follow = event_stream(&mut c, true).await.unwrap();
     let b = binding("notes", "write_file", "stdio", "events");
     let fp = h("fp");
     let token = raise_and_mint(&mut c, &b, &fp).await;
     let r = redeem(&mut c, &token, &b, &fp).await.unwrap();
-    c.record_consumed(v1::RecordConsumedRequest {
-        binding: Some(b.clone()),
-        state_fp: fp.clone(),
-        route: "cli_token".into(),
-        redemption_id: r.clone(),
-    })
-    .await
-    .unwrap();
+    record_consumed(&mut c, &b, &fp, &r).await.unwrap();
     let want = [
         "tc.elicit.requested",
         "tc.elicit.minted",
@@ -96,8 +80,7 @@ async fn events_list_and_follow_in_order() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn clients_may_append_only_client_kinds() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (_d, mut c) = Daemon::start_with_client().await;
     for kind in ["tc.elicit.redeemed", "tc.auth.denied", "anything"] {
         refused(
             c.append_event(v1::AppendEventRequest {
@@ -113,11 +96,7 @@ async fn clients_may_append_only_client_kinds() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn status_and_counters_reflect_the_ledger() {
-    let d = Daemon::start_with(DaemonOpts {
-        ttl_seconds: 77,
-        ..Default::default()
-    });
-    let mut c = d.client().await;
+    let (d, mut c) = Daemon::with_ttl_and_client(77).await;
     let b = binding("notes", "write_file", "stdio", "status");
     let _token = raise_and_mint(&mut c, &b, &h("fp")).await;
     let st = c.status(v1::StatusRequest {}).await.unwrap().into_inner();
@@ -126,12 +105,7 @@ async fn status_and_counters_reflect_the_ledger() {
     assert_eq!(st.live_tokens, 1);
     assert_eq!(st.events, 2);
     assert_eq!(st.cache_dir, d.cache_dir.display().to_string());
-    let counters = c
-        .counters(v1::CountersRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .counters;
+    let counters = counters(&mut c).await;
     assert!(!counters.is_empty());
 }
 
@@ -146,22 +120,12 @@ async fn counters_are_rebuilt_from_the_event_log_after_a_restart() {
             .find(|x| x.name == "tc_events_total" && x.labels == labels)
             .map(|x| x.value)
     };
-    let before = c
-        .counters(v1::CountersRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .counters;
+    let before = counters(&mut c).await;
     assert_eq!(value(&before, "kind=\"tc.elicit.minted\""), Some(1));
     drop(c);
     d.restart();
     let mut c = d.client().await;
-    let after = c
-        .counters(v1::CountersRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .counters;
+    let after = counters(&mut c).await;
     assert_eq!(value(&after, "kind=\"tc.elicit.requested\""), Some(1));
     assert_eq!(value(&after, "kind=\"tc.elicit.minted\""), Some(1));
 }

@@ -113,14 +113,7 @@ async fn restart_keeps_tokens_raised_requests_and_events() {
     let (token, n_events) = {
         let mut c = d.client().await;
         let token = raise_and_mint(&mut c, &b, &fp).await;
-        c.raise(v1::RaiseRequest {
-            binding: Some(b2.clone()),
-            state_fp: fp.clone(),
-            summary: "pending across restart".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+        raise_summarised(&mut c, &b2, &fp, "pending across restart").await;
         (token, events(&mut c).await)
     };
     d.kill9();
@@ -256,11 +249,7 @@ async fn kill9_mid_redeem_never_double_spends() {
     for (b, t) in tokens.iter() {
         refused(redeem(&mut c, t, b, &fp).await, Reason::Spent);
     }
-    let redeemed = events(&mut c)
-        .await
-        .iter()
-        .filter(|e| e.kind == "tc.elicit.redeemed")
-        .count();
+    let redeemed = count_events(&mut c, "tc.elicit.redeemed").await;
     assert_eq!(redeemed, N, "{oks} before, {ok_after} after");
     d.stop();
     let db = rusqlite::Connection::open(d.cache_dir.join("cache.db")).unwrap();
@@ -272,14 +261,11 @@ async fn kill9_mid_redeem_never_double_spends() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn a_peer_with_another_uid_is_refused() {
-    let Some(mut cmd) = as_nobody() else {
-        eprintln!("skipped: needs root to run a client as nobody");
+    let Some((mut cmd, d)) = nobody_beside_a_daemon("run a client as nobody") else {
         return;
     };
-    let d = Daemon::start();
     // Make the socket reachable by nobody after startup (tcd tightens only at start),
     // so the refusal under test is SO_PEERCRED, not file permissions.
-    chmod(d.dir.path(), 0o711);
     chmod(d.socket.parent().unwrap(), 0o711);
     chmod(&d.socket, 0o666);
     let out = cmd
@@ -310,16 +296,7 @@ async fn a_peer_with_another_uid_is_refused() {
     c.status(v1::StatusRequest {}).await.expect("owner served");
     // The same through tcctl: a failure, nothing on stdout.
     if have_bin("tcctl") {
-        let mut cmd = as_nobody().unwrap();
-        let out = cmd
-            .arg(bin("tcctl"))
-            .arg("--socket")
-            .arg(&d.socket)
-            .arg("--config")
-            .arg("/dev/null")
-            .arg("status")
-            .output()
-            .unwrap();
+        let out = tcctl_status_under(as_nobody().unwrap(), &d.socket);
         assert!(!out.status.success(), "{out:?}");
     }
 }
@@ -393,14 +370,8 @@ async fn sigterm_exits_despite_open_and_stopped_clients() {
     let mut d = Daemon::prepared(DaemonOpts::default());
     let mut tcd = d.spawn_child();
     let mut c = d.client().await;
-    c.raise(v1::RaiseRequest {
-        binding: Some(binding("notes", "write_file", "stdio", "shutdown")),
-        state_fp: h("fp"),
-        summary: "an event for the followers".into(),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
+    let b = binding("notes", "write_file", "stdio", "shutdown");
+    raise_summarised(&mut c, &b, &h("fp"), "an event for the followers").await;
     let (mut follower, _follower_out) = following_tcctl(&d);
     let (mut stopped, _stopped_out) = following_tcctl(&d);
     let stopped_pid = nix::unistd::Pid::from_raw(stopped.id() as i32);

@@ -17,6 +17,25 @@ fn env(daemon_keys: &str) -> Env {
     Env::new(&format!("{daemon_keys}\n{}", vault.toml()))
 }
 
+/// The event log's size cap of the flood tests.
+const FLOOD_CAP: u64 = 256 * 1024;
+
+/// The flood tests' scene: tcd (`keyed`: its state kept across restarts) with the event
+/// log capped at [`FLOOD_CAP`] and the rate limit lifted so every call of the flood is
+/// logged, and a shim client.
+fn flood_scene(keyed: bool) -> (Env, RawClient) {
+    let mut env = env(&format!(
+        "events_max_bytes = {FLOOD_CAP}\nrate_limit_per_minute = 1000000\nrate_limit_burst = 1000000\n"
+    ));
+    if keyed {
+        env.start_tcd_keyed();
+    } else {
+        env.start_tcd();
+    }
+    let c = shim(&env);
+    (env, c)
+}
+
 /// A shim on `env`'s vault, initialized (legacy era, no elicitation: the CLI-token route).
 fn shim(env: &Env) -> RawClient {
     let mut c = RawClient::start(&env.shim_argv("fs"));
@@ -149,12 +168,7 @@ fn a_flood_of_refused_calls_is_rate_limited_and_the_db_stays_bounded() {
 /// minted token nor a raised (pending) request from before the flood is touched.
 #[test]
 fn the_event_log_is_held_to_its_size_cap_and_pending_confirmations_survive() {
-    let cap: u64 = 256 * 1024;
-    let mut env = env(&format!(
-        "events_max_bytes = {cap}\nrate_limit_per_minute = 1000000\nrate_limit_burst = 1000000\n"
-    ));
-    env.start_tcd_keyed();
-    let mut c = shim(&env);
+    let (cap, (mut env, mut c)) = (FLOOD_CAP, flood_scene(true));
     let (args, token) = raise_and_mint(&env, &mut c, 1, "minted.txt");
     let pending_args = json!({"path": "pending.txt", "content": "later"});
     let pending = c.call_tool(2, "write_file", pending_args.clone());
@@ -269,12 +283,7 @@ fn events_past_the_age_limit_are_pruned_and_counted() {
 /// rounds; after each, the WAL is checkpointed into cache.db and its size read.
 #[test]
 fn the_db_file_stops_growing_under_a_sustained_flood() {
-    let cap: u64 = 256 * 1024;
-    let mut env = env(&format!(
-        "events_max_bytes = {cap}\nrate_limit_per_minute = 1000000\nrate_limit_burst = 1000000\n"
-    ));
-    env.start_tcd();
-    let mut c = shim(&env);
+    let (cap, (env, mut c)) = (FLOOD_CAP, flood_scene(false));
     let big = "z".repeat(1500);
     let mut sizes = Vec::new();
     let mut id = 0;

@@ -38,6 +38,18 @@ async fn open(
     .map(|r| r.into_inner())
 }
 
+/// A paging cursor for `b` at `position`, sealed by tcd.
+async fn seal_cursor(c: &mut Client, b: &v1::Binding, position: &[u8]) -> String {
+    c.seal_cursor(v1::SealCursorRequest {
+        binding: Some(b.clone()),
+        position: position.to_vec(),
+    })
+    .await
+    .expect("seal cursor")
+    .into_inner()
+    .cursor
+}
+
 /// Flips one character in the middle of a blob.
 fn tamper(blob: &str) -> String {
     let mut v: Vec<char> = blob.chars().collect();
@@ -48,8 +60,7 @@ fn tamper(blob: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn request_state_seal_open_consume_and_refusals() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (_d, mut c) = Daemon::start_with_client().await;
     let b = b0();
     let fp = h("fp");
     let s = seal(&mut c, &b, &fp).await;
@@ -93,11 +104,7 @@ async fn request_state_seal_open_consume_and_refusals() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn request_state_expires() {
-    let d = Daemon::start_with(DaemonOpts {
-        ttl_seconds: 1,
-        ..Default::default()
-    });
-    let mut c = d.client().await;
+    let (_d, mut c) = Daemon::with_ttl_and_client(1).await;
     let b = b0();
     let s = seal(&mut c, &b, &h("fp")).await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -106,20 +113,11 @@ async fn request_state_expires() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn rotate_secret_voids_states_cursors_and_tokens() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (d, mut c) = Daemon::start_with_client().await;
     let b = b0();
     let fp = h("fp");
     let s = seal(&mut c, &b, &fp).await;
-    let cur = c
-        .seal_cursor(v1::SealCursorRequest {
-            binding: Some(b.clone()),
-            position: b"page 2".to_vec(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .cursor;
+    let cur = seal_cursor(&mut c, &b, b"page 2").await;
     let token = raise_and_mint(&mut c, &b, &fp).await;
     let r = c
         .rotate_secret(v1::RotateSecretRequest {})
@@ -194,18 +192,9 @@ async fn ephemeral_restart_voids_states() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn cursor_seal_open_and_rejections_are_logged() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (_d, mut c) = Daemon::start_with_client().await;
     let b = b0();
-    let cur = c
-        .seal_cursor(v1::SealCursorRequest {
-            binding: Some(b.clone()),
-            position: b"offset=50".to_vec(),
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .cursor;
+    let cur = seal_cursor(&mut c, &b, b"offset=50").await;
     let open = |cursor: &str, b: &v1::Binding| v1::OpenCursorRequest {
         cursor: cursor.into(),
         binding: Some(b.clone()),
@@ -253,8 +242,7 @@ async fn cursor_seal_open_and_rejections_are_logged() {
 /// 32 concurrent consumers (on separate connections) of one requestState: one wins.
 #[tokio::test(flavor = "multi_thread")]
 async fn request_state_consume_race_has_one_winner() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (d, mut c) = Daemon::start_with_client().await;
     let b = b0();
     for _ in 0..5 {
         let s = seal(&mut c, &b, &h("fp")).await;
@@ -279,8 +267,7 @@ async fn request_state_consume_race_has_one_winner() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn consuming_a_state_against_a_changed_target_is_replay_drift_and_spends_it() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (_d, mut c) = Daemon::start_with_client().await;
     let b = b0();
     let s = seal(&mut c, &b, &h("fp")).await;
     let drifted = |fp: &str| v1::OpenStateRequest {

@@ -5,7 +5,6 @@ use std::io::{BufRead, BufReader};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-use tc_proto::v1;
 use tc_tests::*;
 
 const V: &str = "notes";
@@ -27,17 +26,6 @@ fn assert_refused(o: &Output) -> String {
     stderr
 }
 
-async fn raise(c: &mut Client, b: &v1::Binding, fp: &str, summary: &str) {
-    c.raise(v1::RaiseRequest {
-        binding: Some(b.clone()),
-        state_fp: fp.into(),
-        summary: summary.into(),
-        ..Default::default()
-    })
-    .await
-    .unwrap();
-}
-
 #[tokio::test(flavor = "multi_thread")]
 async fn elicit_refused_without_a_raised_request() {
     let d = Daemon::start();
@@ -46,21 +34,16 @@ async fn elicit_refused_without_a_raised_request() {
     let err = assert_refused(&o);
     assert_eq!(o.status.code(), Some(4), "{err}");
     let mut c = d.client().await;
-    let minted = events(&mut c)
-        .await
-        .iter()
-        .filter(|e| e.kind == "tc.elicit.minted")
-        .count();
+    let minted = count_events(&mut c, "tc.elicit.minted").await;
     assert_eq!(minted, 0);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn elicit_prints_only_a_working_token() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (d, mut c) = Daemon::start_with_client().await;
     let b = binding(V, T, "stdio", "tcctl elicit");
     let fp = h("fp");
-    raise(&mut c, &b, &fp, "write notes/a.md").await;
+    raise_summarised(&mut c, &b, &fp, "write notes/a.md").await;
     let o = d.tcctl(&["elicit", "--hash", &b.args_hash, "--tool", T, "--vault", V]);
     let (stdout, stderr) = out(&o);
     assert!(o.status.success(), "{stderr}");
@@ -73,11 +56,10 @@ async fn elicit_prints_only_a_working_token() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn elicit_caller_and_vault_must_match() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (d, mut c) = Daemon::start_with_client().await;
     let b = binding(V, T, "http:alice", "caller");
     let fp = h("fp");
-    raise(&mut c, &b, &fp, "x").await;
+    raise_summarised(&mut c, &b, &fp, "x").await;
     // Default caller is stdio: not the blocked one.
     assert_refused(&d.tcctl(&["elicit", "--hash", &b.args_hash, "--tool", T, "--vault", V]));
     assert_refused(&d.tcctl(&[
@@ -119,12 +101,11 @@ async fn elicit_caller_and_vault_must_match() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn elicit_state_fp_pin() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (d, mut c) = Daemon::start_with_client().await;
     let b = binding(V, T, "stdio", "pin");
     let (a, bb) = (h("A"), h("B"));
-    raise(&mut c, &b, &a, "x").await;
-    raise(&mut c, &b, &bb, "x").await;
+    raise_summarised(&mut c, &b, &a, "x").await;
+    raise_summarised(&mut c, &b, &bb, "x").await;
     let elicit = |fp: &str| {
         d.tcctl(&[
             "elicit",
@@ -150,10 +131,9 @@ async fn elicit_state_fp_pin() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn pending_shows_the_summary() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (d, mut c) = Daemon::start_with_client().await;
     let b = binding(V, T, "stdio", "pending");
-    raise(&mut c, &b, &h("fp"), "overwrite notes/todo.md (312 bytes)").await;
+    raise_summarised(&mut c, &b, &h("fp"), "overwrite notes/todo.md (312 bytes)").await;
     let o = d.tcctl(&["pending"]);
     let (stdout, stderr) = out(&o);
     assert!(o.status.success(), "{stderr}");
@@ -173,8 +153,7 @@ async fn pending_shows_the_summary() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn events_json_and_follow() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (d, mut c) = Daemon::start_with_client().await;
     let b = binding(V, T, "stdio", "events");
     let fp = h("fp");
     let token = raise_and_mint(&mut c, &b, &fp).await;
@@ -275,22 +254,11 @@ async fn daemon_not_running_is_explained() {
 /// as another user, in its 0700 directory), and starting another one would not help.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_socket_this_user_cannot_open_is_not_called_not_running() {
-    let Some(mut cmd) = as_nobody() else {
-        eprintln!("skipped: needs root to run tcctl as nobody");
+    // Only the socket's own directory (0700, tcd's) stops nobody.
+    let Some((cmd, d)) = nobody_beside_a_daemon("run tcctl as nobody") else {
         return;
     };
-    let d = Daemon::start();
-    // Only the socket's own directory (0700, tcd's) stops nobody.
-    chmod(d.dir.path(), 0o711);
-    let o = cmd
-        .arg(bin("tcctl"))
-        .arg("--socket")
-        .arg(&d.socket)
-        .arg("--config")
-        .arg("/dev/null")
-        .arg("status")
-        .output()
-        .unwrap();
+    let o = tcctl_status_under(cmd, &d.socket);
     let err = assert_refused(&o);
     assert_eq!(o.status.code(), Some(3), "{err}");
     assert!(!err.contains("not running"), "{err}");
@@ -366,10 +334,9 @@ async fn listings_into_a_closed_pipe_end_quietly() {
 /// written is a failure that says to mint again, not a silent exit 0.
 #[tokio::test(flavor = "multi_thread")]
 async fn a_token_that_cannot_be_written_is_a_failure() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (d, mut c) = Daemon::start_with_client().await;
     let b = binding(V, T, "stdio", "closed pipe");
-    raise(&mut c, &b, &h("fp"), "write notes/a.md").await;
+    raise_summarised(&mut c, &b, &h("fp"), "write notes/a.md").await;
     let o = tcctl_into_closed_pipe(
         &d,
         &["elicit", "--hash", &b.args_hash, "--tool", T, "--vault", V],

@@ -20,21 +20,14 @@ fn mint_req(b: &v1::Binding, pin: Option<&str>) -> v1::MintRequest {
     }
 }
 
+/// Raises the request the tests here mint for (its summary is what a human would see).
 async fn raise(c: &mut Client, b: &v1::Binding, fp: &str) {
-    c.raise(v1::RaiseRequest {
-        binding: Some(b.clone()),
-        state_fp: fp.into(),
-        summary: "write notes/a.md".into(),
-        ..Default::default()
-    })
-    .await
-    .expect("raise");
+    raise_summarised(c, b, fp, "write notes/a.md").await;
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn mint_refused_without_a_raised_request() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (_d, mut c) = Daemon::start_with_client().await;
     let b = binding(V, T, C, "never raised");
     refused(c.mint(mint_req(&b, None)).await, Reason::NoRaisedRequest);
     // Raised for another caller or vault does not count either.
@@ -65,8 +58,7 @@ async fn mint_refused_without_a_raised_request() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn state_fp_pin_refuses_replaced_and_unknown_fingerprints() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (_d, mut c) = Daemon::start_with_client().await;
     let b = binding(V, T, C, "pinned");
     let (a, bb) = (h("state A"), h("state B"));
     raise(&mut c, &b, &a).await;
@@ -93,11 +85,7 @@ async fn state_fp_pin_refuses_replaced_and_unknown_fingerprints() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn expired_token_refused() {
-    let d = Daemon::start_with(DaemonOpts {
-        ttl_seconds: 1,
-        ..Default::default()
-    });
-    let mut c = d.client().await;
+    let (_d, mut c) = Daemon::with_ttl_and_client(1).await;
     let b = binding(V, T, C, "expiring");
     let fp = h("fp");
     let token = raise_and_mint(&mut c, &b, &fp).await;
@@ -109,8 +97,7 @@ async fn expired_token_refused() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn unknown_and_garbage_tokens_refused() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (_d, mut c) = Daemon::start_with_client().await;
     let b = binding(V, T, C, "x");
     let fp = h("fp");
     refused(redeem(&mut c, "garbage", &b, &fp).await, Reason::Unknown);
@@ -128,8 +115,7 @@ async fn unknown_and_garbage_tokens_refused() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn release_once_and_only_for_a_redemption() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (_d, mut c) = Daemon::start_with_client().await;
     let b = binding(V, T, C, "release me");
     let fp = h("fp");
     let rel = |id: &str| v1::ReleaseRequest {
@@ -151,27 +137,13 @@ async fn release_once_and_only_for_a_redemption() {
     refused(c.release(rel(&r1)).await, Reason::Spent);
     refused(redeem(&mut c, &token, &b, &fp).await, Reason::Spent);
     // Once the handler ran, the redemption is final.
-    c.record_consumed(v1::RecordConsumedRequest {
-        binding: Some(b.clone()),
-        state_fp: fp.clone(),
-        route: "cli_token".into(),
-        redemption_id: r2.clone(),
-    })
-    .await
-    .expect("consumed");
+    record_consumed(&mut c, &b, &fp, &r2)
+        .await
+        .expect("consumed");
     refused(c.release(rel(&r2)).await, Reason::Spent);
     refused(redeem(&mut c, &token, &b, &fp).await, Reason::Spent);
     // Recording the same redemption twice is refused.
-    refused(
-        c.record_consumed(v1::RecordConsumedRequest {
-            binding: Some(b.clone()),
-            state_fp: fp.clone(),
-            route: "cli_token".into(),
-            redemption_id: r2,
-        })
-        .await,
-        Reason::Spent,
-    );
+    refused(record_consumed(&mut c, &b, &fp, &r2).await, Reason::Spent);
     let kinds: Vec<String> = events(&mut c).await.into_iter().map(|e| e.kind).collect();
     assert_eq!(
         kinds.iter().filter(|k| *k == "hitl_released").count(),
@@ -182,11 +154,7 @@ async fn release_once_and_only_for_a_redemption() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn release_restores_the_original_expiry() {
-    let d = Daemon::start_with(DaemonOpts {
-        ttl_seconds: 2,
-        ..Default::default()
-    });
-    let mut c = d.client().await;
+    let (_d, mut c) = Daemon::with_ttl_and_client(2).await;
     let b = binding(V, T, C, "expiry kept");
     let fp = h("fp");
     let token = raise_and_mint(&mut c, &b, &fp).await;
@@ -203,8 +171,7 @@ async fn release_restores_the_original_expiry() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn binding_mismatch_on_each_field_leaves_the_token_usable() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (_d, mut c) = Daemon::start_with_client().await;
     let b = binding(V, T, C, "bound");
     let fp = h("fp");
     let token = raise_and_mint(&mut c, &b, &fp).await;
@@ -236,18 +203,13 @@ async fn binding_mismatch_on_each_field_leaves_the_token_usable() {
     redeem(&mut c, &token, &b, &fp)
         .await
         .expect("still usable for the right call");
-    let refusals = events(&mut c)
-        .await
-        .into_iter()
-        .filter(|e| e.kind == "tc.elicit.refused")
-        .count();
+    let refusals = count_events(&mut c, "tc.elicit.refused").await;
     assert_eq!(refusals, 4);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn replay_drift_spends_the_token() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (_d, mut c) = Daemon::start_with_client().await;
     let b = binding(V, T, C, "drift");
     let fp = h("approved");
     let token = raise_and_mint(&mut c, &b, &fp).await;
@@ -265,8 +227,7 @@ async fn replay_drift_spends_the_token() {
 
 #[tokio::test(flavor = "multi_thread")]
 async fn bad_arguments_refused() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (_d, mut c) = Daemon::start_with_client().await;
     let mut b = binding(V, T, C, "x");
     b.args_hash = "ABC".into();
     refused(
@@ -289,8 +250,7 @@ async fn single_use_under_a_race_across_processes() {
     const PROCS: usize = 4;
     const PER: usize = 8;
     const ROUNDS: usize = 20;
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (d, mut c) = Daemon::start_with_client().await;
     let b = binding(V, T, C, "race");
     let fp = h("fp");
     let mut kids = Vec::new();
@@ -337,18 +297,13 @@ async fn single_use_under_a_race_across_processes() {
         drop(stdin);
         assert!(k.wait().unwrap().success());
     }
-    let redeemed = events(&mut c)
-        .await
-        .iter()
-        .filter(|e| e.kind == "tc.elicit.redeemed")
-        .count();
+    let redeemed = count_events(&mut c, "tc.elicit.redeemed").await;
     assert_eq!(redeemed, ROUNDS);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn one_run_spends_every_token_minted_for_that_call() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (_d, mut c) = Daemon::start_with_client().await;
     let b = binding(V, T, C, "minted twice");
     let fp = h("fp");
     let first = raise_and_mint(&mut c, &b, &fp).await;
@@ -360,22 +315,16 @@ async fn one_run_spends_every_token_minted_for_that_call() {
         .into_inner()
         .token;
     let r = redeem(&mut c, &first, &b, &fp).await.expect("redeem first");
-    c.record_consumed(v1::RecordConsumedRequest {
-        binding: Some(b.clone()),
-        state_fp: fp.clone(),
-        route: "cli_token".into(),
-        redemption_id: r,
-    })
-    .await
-    .expect("consumed");
+    record_consumed(&mut c, &b, &fp, &r)
+        .await
+        .expect("consumed");
     // The call ran once; the sibling token must not let it run again.
     refused(redeem(&mut c, &second, &b, &fp).await, Reason::Spent);
 }
 
 #[tokio::test(flavor = "multi_thread")]
 async fn record_consumed_refuses_a_redemption_of_another_call() {
-    let d = Daemon::start();
-    let mut c = d.client().await;
+    let (_d, mut c) = Daemon::start_with_client().await;
     let b = binding(V, T, C, "the real call");
     let other = binding(V, T, C, "another call");
     let fp = h("fp");

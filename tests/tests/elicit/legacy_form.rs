@@ -19,10 +19,8 @@ fn started(opt_in: bool) -> (Env, Human) {
     } else {
         ""
     };
-    let mut env = fs_vault(extra, None);
-    env.start_tcd();
-    std::fs::write(env.root.join("note.txt"), "v0").unwrap();
-    let h = Human::python("legacy", &env.shim_argv("fs"));
+    let env = fs_vault(extra, None);
+    let (env, h) = legacy_started(env);
     assert_eq!(h.hello["era"], "legacy");
     (env, h)
 }
@@ -149,11 +147,9 @@ fn legacy_cancellation_while_the_prompt_is_open_withdraws_it() {
 
 #[test]
 fn legacy_prompt_times_out_after_the_ttl() {
-    let mut env = fs_vault("legacy_elicitation_shim = true", None);
+    let env = fs_vault("legacy_elicitation_shim = true", None);
     set_ttl(&env, 2);
-    env.start_tcd();
-    std::fs::write(env.root.join("note.txt"), "v0").unwrap();
-    let mut h = Human::python("legacy", &env.shim_argv("fs"));
+    let (env, mut h) = legacy_started(env);
     let tag = h.start_call("write_file", write_v1());
     h.prompt();
     h.hang();

@@ -139,37 +139,27 @@ fn modern_unverifiable_states_get_a_fresh_offer() {
     std::thread::sleep(Duration::from_millis(2200));
     let r = round(&mut h, write("v1"), Some(&state), Some(approve()));
     assert_eq!(r["resultType"], "input_required", "expired: {r}");
-    // The fresh offer works.
-    let fresh = r["requestState"].as_str().unwrap().to_string();
-    let r = round(&mut h, write("v1"), Some(&fresh), Some(approve()));
-    assert_ne!(r["isError"], true, "{r}");
-    assert_eq!(disk(&env, "note.txt").as_deref(), Some("v1"));
+    assert_the_fresh_offer_writes(&env, &mut h, &r);
 }
 
 #[test]
 fn modern_rotate_secret_voids_the_pending_state_and_offers_a_fresh_one() {
     let (env, mut h) = started(None);
     let state = offer(&mut h, write("v1"));
-    let out = std::process::Command::new(bin("tcctl"))
-        .args([
-            "--config",
-            &env.config.display().to_string(),
-            "rotate-secret",
-        ])
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&env.tcd.tcctl(&["rotate-secret"]));
     let r = round(&mut h, write("v1"), Some(&state), Some(approve()));
     assert_eq!(r["resultType"], "input_required", "{r}");
     assert_eq!(disk(&env, "note.txt").as_deref(), Some("v0"));
-    let fresh = r["requestState"].as_str().unwrap().to_string();
-    let r = round(&mut h, write("v1"), Some(&fresh), Some(approve()));
+    assert_the_fresh_offer_writes(&env, &mut h, &r);
+}
+
+/// The fresh state `offered` (an `input_required` answer) approved: note.txt is written.
+#[track_caller]
+fn assert_the_fresh_offer_writes(env: &Env, h: &mut Human, offered: &Value) {
+    let fresh = offered["requestState"].as_str().unwrap().to_string();
+    let r = round(h, write("v1"), Some(&fresh), Some(approve()));
     assert_ne!(r["isError"], true, "{r}");
-    assert_eq!(disk(&env, "note.txt").as_deref(), Some("v1"));
+    assert_eq!(disk(env, "note.txt").as_deref(), Some("v1"));
 }
 
 #[test]

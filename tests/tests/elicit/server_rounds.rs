@@ -35,11 +35,7 @@ fn env_with(head: &str, extra: &str) -> Env {
     let vault = Vault::new("mr", &[&python, &server, "$ROOT"])
         .key(extra)
         .gate("delete_file", r#"{ paths = ["path"] }"#)
-        .gate_when(
-            "write_note",
-            r#"{ exists = "path" }"#,
-            r#"{ paths = ["path"] }"#,
-        );
+        .gate_overwrites("write_note");
     let paged = "\n[[vaults.paged]]\ntool = \"read_notes\"\nitems = \"paths\"\n";
     let mut env = Env::new(&format!("{head}{}{paged}", vault.toml()));
     env.start_tcd();
@@ -80,6 +76,30 @@ fn round(
     h.result(&tag)
 }
 
+/// Starts `delete_file` of a.txt, whose first prompt must be our form (an `approve`
+/// boolean); its tag.
+#[track_caller]
+fn delete_shows_our_form(h: &mut Human) -> String {
+    let tag = h.start_call("delete_file", json!({"path": "a.txt"}));
+    let ours = h.prompt();
+    assert_eq!(
+        ours["requestedSchema"]["properties"]["approve"]["type"], "boolean",
+        "{ours}"
+    );
+    tag
+}
+
+/// The round that answers our form under `state` with an approval.
+fn approved_round(h: &mut Human, tool: &str, args: &Value, state: &str) -> Value {
+    round(
+        h,
+        tool,
+        args,
+        Some(state),
+        Some(json!({"confirm": approve()})),
+    )
+}
+
 /// An `input_required` result asking exactly `key`; returns its requestState.
 fn asks(r: &Value, key: &str) -> String {
     assert_eq!(r["resultType"], "input_required", "{r}");
@@ -108,12 +128,7 @@ fn consumed_routes(env: &Env) -> Vec<String> {
 #[test]
 fn an_approved_call_goes_on_to_the_downstreams_own_question() {
     let (env, mut h) = started("modern", "");
-    let tag = h.start_call("delete_file", json!({"path": "a.txt"}));
-    let ours = h.prompt();
-    assert_eq!(
-        ours["requestedSchema"]["properties"]["approve"]["type"], "boolean",
-        "{ours}"
-    );
+    let tag = delete_shows_our_form(&mut h);
     assert_eq!(disk(&env, "a.txt").as_deref(), Some("v0"));
     h.answer(approve());
     let theirs = h.prompt();
@@ -146,13 +161,7 @@ fn the_downstreams_round_is_bound_to_the_approved_target_and_spent_once() {
 
     // Approved, then the target changes before the downstream's question is answered.
     let s1 = confirm(&round(&mut h, "delete_file", &args, None, None));
-    let r2 = round(
-        &mut h,
-        "delete_file",
-        &args,
-        Some(&s1),
-        Some(json!({"confirm": approve()})),
-    );
+    let r2 = approved_round(&mut h, "delete_file", &args, &s1);
     let w1 = asks(&r2, REASON_KEY);
     assert!(
         w1.starts_with("tc1."),
@@ -171,13 +180,7 @@ fn the_downstreams_round_is_bound_to_the_approved_target_and_spent_once() {
 
     // A fresh approval of the changed file: its round runs once.
     let s2 = confirm(&round(&mut h, "delete_file", &args, None, None));
-    let r6 = round(
-        &mut h,
-        "delete_file",
-        &args,
-        Some(&s2),
-        Some(json!({"confirm": approve()})),
-    );
+    let r6 = approved_round(&mut h, "delete_file", &args, &s2);
     let w2 = asks(&r6, REASON_KEY);
     let r7 = round(&mut h, "delete_file", &args, Some(&w2), reason());
     assert_eq!(r7["resultType"], "complete", "{r7}");
@@ -228,13 +231,7 @@ fn a_gate_that_starts_to_apply_between_rounds_asks_for_confirmation_first() {
     assert_eq!(sc(&r3)["details"]["reason"], "spent", "{r3}");
     assert_eq!(disk(&env, "n.txt").as_deref(), Some("old"));
     // Approved: the downstream asks again, and the answer writes once.
-    let r4 = round(
-        &mut h,
-        "write_note",
-        &args,
-        Some(&s),
-        Some(json!({"confirm": approve()})),
-    );
+    let r4 = approved_round(&mut h, "write_note", &args, &s);
     let w2 = asks(&r4, TITLE_KEY);
     let r5 = round(&mut h, "write_note", &args, Some(&w2), title("T2"));
     assert_ne!(r5["isError"], true, "{r5}");
@@ -248,12 +245,7 @@ fn a_gate_that_starts_to_apply_between_rounds_asks_for_confirmation_first() {
 #[test]
 fn legacy_era_the_downstreams_question_follows_our_prompt() {
     let (env, mut h) = started("legacy", "legacy_elicitation_shim = true");
-    let tag = h.start_call("delete_file", json!({"path": "a.txt"}));
-    let ours = h.prompt();
-    assert_eq!(
-        ours["requestedSchema"]["properties"]["approve"]["type"], "boolean",
-        "{ours}"
-    );
+    let tag = delete_shows_our_form(&mut h);
     h.answer(approve());
     let theirs = h.prompt();
     assert_eq!(theirs["message"], "Why delete a.txt?", "{theirs}");

@@ -14,8 +14,10 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use serde_json::{json, Value};
+use serde_json::json;
 use support::*;
+
+use super::shim::{calls_of, shred_approved, slow_env};
 
 /// A tmpfs mounted on a test directory; lazily unmounted on drop.
 struct Tmpfs(PathBuf);
@@ -90,12 +92,6 @@ macro_rules! tmpfs_or_skip {
     };
 }
 
-fn slow_env() -> Env {
-    let env = Env::with(&Vault::fixture("slow", "slow_server.py").gate("shred", "\"none\""));
-    std::fs::create_dir_all(env.root.join("items")).unwrap();
-    env
-}
-
 /// Runs `tcd` (keyed) expecting it to refuse to start; returns its stderr.
 fn tcd_refuses(env: &mut Env) -> String {
     env.tcd.opts.ephemeral = false;
@@ -106,12 +102,9 @@ fn tcd_refuses(env: &mut Env) -> String {
     text
 }
 
+/// How many `shred`s reached the downstream.
 fn shreds(root: &Path) -> usize {
-    std::fs::read_to_string(root.join("calls.jsonl"))
-        .unwrap_or_default()
-        .lines()
-        .filter(|l| serde_json::from_str::<Value>(l).unwrap()["call"] == "shred")
-        .count()
+    calls_of(root, "shred")
 }
 
 /// Ungated works, gated fails closed because no daemon is there.
@@ -128,13 +121,7 @@ fn faults_disk_full_while_running_refuses_writes_fails_closed_and_recovers() {
     let mut env = slow_env();
     let fs = tmpfs_or_skip!(&env.cache, 4096);
     env.start_tcd_keyed();
-    std::fs::write(env.root.join("items/a"), "precious").unwrap();
-    let mut c = RawClient::start(&env.shim_argv("slow"));
-    c.initialize();
-    let a = json!({"name": "a"});
-    let r = c.call_tool(1, "shred", a.clone());
-    assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
-    let token = mint(&env.socket, &r);
+    let (mut c, a, token) = shred_approved(&env, "a");
 
     fs.fill();
     let r = c.call_tool(2, "peek", a.clone());
@@ -155,13 +142,7 @@ fn faults_disk_full_while_running_refuses_writes_fails_closed_and_recovers() {
     // Raising a new request must write too: refused the same way, not an elicit_required.
     let r = c.call_tool(4, "shred", json!({"name": "c"}));
     assert_eq!(code(&r).as_deref(), Some("confirmation_unavailable"), "{r}");
-    assert!(
-        r["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .contains("disk full or read-only"),
-        "{r}"
-    );
+    assert_text_at(&r, "/content/0/text", "disk full or read-only");
     assert_eq!(shreds(&env.root), 0);
     assert!(env.root.join("items/a").exists());
     // The daemon is still up and answers what needs no write.
@@ -211,15 +192,8 @@ fn faults_read_only_cache_dir_refuses_clearly_and_the_token_survives() {
     let mut env = slow_env();
     let fs = tmpfs_or_skip!(&env.cache, 4096);
     env.start_tcd_keyed();
-    std::fs::write(env.root.join("items/a"), "precious").unwrap();
-    let a = json!({"name": "a"});
-    let token = {
-        let mut c = RawClient::start(&env.shim_argv("slow"));
-        c.initialize();
-        let r = c.call_tool(1, "shred", a.clone());
-        assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
-        mint(&env.socket, &r)
-    };
+    let (first_client, a, token) = shred_approved(&env, "a");
+    drop(first_client);
     env.stop_tcd();
 
     // A running tcd keeps its database open for writing, so the kernel refuses to remount

@@ -14,14 +14,31 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use support::*;
 
-fn slow_env() -> Env {
+/// The slow fixture server as vault `slow`, `shred` always gated, with an `items/` dir
+/// (also the scene of `disk.rs`).
+pub(super) fn slow_env() -> Env {
     let env = Env::with(&Vault::fixture("slow", "slow_server.py").gate("shred", "\"none\""));
     std::fs::create_dir_all(env.root.join("items")).unwrap();
     env
 }
 
+/// `items/<name>` written, a raw client on the shim whose `shred` of it was refused with
+/// `elicit_required`, and the token minted for that call: the client, the call's
+/// arguments and the token.
+#[track_caller]
+pub(super) fn shred_approved(env: &Env, name: &str) -> (RawClient, Value, String) {
+    std::fs::write(env.root.join("items").join(name), "precious").unwrap();
+    let mut c = RawClient::start(&env.shim_argv("slow"));
+    c.initialize();
+    let args = json!({ "name": name });
+    let r = c.call_tool(1, "shred", args.clone());
+    assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
+    let token = mint(&env.socket, &r);
+    (c, args, token)
+}
+
 /// How many `tools/call`s of `tool` reached the downstream (its own log).
-fn calls_of(root: &Path, tool: &str) -> usize {
+pub(super) fn calls_of(root: &Path, tool: &str) -> usize {
     std::fs::read_to_string(root.join("calls.jsonl"))
         .unwrap_or_default()
         .lines()
@@ -55,13 +72,7 @@ fn child_of(parent: u32) -> Option<i32> {
 fn faults_shim_daemon_killed_mid_session_fails_closed_then_the_token_survives() {
     let mut env = slow_env();
     env.start_tcd_keyed();
-    std::fs::write(env.root.join("items/a"), "precious").unwrap();
-    let mut c = RawClient::start(&env.shim_argv("slow"));
-    c.initialize();
-    let args = json!({"name": "a"});
-    let r = c.call_tool(1, "shred", args.clone());
-    assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
-    let token = mint(&env.socket, &r);
+    let (mut c, args, token) = shred_approved(&env, "a");
 
     kill9_tcd(&mut env);
     // Ungated calls keep working without a daemon.
@@ -114,13 +125,7 @@ fn faults_shim_daemon_killed_mid_session_fails_closed_then_the_token_survives() 
 fn faults_shim_downstream_crash_mid_gated_call_keeps_the_token_spent() {
     let mut env = slow_env();
     env.start_tcd();
-    std::fs::write(env.root.join("items/b"), "precious").unwrap();
-    let mut c = RawClient::start(&env.shim_argv("slow"));
-    c.initialize();
-    let args = json!({"name": "b"});
-    let r = c.call_tool(1, "shred", args.clone());
-    assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
-    let token = mint(&env.socket, &r);
+    let (mut c, args, token) = shred_approved(&env, "b");
 
     // The approved call reaches the server, which holds it; then the server dies.
     std::fs::write(env.root.join("hold-shred"), "").unwrap();
@@ -138,13 +143,7 @@ fn faults_shim_downstream_crash_mid_gated_call_keeps_the_token_spent() {
     let r = c.recv();
     assert_eq!(r["id"], 2, "{r}");
     assert_eq!(r["error"]["code"], -32603, "{r}");
-    assert!(
-        r["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("exited before answering"),
-        "{r}"
-    );
+    assert_text_at(&r, "/error/message", "exited before answering");
     let st = tc_tests::wait_timeout(&mut c.child, Duration::from_secs(10))
         .expect("the shim exits with its server");
     assert!(!st.success(), "{st}");

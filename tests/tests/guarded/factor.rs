@@ -20,6 +20,7 @@ use pty_support::{
 use tc_core::codes::events;
 use tc_core::Reason;
 use tc_proto::v1;
+use tc_tests::shim::assert_ok;
 use tc_tests::{bin, binding, h, refused, workspace, Daemon, DaemonOpts};
 use tokio_stream::StreamExt;
 
@@ -285,17 +286,7 @@ fn an_agent_without_the_secret_cannot_approve_and_the_human_approves_once() {
     assert!(out.contains("factor_locked"), "{out}");
 
     // Root unlocks; the human's right code approves once.
-    let unlock = g.tcctl_args(&["unlock", "--user", "root"]);
-    let out = Command::new(&unlock[0])
-        .args(&unlock[1..])
-        .stdin(Stdio::null())
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&g.d.tcctl(&["unlock", "--user", "root"]));
     assert_eq!(g.count(events::FACTOR_UNLOCKED), 1);
     let (rc, out) = elicit_on_pty(&g, &b, &right);
     assert_eq!(rc, 0, "{out}");
@@ -381,10 +372,6 @@ fn personal_mode_has_no_factors_and_mints_without_a_code() {
     .unwrap();
     // tcctl asks for no code (stdin is null and it has no terminal of its own here).
     let out = d.tcctl(&elicit_args(&b));
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_ok(&out);
     assert!(String::from_utf8_lossy(&out.stdout).starts_with("tct_"));
 }

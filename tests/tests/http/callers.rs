@@ -19,48 +19,14 @@ fn env() -> Env {
 
 /// [`env`] with `http` as the `[vaults.http]` table's keys.
 fn env_with(http: &str) -> Env {
-    let server =
-        peers().join("npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
-    let mut env = Env::new(&format!(
-        r#"[governor]
-max_response_bytes = {CAP}
-
-[[vaults]]
-id = "fs"
-root = "$ROOT"
-command = ["node", "{}", "$ROOT"]
-
-[[vaults.gates]]
-tool = "write_file"
-targets = {{ paths = ["path"] }}
-
-[[vaults.paged]]
-tool = "read_multiple_files"
-items = "paths"
-
-[vaults.http]
-{http}
-
-[vaults.http.auth]
-mode = "jwt"
-audience = "tc-http-test"
-"#,
-        server.display()
-    ));
+    let vault = Vault::fs_write_gated()
+        .paged("read_multiple_files", "paths")
+        .raw(&format!(
+            "\n[vaults.http]\n{http}\n\n[vaults.http.auth]\nmode = \"jwt\"\naudience = \"tc-http-test\"\n"
+        ));
+    let mut env = Env::new(&vault.governed(CAP));
     env.start_tcd();
     env
-}
-
-fn mint(env: &Env, sub: &str) -> String {
-    let out = env
-        .tcd
-        .tcctl(&["token", "mint", "--sub", sub, "--vault", "fs"]);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
 #[test]
@@ -88,7 +54,7 @@ fn no_token_is_401_with_the_metadata_challenge_and_the_metadata_is_served() {
     assert_eq!(m.status, 200, "{}", m.text);
     assert_eq!(m.last()["resource"], front.url(), "{}", m.text);
     // A token in the query string is refused even when it is valid.
-    let token = mint(&env, "alice");
+    let token = mint_bearer(&env, "alice");
     let q = Raw::new(&format!("{}?access_token={token}", front.url()));
     assert_eq!(q.post(&ping, &[]).status, 400);
 }
@@ -97,8 +63,8 @@ fn no_token_is_401_with_the_metadata_challenge_and_the_metadata_is_served() {
 fn one_callers_session_and_approval_are_not_the_others() {
     let env = env();
     let front = Front::start(&env, "fs");
-    let (alice, alice_bearer) = bearer_session(&front, &mint(&env, "alice"));
-    let bob_bearer = format!("Bearer {}", mint(&env, "bob"));
+    let (alice, alice_bearer) = bearer_session(&front, &mint_bearer(&env, "alice"));
+    let bob_bearer = format!("Bearer {}", mint_bearer(&env, "bob"));
 
     // bob presenting alice's session id: unknown to him.
     let a = alice.post(
@@ -133,8 +99,8 @@ fn one_callers_session_and_approval_are_not_the_others() {
 fn bob_cannot_redeem_alices_request_state() {
     let env = env();
     let front = Front::start(&env, "fs");
-    let alice = format!("Bearer {}", mint(&env, "alice"));
-    let bob = format!("Bearer {}", mint(&env, "bob"));
+    let alice = format!("Bearer {}", mint_bearer(&env, "alice"));
+    let bob = format!("Bearer {}", mint_bearer(&env, "bob"));
     let c = Raw::new(&front.url());
     let args = json!({"path": "note.txt", "content": "modern"});
     let post = |bearer: &str, id: u64, params: Value| -> Value {
@@ -179,7 +145,7 @@ fn bob_cannot_page_with_alices_cursor() {
         std::fs::write(env.root.join(&rel), "x".repeat(CAP / 6)).unwrap();
         paths.push(rel);
     }
-    let (alice, alice_bearer) = bearer_session(&front, &mint(&env, "alice"));
+    let (alice, alice_bearer) = bearer_session(&front, &mint_bearer(&env, "alice"));
     let r = bearer_call(
         &alice,
         &alice_bearer,
@@ -191,24 +157,19 @@ fn bob_cannot_page_with_alices_cursor() {
         .as_str()
         .unwrap_or_else(|| panic!("first page has a cursor: {r}"))
         .to_string();
-    let bob_token = mint(&env, "bob");
+    let bob_token = mint_bearer(&env, "bob");
     let (bob, bob_bearer) = bearer_session(&front, &bob_token);
+    let next_page = json!({"paths": paths, "cursor": cursor});
     let r = bearer_call(
         &bob,
         &bob_bearer,
         2,
         "read_multiple_files",
-        json!({"paths": paths, "cursor": cursor}),
+        next_page.clone(),
     );
     assert_eq!(r["isError"], true, "{r}");
     assert_eq!(sc(&r)["details"]["reason"], "foreign", "{r}");
-    let r = bearer_call(
-        &alice,
-        &alice_bearer,
-        3,
-        "read_multiple_files",
-        json!({"paths": paths, "cursor": cursor}),
-    );
+    let r = bearer_call(&alice, &alice_bearer, 3, "read_multiple_files", next_page);
     assert_ne!(r["isError"], true, "alice's own cursor: {r}");
 }
 
@@ -218,7 +179,7 @@ fn bob_cannot_page_with_alices_cursor() {
 fn one_caller_cannot_fill_the_session_table() {
     let env = env_with("max_sessions_per_caller = 2");
     let front = Front::start(&env, "fs");
-    let (alice, bob) = (mint(&env, "alice"), mint(&env, "bob"));
+    let (alice, bob) = (mint_bearer(&env, "alice"), mint_bearer(&env, "bob"));
     let (first, _) = bearer_session(&front, &alice);
     let _second = bearer_session(&front, &alice);
     let c = Raw::new(&front.url());

@@ -175,20 +175,18 @@ fn the_front_door_refuses_rebinding_foreign_origins_and_query_tokens() {
     assert!(a.text.contains("query string"), "{}", a.text);
 
     // Content negotiation, framing and sessions.
-    let a = c.send(
-        c.request(reqwest::Method::POST)
-            .header("content-type", "application/json")
-            .header("accept", "application/json")
-            .body(ping.to_string()),
-    );
-    assert_eq!(a.status, 406, "{}", a.text);
-    let a = c.send(
-        c.request(reqwest::Method::POST)
-            .header("content-type", "text/plain")
-            .header("accept", "application/json, text/event-stream")
-            .body(ping.to_string()),
-    );
-    assert_eq!(a.status, 415, "{}", a.text);
+    for (content_type, accept, status) in [
+        ("application/json", "application/json", 406),
+        ("text/plain", "application/json, text/event-stream", 415),
+    ] {
+        let a = c.send(
+            c.request(reqwest::Method::POST)
+                .header("content-type", content_type)
+                .header("accept", accept)
+                .body(ping.to_string()),
+        );
+        assert_eq!(a.status, status, "{content_type} / {accept}: {}", a.text);
+    }
     let a = c.post(&json!([ping]), &[v]);
     assert_eq!(a.status, 400, "{}", a.text);
     let a = c.post_bytes(b"{\"jsonrpc\":".to_vec(), &[v]);
@@ -320,8 +318,7 @@ fn a_modern_url_caller_gets_the_page_link_and_runs_once_approved() {
         .to_string();
     assert_eq!(disk(&env, "linked.txt"), None, "ran before any approval");
 
-    let o = env.tcd.tcctl(&["approve", &id, "--yes"]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    tcctl_approve(&env, &id);
     let resent =
         json!({"requestState": state, "inputResponses": {"confirm": {"action": "accept"}}});
     let r = call(2, resent.clone());

@@ -6,7 +6,7 @@ use tc_tests::shim as support;
 
 use tc_tests::http;
 
-use std::io::{BufRead, BufReader, Write};
+use std::io::Write;
 use std::path::Path;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
@@ -78,23 +78,11 @@ struct Client {
 impl Client {
     fn start(env: &Env, vault: &str, extra_env: &[(&str, &str)]) -> (Client, std::path::PathBuf) {
         let (argv, log) = env.shim_argv_logged(vault);
-        let mut cmd = Command::new(&argv[0]);
-        cmd.args(&argv[1..])
-            .envs(extra_env.iter().copied())
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
-        let mut child = cmd.spawn().expect("spawn tc-shim");
+        let mut cmd = argv_command(&argv);
+        cmd.envs(extra_env.iter().copied());
+        let mut child = spawn_piped(&mut cmd, Stdio::inherit()).expect("spawn tc-shim");
         let stdin = child.stdin.take();
-        let out = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(out).lines().map_while(Result::ok) {
-                if tx.send(l).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = lines_of(child.stdout.take().unwrap());
         let c = Client {
             child,
             stdin,
@@ -237,11 +225,7 @@ fn http_downstream_oversize_answer_is_refused_by_the_governor() {
 
 /// The recorder's log: one JSON object per HTTP request.
 fn records(log: &Path) -> Vec<Value> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
+    json_lines(log).into_iter().map(Result::unwrap).collect()
 }
 
 #[test]

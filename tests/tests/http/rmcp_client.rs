@@ -34,6 +34,17 @@ fn started() -> (Env, Front) {
     (env, front)
 }
 
+/// [`started`] with a modern-era rmcp client over HTTP whose operator gives `answer`
+/// (the client checked to have negotiated 2026-07-28).
+#[track_caller]
+fn modern_client_answering(answer: Answer) -> (Env, Front, Rmcp, Operator) {
+    let (env, front) = started();
+    let op = Operator::new(Some(answer));
+    let c = Rmcp::http(&front.url(), Era::Modern, op.clone());
+    assert_eq!(c.protocol_version(), "2026-07-28");
+    (env, front, c, op)
+}
+
 #[test]
 fn rmcp_legacy_over_http_gets_elicit_required_and_the_cli_route_writes() {
     let (env, front) = started();
@@ -80,18 +91,12 @@ fn rmcp_legacy_over_http_gets_a_calls_progress_from_its_event_stream() {
 
 #[test]
 fn rmcp_modern_over_http_approve_writes_once() {
-    let (env, front) = started();
-    let op = Operator::new(Some(Answer::Approve));
-    let c = Rmcp::http(&front.url(), Era::Modern, op.clone());
-    assert_eq!(c.protocol_version(), "2026-07-28");
+    let (env, _front, c, op) = modern_client_answering(Answer::Approve);
     assert_approve_writes_once(&env, &c, &op, "approved over http", || {});
 }
 
 #[test]
 fn rmcp_modern_over_http_decline_writes_nothing() {
-    let (env, front) = started();
-    let op = Operator::new(Some(Answer::Decline));
-    let c = Rmcp::http(&front.url(), Era::Modern, op.clone());
-    assert_eq!(c.protocol_version(), "2026-07-28");
+    let (env, _front, c, op) = modern_client_answering(Answer::Decline);
     assert_decline_writes_nothing(&env, &c, &op);
 }

@@ -136,12 +136,7 @@ fn modern_clients_run_the_round_trip_accepted_and_declined() {
 
 /// A vault on server-filesystem with a small response cap.
 fn governed_env() -> Env {
-    let server = filesystem_server();
-    Env::new(&format!(
-        "[governor]\nmax_response_bytes = 32768\n\n[[vaults]]\nid = \"fs\"\nroot = \"$ROOT\"\n\
-         command = [\"node\", {:?}, \"$ROOT\"]\n",
-        server.display().to_string()
-    ))
+    Env::new(&Vault::filesystem("fs").governed(32768))
 }
 
 #[test]
@@ -217,11 +212,7 @@ fn teed_everything(log: &std::path::Path) -> Env {
 
 /// The downstream's input lines, parsed.
 fn sent(log: &std::path::Path) -> Vec<Value> {
-    std::fs::read_to_string(log)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str(l).ok())
-        .collect()
+    json_lines(log).into_iter().filter_map(Result::ok).collect()
 }
 
 #[test]

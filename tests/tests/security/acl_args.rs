@@ -8,23 +8,34 @@ use tc_tests::shim as support;
 use serde_json::{json, Value};
 use support::*;
 
-const SECRET: &str = "s3cret-key-material";
+/// The file the ACL denies holds this; no answer may contain it.
+pub(crate) const SECRET: &str = "s3cret-key-material";
 
-fn setup() -> (Env, PyClient, String) {
+/// A git vault denying `private/**` over a repository with `base.txt` committed and an
+/// empty `private/`, shaped further by `files` (the secret committed, staged...), with a
+/// Python client on its shim: the env, the client and the repository's path.
+pub(crate) fn denied_repo(files: impl FnOnce(&std::path::Path)) -> (Env, PyClient, String) {
     let mut env = Env::with(&Vault::git("repo").acl_deny(&["private/**"]));
     env.start_tcd();
     let root = env.root.clone();
     git_repo_with_base(&root);
     std::fs::create_dir_all(root.join("private")).unwrap();
-    std::fs::write(root.join("private/key.txt"), SECRET).unwrap();
-    std::fs::write(root.join("public.txt"), "hello public").unwrap();
-    git(&root, &["add", "."]);
-    git(&root, &["commit", "-q", "-m", "two files"]);
-    // A change in the worktree, so a diff of the secret would show it.
-    std::fs::write(root.join("private/key.txt"), format!("{SECRET}-v2")).unwrap();
+    files(&root);
     let c = PyClient::start(&env.shim_argv("repo"));
     let repo = root.display().to_string();
     (env, c, repo)
+}
+
+/// The secret and a public file committed, then the secret changed in the worktree (so
+/// a diff of it would show it).
+fn setup() -> (Env, PyClient, String) {
+    denied_repo(|root| {
+        std::fs::write(root.join("private/key.txt"), SECRET).unwrap();
+        std::fs::write(root.join("public.txt"), "hello public").unwrap();
+        git(root, &["add", "."]);
+        git(root, &["commit", "-q", "-m", "two files"]);
+        std::fs::write(root.join("private/key.txt"), format!("{SECRET}-v2")).unwrap();
+    })
 }
 
 #[track_caller]

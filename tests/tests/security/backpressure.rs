@@ -6,20 +6,10 @@
 use tc_tests::shim as support;
 
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::Duration;
 
 use support::*;
-
-/// A `/proc/<pid>/status` field in kB.
-fn status_kb(pid: u32, field: &str) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix(field))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or_else(|| panic!("{field} in {status}"))
-}
 
 const LINES: usize = 200_000;
 
@@ -28,13 +18,7 @@ fn a_client_that_does_not_read_is_not_read_from() {
     let mut env = Env::with(&Vault::memory("mem"));
     env.start_tcd();
     let argv = env.shim_argv("mem");
-    let mut child = Command::new(&argv[0])
-        .args(&argv[1..])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_piped(&mut argv_command(&argv), Stdio::null()).unwrap();
     let pid = child.id();
     let mut stdin = child.stdin.take().unwrap();
     let mut out = BufReader::new(child.stdout.take().unwrap());
@@ -46,7 +30,7 @@ fn a_client_that_does_not_read_is_not_read_from() {
     let mut line = String::new();
     out.read_line(&mut line).unwrap();
     assert!(line.contains("\"init\""), "{line}");
-    let before = status_kb(pid, "VmHWM:");
+    let before = status_kb(pid, "VmHWM");
     // Each of these is refused by the shim itself (an id a server could respell), so every
     // line in makes an answer of a few hundred bytes: ~60 MB of answers in all.
     let writer = std::thread::spawn(move || {
@@ -62,7 +46,7 @@ fn a_client_that_does_not_read_is_not_read_from() {
     });
     // Not reading for a while: an unbounded shim reads everything and queues every answer.
     std::thread::sleep(Duration::from_secs(3));
-    let peak = status_kb(pid, "VmHWM:");
+    let peak = status_kb(pid, "VmHWM");
     let mut answers = 0;
     let mut l = String::new();
     while answers < LINES {
@@ -79,7 +63,7 @@ fn a_client_that_does_not_read_is_not_read_from() {
         answers, LINES,
         "every line was answered once the client read"
     );
-    let peak_after = status_kb(pid, "VmHWM:");
+    let peak_after = status_kb(pid, "VmHWM");
     drop(stdin);
     assert!(
         peak_after < before + 40 * 1024,

@@ -16,16 +16,7 @@ fn vault() -> Vault {
 }
 
 fn gates(v: Vault) -> Vault {
-    v.gate_when(
-        "move_file",
-        r#"{ cross_folder = ["source", "destination"] }"#,
-        r#"{ paths = ["source", "destination"] }"#,
-    )
-    .gate_when(
-        "write_file",
-        r#"{ exists = "path" }"#,
-        r#"{ paths = ["path"] }"#,
-    )
+    v.gate_cross_folder_moves().gate_overwrites("write_file")
 }
 
 /// tcd started and a raw client initialized on the shim, `write_file` listed (also the
@@ -112,11 +103,7 @@ fn an_approved_call_meets_the_state_it_was_redeemed_against() {
     // Writes always ask here, so the approved one carries a token.
     let mut env = Env::with(
         &Vault::filesystem("notes")
-            .gate_when(
-                "move_file",
-                r#"{ cross_folder = ["source", "destination"] }"#,
-                r#"{ paths = ["source", "destination"] }"#,
-            )
+            .gate_cross_folder_moves()
             .gate("write_file", r#"{ paths = ["path"] }"#),
     );
     let mut c = started(&mut env);

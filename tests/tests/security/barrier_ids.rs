@@ -19,11 +19,7 @@ use super::barrier::{call, started};
 /// call with a gate entry: it holds the barrier's exclusive place while it runs.
 fn vault() -> Vault {
     Vault::filesystem("notes")
-        .gate_when(
-            "write_file",
-            r#"{ exists = "path" }"#,
-            r#"{ paths = ["path"] }"#,
-        )
+        .gate_overwrites("write_file")
         .gate_when(
             "edit_file",
             r#"{ equals = { arg = "dryRun", value = true } }"#,
@@ -46,6 +42,19 @@ fn is_fifo(path: &Path) -> bool {
     std::fs::symlink_metadata(path).is_ok_and(|m| m.file_type().is_fifo())
 }
 
+/// The write end of `pipe`, once the edit has opened it to read. Opened non-blocking,
+/// so a test whose edit never reached the pipe fails instead of hanging.
+fn writer_once_read(pipe: &Path) -> std::fs::File {
+    use std::os::unix::fs::OpenOptionsExt;
+    wait_until("the edit reading the pipe", || {
+        std::fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(nix::libc::O_NONBLOCK)
+            .open(pipe)
+            .ok()
+    })
+}
+
 /// Feeds `pipe` once `trigger` exists (the judged call ran: too early if the pipe is
 /// still a pipe then) or after `patience` (the shim is rightly holding it back).
 /// Returns whether `trigger` appeared while the edit was still in flight.
@@ -57,15 +66,7 @@ fn feed_when(pipe: &Path, trigger: &Path, patience: Duration) -> std::thread::Jo
             std::thread::sleep(Duration::from_millis(20));
         }
         let early = trigger.exists() && is_fifo(&pipe);
-        // Non-blocking, so a test whose edit never reached the pipe fails instead of hanging.
-        use std::os::unix::fs::OpenOptionsExt;
-        let mut w = wait_until("the edit reading the pipe", || {
-            std::fs::OpenOptions::new()
-                .write(true)
-                .custom_flags(nix::libc::O_NONBLOCK)
-                .open(&pipe)
-                .ok()
-        });
+        let mut w = writer_once_read(&pipe);
         w.write_all(b"alpha\n").unwrap();
         early
     })
@@ -159,37 +160,20 @@ fn a_change_the_server_drops_does_not_wedge_the_calls_behind_it() {
     }
 }
 
-/// The shim's resident memory (kB), from /proc.
-fn rss_kb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
-}
-
 /// Cancelling a change in flight starts one grace timer, not one per cancellation: a flood
 /// of `notifications/cancelled` for the same call grew the shim by a timer task each
 /// (200 000 of them held for 10 s).
 #[test]
 fn a_flood_of_cancellations_starts_one_timer() {
-    use std::os::unix::fs::OpenOptionsExt;
     let mut env = Env::with(&vault());
     let mut c = started(&mut env);
     let pipe = env.root.join("pipe.md");
     fifo(&pipe);
     c.send(&edit(json!(1)));
     // Held open (no EOF) until fed: the edit stays in flight with its place.
-    let mut w = wait_until("the edit reading the pipe", || {
-        std::fs::OpenOptions::new()
-            .write(true)
-            .custom_flags(nix::libc::O_NONBLOCK)
-            .open(&pipe)
-            .ok()
-    });
+    let mut w = writer_once_read(&pipe);
     let pid = c.child.id();
-    let before = rss_kb(pid);
+    let before = status_kb(pid, "VmRSS");
     let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
                         "params": {"requestId": 1}});
     for _ in 0..200 {
@@ -198,7 +182,7 @@ fn a_flood_of_cancellations_starts_one_timer() {
     // A ping behind the flood: once it is answered, every cancellation was handled.
     let pong = c.request(json!("p"), "ping", json!({}));
     assert_eq!(pong["id"], "p", "{pong}");
-    let after = rss_kb(pid);
+    let after = status_kb(pid, "VmRSS");
     w.write_all(b"alpha\n").unwrap();
     drop(w);
     assert!(

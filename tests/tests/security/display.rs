@@ -12,13 +12,19 @@ use support::*;
 /// The fake a name tries to print over the line once `\r ESC[2K` erased it.
 const FAKE: &str = "edit_file path=\"notes/todo.md\" edits=[]";
 
-fn env(extra: &str) -> Env {
-    Env::with(
+/// tcd on a vault with `extra` keys, `write_file` and `edit_file` gated, secret.txt
+/// written, and a raw client on its shim (not initialized: the tests choose how).
+fn started(extra: &str) -> (Env, RawClient) {
+    let mut env = Env::with(
         &Vault::filesystem("fs")
             .key(extra)
             .gate("write_file", r#"{ paths = ["path"] }"#)
             .gate("edit_file", r#"{ paths = ["path"] }"#),
-    )
+    );
+    env.start_tcd();
+    std::fs::write(env.root.join("secret.txt"), "a").unwrap();
+    let c = RawClient::start(&env.shim_argv("fs"));
+    (env, c)
 }
 
 /// A hostile `edit_file`: a name carrying `\r ESC[2K` + a fake, a value with an RLO.
@@ -65,10 +71,7 @@ fn assert_escaped(what: &str, shown: &str) {
 
 #[test]
 fn pending_shows_hostile_names_and_values_escaped() {
-    let mut env = env("");
-    env.start_tcd();
-    std::fs::write(env.root.join("secret.txt"), "a").unwrap();
-    let mut c = RawClient::start(&env.shim_argv("fs"));
+    let (env, mut c) = started("");
     c.initialize();
     let r = c.call_tool(1, "edit_file", hostile_args());
     assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
@@ -92,10 +95,7 @@ fn pending_shows_hostile_names_and_values_escaped() {
 
 #[test]
 fn the_prompt_shows_hostile_names_and_values_escaped() {
-    let mut env = env("legacy_elicitation_shim = true");
-    env.start_tcd();
-    std::fs::write(env.root.join("secret.txt"), "a").unwrap();
-    let mut c = RawClient::start(&env.shim_argv("fs"));
+    let (env, mut c) = started("legacy_elicitation_shim = true");
     c.request(
         json!("init"),
         "initialize",

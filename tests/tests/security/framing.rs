@@ -8,8 +8,6 @@
 use tc_tests::security as security_support;
 use tc_tests::shim as support;
 
-use std::path::Path;
-
 use security_support::Shim;
 use serde_json::{json, Value};
 use support::*;
@@ -26,17 +24,6 @@ fn call(id: Value, name: &str, args: Value) -> Value {
            "params": {"name": name, "arguments": args}})
 }
 
-fn initialize(s: &mut Shim) {
-    let r = s.request(
-        json!("init"),
-        "initialize",
-        json!({"protocolVersion": "2025-11-25", "capabilities": {},
-               "clientInfo": {"name": "raw", "version": "1"}}),
-    );
-    assert!(r.get("result").is_some(), "{r}");
-    s.send_json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-}
-
 /// The refusals of lines with a raw inner `\r` among `lines`.
 fn cr_refusals(lines: &[Value]) -> usize {
     lines
@@ -48,13 +35,6 @@ fn cr_refusals(lines: &[Value]) -> usize {
                     .is_some_and(|m| m.contains("carriage return"))
         })
         .count()
-}
-
-fn commits(root: &Path) -> usize {
-    git(root, &["rev-list", "--count", "HEAD"])
-        .trim()
-        .parse()
-        .unwrap()
 }
 
 #[test]
@@ -73,7 +53,7 @@ fn framing_a_call_smuggled_behind_a_raw_cr_does_not_reach_mcp_server_git() {
     let repo = root.display().to_string();
 
     let mut s = Shim::start(&env.shim_argv("repo"), "warn", None);
-    initialize(&mut s);
+    s.initialize();
     let commit = call(
         json!(99),
         "git_commit",
@@ -116,7 +96,7 @@ fn framing_a_call_smuggled_behind_a_raw_cr_does_not_reach_a_python_sdk_server() 
     );
     env.start_tcd();
     let mut s = Shim::start(&env.shim_argv("py"), "warn", None);
-    initialize(&mut s);
+    s.initialize();
     s.send(&smuggle(&call(
         json!(7),
         "touch",
@@ -191,13 +171,7 @@ fn framing_a_server_line_with_a_raw_cr_never_reaches_the_client() {
     no_raw_cr(&lines);
     let r: Value = serde_json::from_slice(lines.last().unwrap()).unwrap();
     assert_eq!(r["error"]["code"], -32603, "{r}");
-    assert!(
-        r["error"]["message"]
-            .as_str()
-            .unwrap()
-            .contains("carriage return"),
-        "{r}"
-    );
+    assert_text_at(&r, "/error/message", "carriage return");
 
     // cr_request: never shown to the client; the server's request is answered with an
     // error (the fixture reports that answer as `got`).
@@ -294,7 +268,7 @@ fn framing_a_message_naming_a_member_twice_is_refused_never_forwarded() {
     );
     env.start_tcd();
     let mut s = Shim::start(&env.shim_argv("fw"), "warn", None);
-    initialize(&mut s);
+    s.initialize();
     s.send(&raw_call(
         1,
         r#""name":"touch","name":"hello","arguments":{"path":"name.txt","who":"x"}"#,

@@ -9,23 +9,18 @@ use security_support::Shim;
 use serde_json::json;
 use support::*;
 
-const SECRET: &str = "s3cret-key-material";
+use super::acl_args::{denied_repo, SECRET};
 
+/// A public file committed; the secret staged by the user, never committed (not in
+/// history).
 fn setup() -> (Env, PyClient, String) {
-    let mut env = Env::with(&Vault::git("repo").acl_deny(&["private/**"]));
-    env.start_tcd();
-    let root = env.root.clone();
-    git_repo_with_base(&root);
-    std::fs::create_dir_all(root.join("private")).unwrap();
-    std::fs::write(root.join("public.txt"), "hello public").unwrap();
-    git(&root, &["add", "."]);
-    git(&root, &["commit", "-q", "-m", "public"]);
-    // The secret is staged by the user (never committed): not in history.
-    std::fs::write(root.join("private/key.txt"), SECRET).unwrap();
-    git(&root, &["add", "private/key.txt"]);
-    let c = PyClient::start(&env.shim_argv("repo"));
-    let repo = root.display().to_string();
-    (env, c, repo)
+    denied_repo(|root| {
+        std::fs::write(root.join("public.txt"), "hello public").unwrap();
+        git(root, &["add", "."]);
+        git(root, &["commit", "-q", "-m", "public"]);
+        std::fs::write(root.join("private/key.txt"), SECRET).unwrap();
+        git(root, &["add", "private/key.txt"]);
+    })
 }
 
 /// `git_branch`'s `contains`/`not_contains` are revisions (`git branch --contains

@@ -39,16 +39,7 @@ const ISS: &str = "https://id.example.test";
 const AUD: &str = "tc-sec";
 
 fn openssl(args: &[&str]) -> Vec<u8> {
-    let o = Command::new("openssl")
-        .args(args)
-        .output()
-        .expect("openssl on PATH");
-    assert!(
-        o.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    o.stdout
+    setup_output(Command::new("openssl").args(args))
 }
 
 /// An RSA key pair in `dir`: (private PEM path, public PEM path).
@@ -152,6 +143,12 @@ public_keys = ["{public}"]
         f(&mut c);
         c
     };
+    // alice's claims lacking `claim`.
+    let without = |claim: &str| {
+        let mut c = claims("alice");
+        c.as_object_mut().unwrap().remove(claim);
+        c
+    };
     let mut swapped: Vec<String> = good.split('.').map(String::from).collect();
     swapped[1] = B64.encode(claims("bob").to_string());
     let none = |alg: &str| {
@@ -226,32 +223,12 @@ public_keys = ["{public}"]
                 &with(&|c| c["aud"] = json!(["tc-other", "tc-sec2"])),
             ),
         ),
-        (
-            "missing aud",
-            rs256(
-                dir,
-                &key,
-                &rs,
-                &with(&|c| {
-                    c.as_object_mut().unwrap().remove("aud");
-                }),
-            ),
-        ),
+        ("missing aud", rs256(dir, &key, &rs, &without("aud"))),
         (
             "expired",
             rs256(dir, &key, &rs, &with(&|c| c["exp"] = json!(now() - 300))),
         ),
-        (
-            "missing exp",
-            rs256(
-                dir,
-                &key,
-                &rs,
-                &with(&|c| {
-                    c.as_object_mut().unwrap().remove("exp");
-                }),
-            ),
-        ),
+        ("missing exp", rs256(dir, &key, &rs, &without("exp"))),
         ("sub swapped under alice's signature", swapped.join(".")),
         ("a reserved sub", rs256(dir, &key, &rs, &claims("stdio"))),
         (
@@ -279,19 +256,11 @@ fn fs_env() -> Env {
     env
 }
 
-fn mint(env: &Env, sub: &str) -> String {
-    let o = env
-        .tcd
-        .tcctl(&["token", "mint", "--sub", sub, "--vault", "fs"]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    String::from_utf8(o.stdout).unwrap().trim().to_string()
-}
-
 #[test]
 fn tcd_minted_tokens_refuse_other_algs_and_other_secrets() {
     let env = fs_env();
     let front = Front::start(&env, "fs");
-    let alice = mint(&env, "alice");
+    let alice = mint_bearer(&env, "alice");
     assert_eq!(init_status(&front, &alice).0, 200, "{}", front.stderr());
     let payload = alice.split('.').nth(1).unwrap().to_string();
     let body: Value = serde_json::from_slice(&B64.decode(&payload).unwrap()).unwrap();
@@ -335,18 +304,14 @@ fn tcd_minted_tokens_refuse_other_algs_and_other_secrets() {
 fn an_approval_by_request_is_the_raising_callers_only() {
     let env = fs_env();
     let front = Front::start(&env, "fs");
-    let (alice, alice_bearer) = bearer_session(&front, &mint(&env, "alice"));
-    let (bob, bob_bearer) = bearer_session(&front, &mint(&env, "bob"));
+    let (alice, alice_bearer) = bearer_session(&front, &mint_bearer(&env, "alice"));
+    let (bob, bob_bearer) = bearer_session(&front, &mint_bearer(&env, "bob"));
     let args = json!({"path": "note.txt", "content": "alice's"});
 
     let r = bearer_call(&alice, &alice_bearer, 1, "write_file", args.clone());
     assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
-    let alices = sc(&r)["details"]["request_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let o = env.tcd.tcctl(&["approve", &alices, "--yes"]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let alices = request_id(&r);
+    tcctl_approve(&env, &alices);
 
     // bob's identical call: not run under alice's approval; a request of his own.
     let r = bearer_call(&bob, &bob_bearer, 2, "write_file", args.clone());
@@ -374,8 +339,8 @@ fn an_approval_by_request_is_the_raising_callers_only() {
 fn another_callers_session_id_cannot_end_or_listen_to_a_session() {
     let env = fs_env();
     let front = Front::start(&env, "fs");
-    let (alice, alice_bearer) = bearer_session(&front, &mint(&env, "alice"));
-    let bob_bearer = format!("Bearer {}", mint(&env, "bob"));
+    let (alice, alice_bearer) = bearer_session(&front, &mint_bearer(&env, "alice"));
+    let bob_bearer = format!("Bearer {}", mint_bearer(&env, "bob"));
     let h = |b: reqwest::RequestBuilder, bearer: &str| {
         b.header("authorization", bearer)
             .header("mcp-protocol-version", "2025-11-25")

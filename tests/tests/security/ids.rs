@@ -14,32 +14,17 @@ use support::*;
 
 const CAP: usize = 32 * 1024;
 
-fn initialize(s: &mut Shim) {
-    let r = s.request(
-        json!("init"),
-        "initialize",
-        json!({"protocolVersion": "2025-11-25", "capabilities": {},
-               "clientInfo": {"name": "raw", "version": "1"}}),
-    );
-    assert!(r.get("result").is_some(), "{r}");
-    s.send_json(&json!({"jsonrpc": "2.0", "method": "notifications/initialized"}));
-}
-
 fn next(s: &mut Shim) -> Value {
     s.recv("next line")
 }
 
 #[test]
 fn ids_a_request_id_a_server_would_respell_is_refused_and_cannot_escape_the_cap() {
-    let server = filesystem_server().display().to_string();
-    let mut env = Env::new(&format!(
-        "[governor]\nmax_response_bytes = {CAP}\n\n{}",
-        Vault::new("fs", &["node", &server, "$ROOT"]).toml()
-    ));
+    let mut env = Env::new(&Vault::filesystem("fs").governed(CAP));
     env.start_tcd();
     std::fs::write(env.root.join("big.txt"), "y".repeat(10 * CAP)).unwrap();
     let mut s = Shim::start(&env.shim_argv("fs"), "warn", None);
-    initialize(&mut s);
+    s.initialize();
     let read = r#""method":"tools/call","params":{"name":"read_text_file","arguments":{"path":"big.txt"}}}"#;
     for (id, answered_as) in [
         ("3.0", json!(3.0)),
@@ -136,16 +121,6 @@ fn ids_a_full_in_flight_table_refuses_new_requests_clearly() {
         .contains("in flight"));
 }
 
-/// The shim's resident memory (kB), from /proc.
-fn rss_kb(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .expect("VmRSS")
-}
-
 /// Sends `lines` (one request each) in batches of 1000, reading each batch's answers
 /// before the next, as a client that reads its answers does: what stays in the shim's
 /// memory is then what it keeps per request, not answers queued for a client that does
@@ -177,17 +152,17 @@ fn ids_masses_of_odd_id_and_unanswered_requests_do_not_grow_the_shim() {
     let mut env = Env::with(&Vault::memory("mem"));
     env.start_tcd();
     let mut s = Shim::start(&env.shim_argv("mem"), "error", None);
-    initialize(&mut s);
+    s.initialize();
     let warm: Vec<_> = (0..2000).map(|i| ping(&i.to_string(), "ping")).collect();
     pump(&mut s, &warm, |_| true);
     let pid = s.child.id();
-    let before = rss_kb(pid);
+    let before = status_kb(pid, "VmRSS");
     // Ids a JavaScript server answers under another spelling (`7.0` as `7`).
     let odd: Vec<_> = (0..PINGS)
         .map(|i| ping(&format!("{i}.0"), "ping"))
         .collect();
     pump(&mut s, &odd, |_| true);
-    let after = rss_kb(pid);
+    let after = status_kb(pid, "VmRSS");
     assert!(
         after < before + 16 * 1024,
         "{PINGS} odd-id pings grew tc-shim from {before} kB to {after} kB"
@@ -201,10 +176,10 @@ fn ids_masses_of_odd_id_and_unanswered_requests_do_not_grow_the_shim() {
     s.send_json(&json!({"jsonrpc": "2.0", "id": "up", "method": "echo"}));
     next(&mut s);
     let pid = s.child.id();
-    let before = rss_kb(pid);
+    let before = status_kb(pid, "VmRSS");
     let hang: Vec<_> = (0..PINGS).map(|i| ping(&i.to_string(), "hang")).collect();
     pump(&mut s, &hang, |i| i >= 4096);
-    let after = rss_kb(pid);
+    let after = status_kb(pid, "VmRSS");
     assert!(
         after < before + 16 * 1024,
         "{PINGS} unanswered requests grew tc-shim from {before} kB to {after} kB"

@@ -12,11 +12,7 @@ use support::*;
 /// cross-folder gate must see that (on the old shim it ran unconfirmed).
 #[test]
 fn security_links_a_move_through_a_link_is_judged_where_it_leads() {
-    let mut env = Env::with(&Vault::filesystem("fs").gate_when(
-        "move_file",
-        r#"{ cross_folder = ["source", "destination"] }"#,
-        r#"{ paths = ["source", "destination"] }"#,
-    ));
+    let mut env = Env::with(&Vault::filesystem("fs").gate_cross_folder_moves());
     env.start_tcd();
     let root = env.root.clone();
     std::fs::create_dir_all(root.join("a")).unwrap();
@@ -46,6 +42,19 @@ fn security_links_a_move_through_a_link_is_judged_where_it_leads() {
     assert!(!root.join("a/report.md").exists());
 }
 
+/// `write_file` of `path` approved with `tcctl elicit`, then `swap` run before the token
+/// is redeemed: the redeeming call must be refused as `replay_drift`.
+#[track_caller]
+fn assert_drift_once_swapped(c: &mut PyClient, env: &Env, path: &str, swap: impl FnOnce()) {
+    let args = json!({"path": path, "content": "approved text"});
+    let r = c.call("write_file", args.clone());
+    assert_elicit_required(&r, "write_file", "fs", &args);
+    let token = tcctl_elicit(env, &r);
+    swap();
+    let r = c.call("write_file", with_token(&args, &token));
+    assert_eq!(code(&r).as_deref(), Some("replay_drift"), "{r}");
+}
+
 /// An approved `write_file` whose target is replaced, before the token is redeemed, by a
 /// symlink to a file with the same bytes: the write would land in the other file, so
 /// the fingerprint must see the swap (`replay_drift`) and nothing is written.
@@ -58,15 +67,10 @@ fn security_links_a_target_swapped_for_a_link_is_drift() {
     std::fs::write(root.join("other.md"), "same bytes").unwrap();
     let mut c = PyClient::start(&env.shim_argv("fs"));
 
-    let args = json!({"path": "target.md", "content": "approved text"});
-    let r = c.call("write_file", args.clone());
-    assert_elicit_required(&r, "write_file", "fs", &args);
-    let token = tcctl_elicit(&env, &r);
-
-    std::fs::remove_file(root.join("target.md")).unwrap();
-    std::os::unix::fs::symlink("other.md", root.join("target.md")).unwrap();
-    let r = c.call("write_file", with_token(&args, &token));
-    assert_eq!(code(&r).as_deref(), Some("replay_drift"), "{r}");
+    assert_drift_once_swapped(&mut c, &env, "target.md", || {
+        std::fs::remove_file(root.join("target.md")).unwrap();
+        std::os::unix::fs::symlink("other.md", root.join("target.md")).unwrap();
+    });
     assert_eq!(
         std::fs::read_to_string(root.join("other.md")).unwrap(),
         "same bytes",
@@ -80,13 +84,9 @@ fn security_links_a_target_swapped_for_a_link_is_drift() {
     std::fs::create_dir_all(root.join("d2")).unwrap();
     std::fs::write(root.join("d1/n.md"), "n").unwrap();
     std::fs::write(root.join("d2/n.md"), "n").unwrap();
-    let args = json!({"path": "d1/n.md", "content": "approved"});
-    let r = c.call("write_file", args.clone());
-    assert_elicit_required(&r, "write_file", "fs", &args);
-    let token = tcctl_elicit(&env, &r);
-    std::fs::remove_dir_all(root.join("d1")).unwrap();
-    std::os::unix::fs::symlink("d2", root.join("d1")).unwrap();
-    let r = c.call("write_file", with_token(&args, &token));
-    assert_eq!(code(&r).as_deref(), Some("replay_drift"), "{r}");
+    assert_drift_once_swapped(&mut c, &env, "d1/n.md", || {
+        std::fs::remove_dir_all(root.join("d1")).unwrap();
+        std::os::unix::fs::symlink("d2", root.join("d1")).unwrap();
+    });
     assert_eq!(std::fs::read_to_string(root.join("d2/n.md")).unwrap(), "n");
 }

@@ -74,6 +74,26 @@ fn is_prompt(m: &Value) -> bool {
     m["method"] == "elicitation/create"
 }
 
+/// Answers the shim's prompt `prompt` (an `elicitation/create`) with an approval.
+fn accept_approval(c: &mut RawClient, prompt: &Value) {
+    c.send(&json!({"jsonrpc": "2.0", "id": prompt["id"],
+        "result": {"action": "accept", "content": {"approve": true}}}));
+}
+
+/// Approves `prompt`; the call `id` it asked for then runs, and in.txt holds `want`.
+#[track_caller]
+fn assert_approval_runs(
+    env: &Env,
+    (c, seen): (&mut RawClient, &mut Vec<Value>),
+    (prompt, id): (&Value, u64),
+    want: &str,
+) {
+    accept_approval(c, prompt);
+    let r = until(c, seen, answer_of(id));
+    assert_ne!(r["result"]["isError"], true, "{r}");
+    assert_eq!(disk(env, "in.txt").as_deref(), Some(want));
+}
+
 fn args() -> Value {
     json!({"path": "in.txt", "content": "pwned", "where": "../outside.txt"})
 }
@@ -92,8 +112,7 @@ fn approve_across_redefinition(c: &mut RawClient, to: &str) -> Value {
             .any(|m| m["method"] == "notifications/tools/list_changed"),
         "the client saw the list change: {seen:?}"
     );
-    c.send(&json!({"jsonrpc": "2.0", "id": prompt["id"],
-        "result": {"action": "accept", "content": {"approve": true}}}));
+    accept_approval(c, &prompt);
     until(c, &mut seen, answer_of(10))
 }
 
@@ -147,11 +166,7 @@ fn a_new_description_alone_refuses_the_approved_call_and_the_retry_asks_again() 
     let prompt = until(&mut c, &mut seen, is_prompt);
     let msg = prompt["params"]["message"].as_str().unwrap();
     assert!(msg.contains("put"), "{msg}");
-    c.send(&json!({"jsonrpc": "2.0", "id": prompt["id"],
-        "result": {"action": "accept", "content": {"approve": true}}}));
-    let r = until(&mut c, &mut seen, answer_of(13));
-    assert_ne!(r["result"]["isError"], true, "{r}");
-    assert_eq!(disk(&env, "in.txt").as_deref(), Some("ok"));
+    assert_approval_runs(&env, (&mut c, &mut seen), (&prompt, 13), "ok");
 }
 
 #[test]
@@ -177,11 +192,7 @@ fn a_list_change_that_changes_nothing_leaves_the_approval_standing() {
     let prompt = until(&mut c, &mut seen, is_prompt);
     c.send(&call(11, "redefine", &json!({"to": "v1"})));
     until(&mut c, &mut seen, answer_of(11));
-    c.send(&json!({"jsonrpc": "2.0", "id": prompt["id"],
-        "result": {"action": "accept", "content": {"approve": true}}}));
-    let r = until(&mut c, &mut seen, answer_of(10));
-    assert_ne!(r["result"]["isError"], true, "{r}");
-    assert_eq!(disk(&env, "in.txt").as_deref(), Some("same"));
+    assert_approval_runs(&env, (&mut c, &mut seen), (&prompt, 10), "same");
 }
 
 #[test]
@@ -190,12 +201,8 @@ fn approve_by_request_retries_are_judged_against_the_new_definition() {
     let mut c = client(&env, false);
     let r = c.call_tool(10, "put", args());
     assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
-    let id = sc(&r)["details"]["request_id"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let o = env.tcd.tcctl(&["approve", &id, "--yes"]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let id = request_id(&r);
+    tcctl_approve(&env, &id);
     let mut seen = Vec::new();
     c.send(&call(11, "redefine", &json!({"to": "v2"})));
     until(&mut c, &mut seen, answer_of(11));

@@ -30,11 +30,7 @@ fn file_uri(p: &std::path::Path) -> String {
 /// vault's copy lands in the vault, and `roots/list_changed` does not re-point it.
 #[test]
 fn an_editor_s_roots_do_not_repoint_the_filesystem_server() {
-    let mut env = Env::with(&Vault::filesystem("notes").gate_when(
-        "write_file",
-        r#"{ exists = "path" }"#,
-        r#"{ paths = ["path"] }"#,
-    ));
+    let mut env = Env::with(&Vault::filesystem("notes").gate_overwrites("write_file"));
     env.start_tcd();
     let outside = env.tmp.path().canonicalize().unwrap().join("outside");
     std::fs::create_dir_all(&outside).unwrap();

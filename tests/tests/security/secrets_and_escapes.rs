@@ -341,13 +341,7 @@ fn vault_root_escapes_are_refused_before_anything_runs() {
     {
         let r = s.call(&format!("c{i}"), "hello", args.clone());
         assert_eq!(code_of(&r), None, "{args}: {r}");
-        assert!(
-            r["content"][0]["text"]
-                .as_str()
-                .unwrap()
-                .contains("tools/call"),
-            "{r}"
-        );
+        assert_text_at(&r, "/content/0/text", "tools/call");
     }
 }
 

@@ -117,10 +117,7 @@ fn raised(env: &Env) -> String {
     // The refusal the agent reads names the path too (it is the summary).
     let text = r["content"][0]["text"].as_str().unwrap_or_default();
     assert!(raw_hazards(text).is_empty(), "{text:?}");
-    sc(&r)["details"]["request_id"]
-        .as_str()
-        .unwrap()
-        .to_string()
+    request_id(&r)
 }
 
 fn out(o: &std::process::Output) -> String {

@@ -9,11 +9,7 @@ use support::*;
 fn env() -> Env {
     Env::with(
         &Vault::filesystem("fs")
-            .gate_when(
-                "move_file",
-                r#"{ cross_folder = ["source", "destination"] }"#,
-                r#"{ paths = ["source", "destination"] }"#,
-            )
+            .gate_cross_folder_moves()
             .gate("edit_file", r#"{ paths = ["path"] }"#),
     )
 }
@@ -63,10 +59,7 @@ fn shim_filesystem_move_across_folders_needs_a_confirmation_within_one_does_not(
 #[test]
 fn shim_filesystem_edit_file_drift_applies_nothing() {
     let mut env = env();
-    env.start_tcd();
-    let note = env.root.join("note.md");
-    std::fs::write(&note, "hello world\n").unwrap();
-    let mut c = PyClient::start(&env.shim_argv("fs"));
+    let (note, mut c) = started_with_file(&mut env, "note.md", "hello world\n");
     let args = json!({"path": "note.md", "edits": [{"oldText": "world", "newText": "there"}]});
     let first = raise(&mut c, "edit_file", &args);
     let token = mint(&env.socket, &first);

@@ -18,28 +18,17 @@ fn fs_env() -> Env {
 #[test]
 fn shim_filesystem_cli_token_route() {
     let mut env = fs_env();
-    env.start_tcd();
-    let note = env.root.join("note.txt");
-    std::fs::write(&note, "v0").unwrap();
-    let mut c = PyClient::start(&env.shim_argv("fs"));
+    let (note, mut c) = started_with_file(&mut env, "note.txt", "v0");
 
-    // tools/list: gated tools advertise elicit_token; the ungated floor tool is hidden.
-    let tools = c.list();
+    // tools/list: gated tools advertise elicit_token; the ungated floor tool is hidden;
+    // ungated calls flow.
+    let tools = assert_fs_scene_listed_and_readable(&mut c);
     let names = tool_names(&tools);
     assert!(names.contains(&"read_text_file"), "{names:?}");
     assert!(
         !names.contains(&"move_file"),
         "floor tool without a gate must be hidden: {names:?}"
     );
-    let wf = tool(&tools, "write_file").unwrap();
-    assert_eq!(
-        wf["inputSchema"]["properties"]["elicit_token"]["type"],
-        "string"
-    );
-    let rt = tool(&tools, "read_text_file").unwrap();
-    assert!(rt["inputSchema"]["properties"]
-        .get("elicit_token")
-        .is_none());
 
     // Hidden floor tool is refused, naming the entry to add; nothing moved.
     let r = c.call(
@@ -52,11 +41,6 @@ fn shim_filesystem_cli_token_route() {
         .unwrap()
         .contains("[[vaults.gates]] tool = \"move_file\""));
     assert!(note.exists() && !env.root.join("moved.txt").exists());
-
-    // Ungated call flows.
-    let r = c.call("read_text_file", json!({"path": "note.txt"}));
-    assert_eq!(code(&r), None, "{r}");
-    assert!(r["content"][0]["text"].as_str().unwrap().contains("v0"));
 
     // Escapes are refused before anything runs.
     let r = c.call("read_text_file", json!({"path": "../config.toml"}));
@@ -77,10 +61,7 @@ fn shim_filesystem_cli_token_route() {
 #[test]
 fn shim_filesystem_drift_is_refused_and_nothing_is_written() {
     let mut env = fs_env();
-    env.start_tcd();
-    let target = env.root.join("drift.txt");
-    std::fs::write(&target, "original").unwrap();
-    let mut c = PyClient::start(&env.shim_argv("fs"));
+    let (target, mut c) = started_with_file(&mut env, "drift.txt", "original");
 
     let args = json!({"path": "drift.txt", "content": "overwrite"});
     let first = raise(&mut c, "write_file", &args);
@@ -105,14 +86,7 @@ fn shim_filesystem_drift_is_refused_and_nothing_is_written() {
     );
 
     // Re-issuing without a token raises a fresh request bound to the new state.
-    let fresh = raise(&mut c, "write_file", &args);
-    assert_ne!(
-        sc(&fresh)["details"]["state_fp"],
-        sc(&first)["details"]["state_fp"]
-    );
-    let token = mint(&env.socket, &fresh);
-    let r = c.call("write_file", with_token(&args, &token));
-    assert_eq!(code(&r), None, "{r}");
+    assert_fresh_request_runs(&mut c, &env, ("write_file", &args), &first);
     assert_eq!(std::fs::read_to_string(&target).unwrap(), "overwrite");
     let kinds = event_kinds(&env.socket);
     assert!(kinds.iter().any(|k| k == "replay_drift"), "{kinds:?}");
@@ -197,15 +171,8 @@ fn shim_filesystem_daemon_down_fails_closed_then_reconnects() {
 /// server-filesystem would overwrite.
 #[test]
 fn shim_filesystem_home_and_unicode_spellings_are_judged_as_the_server_sees_them() {
-    let mut env = Env::with(&Vault::filesystem("fs").gate_when(
-        "write_file",
-        r#"{ exists = "path" }"#,
-        r#"{ paths = ["path"] }"#,
-    ));
-    env.start_tcd();
-    let real = env.root.join("caf\u{e9}.md");
-    std::fs::write(&real, "v0").unwrap();
-    let mut c = PyClient::start(&env.shim_argv("fs"));
+    let mut env = Env::with(&Vault::filesystem("fs").gate_overwrites("write_file"));
+    let (real, mut c) = started_with_file(&mut env, "caf\u{e9}.md", "v0");
 
     let r = c.call("write_file", json!({"path": "~/x.md", "content": "x"}));
     assert_eq!(code(&r).as_deref(), Some("invalid_input"), "{r}");

@@ -3,17 +3,8 @@
 
 use tc_tests::shim as support;
 
-use std::path::Path;
-
 use serde_json::json;
 use support::*;
-
-fn commits(root: &Path) -> usize {
-    git(root, &["rev-list", "--count", "HEAD"])
-        .trim()
-        .parse()
-        .unwrap()
-}
 
 #[test]
 fn shim_git_commit_bound_to_head_and_staged_index() {

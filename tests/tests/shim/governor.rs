@@ -14,28 +14,10 @@ use support::*;
 const CAP: usize = 32 * 1024;
 
 fn fs_env(deny: &[&str]) -> Env {
-    let server =
-        peers().join("npm/node_modules/@modelcontextprotocol/server-filesystem/dist/index.js");
-    let deny: Vec<String> = deny.iter().map(|d| format!("{d:?}")).collect();
-    Env::new(&format!(
-        r#"[governor]
-max_response_bytes = {CAP}
-
-[[vaults]]
-id = "fs"
-root = "$ROOT"
-command = ["node", "{}", "$ROOT"]
-
-[[vaults.paged]]
-tool = "read_multiple_files"
-items = "paths"
-
-[vaults.acl]
-deny = [{}]
-"#,
-        server.display(),
-        deny.join(", ")
-    ))
+    let vault = Vault::filesystem("fs")
+        .paged("read_multiple_files", "paths")
+        .acl_deny(deny);
+    Env::new(&vault.governed(CAP))
 }
 
 /// A file whose content is marked so a page shows whether it holds all of it.
@@ -578,13 +560,7 @@ fn shim_governor_overflow_is_refused_counted_and_logged() {
         .contains("over the governor limit"));
     // The stream is still in sync, and the next call is fine.
     let r = call(&mut c, "read_text_file", json!({"path": "small.txt"}));
-    assert!(
-        r["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .contains("BEGIN small.txt"),
-        "{r}"
-    );
+    assert_text_at(&r, "/content/0/text", "BEGIN small.txt");
 
     let evs = wait_events(&env.socket, "tc.governor.overflow", 1);
     assert_eq!(evs.len(), 1);

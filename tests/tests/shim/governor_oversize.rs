@@ -215,12 +215,7 @@ fn shim_governor_a_reused_id_cannot_take_a_capped_calls_entry() {
             "params": {"name": "blob", "arguments": {"bytes": 20000, "id_at": "first", "decoy": false}}}),
         json!({"jsonrpc": "2.0", "id": 7, "method": "prompts/list", "params": {}}),
     ]);
-    let (a, b) = (c.recv(), c.recv());
-    let (err, call) = if a.get("error").is_some() {
-        (a, b)
-    } else {
-        (b, a)
-    };
+    let (err, call) = ordered_by(c.recv(), c.recv(), |m| m.get("error").is_some());
     assert_eq!(err["id"], 7, "{err}");
     assert_eq!(err["error"]["code"], -32600, "{err}");
     assert_eq!(call["id"], 7, "{call}");

@@ -149,23 +149,15 @@ fn lean_facade_on_the_cli_and_modern_routes() {
     );
     assert_eq!(disk(&env, "note.txt").as_deref(), Some("v0"));
     let token = mint(&env.socket, &r);
-    let r = c.call(
-        "call_capability",
-        cap(
-            "write_file",
-            json!({"path": "note.txt", "content": "v1", "elicit_token": token}),
-        ),
+    let with_token = cap(
+        "write_file",
+        json!({"path": "note.txt", "content": "v1", "elicit_token": token}),
     );
+    let r = c.call("call_capability", with_token.clone());
     assert_eq!(code(&r), None, "{r}");
     assert_eq!(disk(&env, "note.txt").as_deref(), Some("v1"));
     // The token was for that call only.
-    let r = c.call(
-        "call_capability",
-        cap(
-            "write_file",
-            json!({"path": "note.txt", "content": "v1", "elicit_token": token}),
-        ),
-    );
+    let r = c.call("call_capability", with_token);
     assert_ne!(code(&r), None, "a spent token ran again: {r}");
     drop(c);
 

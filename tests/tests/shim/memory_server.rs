@@ -52,14 +52,7 @@ fn shim_memory_probe_target_binds_the_entity() {
     );
 
     // A fresh confirmation of the new state deletes it, once.
-    let fresh = raise(&mut c, "delete_entities", &args);
-    assert_ne!(
-        sc(&fresh)["details"]["state_fp"],
-        sc(&first)["details"]["state_fp"]
-    );
-    let token = mint(&env.socket, &fresh);
-    let r = c.call("delete_entities", with_token(&args, &token));
-    assert_eq!(code(&r), None, "{r}");
+    assert_fresh_request_runs(&mut c, &env, ("delete_entities", &args), &first);
     let stored = std::fs::read_to_string(&memory).unwrap();
     assert!(!stored.contains("alice"), "{stored}");
     let kinds = event_kinds(&env.socket);

@@ -21,6 +21,30 @@ fn slow_env() -> Env {
     ))
 }
 
+/// tcd and a cancelling SDK client on the shim, `items/<name>` written, its `shred`
+/// refused with `elicit_required` and approved with the exact `tcctl elicit` line: the
+/// env, the client, the call's arguments and the token.
+#[track_caller]
+fn shred_approved(name: &str) -> (Env, PyClient, Value, String) {
+    let mut env = slow_env();
+    env.start_tcd();
+    std::fs::create_dir_all(env.root.join("items")).unwrap();
+    std::fs::write(env.root.join("items").join(name), "precious").unwrap();
+    let mut c = PyClient::start_cancel(&env.shim_argv("slow"));
+    let args = json!({ "name": name });
+    let r = c.call("shred", args.clone());
+    assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
+    let token = tcctl_elicit(&env, &r);
+    (env, c, args, token)
+}
+
+/// Starts the approved `shred` (tagged `tag`, with `token`) while the server holds
+/// `held` (its probe `peek`, or `shred` itself) open.
+fn start_held(c: &mut PyClient, root: &Path, held: &str, (tag, args, token): (&str, &Value, &str)) {
+    std::fs::write(root.join(format!("hold-{held}")), "").unwrap();
+    c.start_call(tag, "shred", with_token(args, token));
+}
+
 /// Every line `slow_server.py` recorded (tools/call and notifications/cancelled it received).
 fn received(root: &Path) -> Vec<Value> {
     std::fs::read_to_string(root.join("calls.jsonl"))
@@ -47,22 +71,12 @@ fn wait_events(env: &Env, kind: &str, n: usize) -> Vec<String> {
 
 #[test]
 fn shim_release_cancel_before_forwarding_releases_the_token() {
-    let mut env = slow_env();
-    env.start_tcd();
+    let (env, mut c, args, token) = shred_approved("x");
     let root = env.root.clone();
-    std::fs::create_dir_all(root.join("items")).unwrap();
-    std::fs::write(root.join("items/x"), "precious").unwrap();
-    let mut c = PyClient::start_cancel(&env.shim_argv("slow"));
-
-    let args = json!({"name": "x"});
-    let r = c.call("shred", args.clone());
-    assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
-    let token = tcctl_elicit(&env, &r);
 
     // The shim holds the approved call while its probe runs (held open here), so the
     // SDK's cancellation arrives before anything is forwarded.
-    std::fs::write(root.join("hold-peek"), "").unwrap();
-    c.start_call("a", "shred", with_token(&args, &token));
+    start_held(&mut c, &root, "peek", ("a", &args, &token));
     wait_until("the second probe to reach the server", || {
         (calls_of(&root, "peek").len() == 2).then_some(())
     });
@@ -102,21 +116,11 @@ fn shim_release_cancel_before_forwarding_releases_the_token() {
 
 #[test]
 fn shim_release_cancel_after_forwarding_keeps_the_token_spent() {
-    let mut env = slow_env();
-    env.start_tcd();
+    let (env, mut c, args, token) = shred_approved("y");
     let root = env.root.clone();
-    std::fs::create_dir_all(root.join("items")).unwrap();
-    std::fs::write(root.join("items/y"), "precious").unwrap();
-    let mut c = PyClient::start_cancel(&env.shim_argv("slow"));
-
-    let args = json!({"name": "y"});
-    let r = c.call("shred", args.clone());
-    assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
-    let token = tcctl_elicit(&env, &r);
 
     // The call reaches the server (held open there), then the client cancels it.
-    std::fs::write(root.join("hold-shred"), "").unwrap();
-    c.start_call("b", "shred", with_token(&args, &token));
+    start_held(&mut c, &root, "shred", ("b", &args, &token));
     let forwarded = wait_until("the call to reach the server", || {
         calls_of(&root, "shred").into_iter().next()
     });

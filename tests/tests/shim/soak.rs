@@ -7,7 +7,6 @@
 use std::process::{Command, Stdio};
 
 use serde_json::Value;
-use tc_proto::v1;
 use tc_tests::*;
 
 #[tokio::test(flavor = "multi_thread")]
@@ -50,12 +49,7 @@ async fn soak_eight_shims_every_token_authorizes_exactly_one_forwarded_call() {
 
     // The daemon's counters, read independently of the driver.
     let mut c = d.client().await;
-    let counters = c
-        .counters(v1::CountersRequest {})
-        .await
-        .unwrap()
-        .into_inner()
-        .counters;
+    let counters = counters(&mut c).await;
     let count = |kind: &str| {
         counters
             .iter()

@@ -3,8 +3,8 @@
 
 use tc_tests::shim as support;
 
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::io::Write;
+use std::process::Stdio;
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -21,23 +21,9 @@ impl Raw {
     fn start(env: &Env) -> Raw {
         let fixture = fixture("echo_server.py");
         let argv = env.shim_argv_inline("echo", &["python3".into(), fixture.display().to_string()]);
-        let mut child = Command::new(&argv[0])
-            .args(&argv[1..])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .unwrap();
+        let mut child = spawn_piped(&mut argv_command(&argv), Stdio::inherit()).unwrap();
         let stdin = child.stdin.take();
-        let stdout = child.stdout.take().unwrap();
-        let (tx, lines) = mpsc::channel();
-        std::thread::spawn(move || {
-            for l in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if tx.send(l).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = lines_of(child.stdout.take().unwrap());
         Raw {
             child,
             stdin,
@@ -229,6 +215,16 @@ fn shim_transport_a_destructive_tool_added_later_is_still_a_floor() {
 
 /// The answer to `tools/call tidy`: forwarded (the fixture echoes the call) or the
 /// shim's refusal code.
+/// The echo scene after the fixture ran `step` (a change to its tool list) and the shim
+/// listed the tools again.
+fn listed_after(step: &str) -> (Env, Raw) {
+    let env = env();
+    let mut s = Raw::start(&env);
+    s.ask(1, step);
+    s.ask(2, "tools/list");
+    (env, s)
+}
+
 fn call_tidy(s: &mut Raw, id: u32) -> Result<(), String> {
     s.send(
         format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"tidy","arguments":{{}}}}}}"#)
@@ -239,13 +235,7 @@ fn call_tidy(s: &mut Raw, id: u32) -> Result<(), String> {
     match r["result"]["structuredContent"]["code"].as_str() {
         Some(code) => Err(code.to_string()),
         None => {
-            assert!(
-                r["result"]["content"][0]["text"]
-                    .as_str()
-                    .unwrap()
-                    .contains("tidy"),
-                "{r}"
-            );
+            assert_text_at(&r, "/result/content/0/text", "tidy");
             Ok(())
         }
     }
@@ -253,10 +243,7 @@ fn call_tidy(s: &mut Raw, id: u32) -> Result<(), String> {
 
 #[test]
 fn shim_transport_list_changed_makes_the_floor_see_a_tool_turned_destructive() {
-    let env = env();
-    let mut s = Raw::start(&env);
-    s.ask(1, "add_tidy");
-    s.ask(2, "tools/list");
+    let (_env, mut s) = listed_after("add_tidy");
     assert_eq!(call_tidy(&mut s, 3), Ok(()), "a plain tool is forwarded");
     s.send(br#"{"jsonrpc":"2.0","id":4,"method":"harden_tidy"}"#);
     let note = s.json();
@@ -268,10 +255,7 @@ fn shim_transport_list_changed_makes_the_floor_see_a_tool_turned_destructive() {
 
 #[test]
 fn shim_transport_a_tool_listed_twice_is_a_floor_if_either_is_destructive() {
-    let env = env();
-    let mut s = Raw::start(&env);
-    s.ask(1, "dup_tidy");
-    s.ask(2, "tools/list");
+    let (_env, mut s) = listed_after("dup_tidy");
     assert_eq!(call_tidy(&mut s, 3), Err("gate_not_configured".into()));
 }
 
@@ -320,13 +304,7 @@ fn shim_transport_a_gated_call_cannot_carry_tc_fields_the_hash_leaves_out() {
     // Ungated, the same argument is the tool's own business and is forwarded.
     s.send(br#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"hello","arguments":{"who":"x","cursor":"c1"}}}"#);
     let r = s.json();
-    assert!(
-        r["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .contains("c1"),
-        "{r}"
-    );
+    assert_text_at(&r, "/result/content/0/text", "c1");
 }
 
 #[test]
@@ -340,12 +318,7 @@ fn shim_transport_ids_in_the_shims_namespace_are_refused_both_ways() {
     // A server request in the shim's prompt namespace never reaches the client; the
     // server gets an error (the fixture reports it back as a `got` notification).
     s.send(br#"{"jsonrpc":"2.0","id":7,"method":"trigger_reserved"}"#);
-    let (a, b) = (s.json(), s.json());
-    let (got, answer) = if a.get("method").is_some() {
-        (a, b)
-    } else {
-        (b, a)
-    };
+    let (got, answer) = ordered_by(s.json(), s.json(), |m| m.get("method").is_some());
     assert_eq!(answer["id"], 7, "{answer}");
     assert_eq!(
         got["method"], "got",
@@ -399,13 +372,7 @@ fn shim_transport_a_reused_id_of_a_call_in_flight_is_refused() {
         .unwrap()
         .contains("already in use"));
     assert_eq!(ok["id"], "dup", "{ok}");
-    assert!(
-        ok["result"]["content"][0]["text"]
-            .as_str()
-            .unwrap()
-            .contains("hello"),
-        "{ok}"
-    );
+    assert_text_at(&ok, "/result/content/0/text", "hello");
     // The id is free again once answered.
     s.send(call.as_bytes());
     assert!(s.json().get("result").is_some());

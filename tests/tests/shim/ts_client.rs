@@ -26,24 +26,7 @@ fn shim_ts_client_filesystem_cli_token_route() {
     let text = wait_log(&log, want);
     assert!(text.contains(want), "shim log:\n{text}");
 
-    let tools = c.list();
-    let wf = tool(&tools, "write_file").unwrap_or_else(|| panic!("{tools}"));
-    assert_eq!(
-        wf["inputSchema"]["properties"]["elicit_token"]["type"],
-        "string"
-    );
-    let rt = tool(&tools, "read_text_file").unwrap_or_else(|| panic!("{tools}"));
-    assert!(rt["inputSchema"]["properties"]
-        .get("elicit_token")
-        .is_none());
-    assert!(
-        tool(&tools, "move_file").is_none(),
-        "ungated floor tool must stay hidden"
-    );
-
-    let r = c.call("read_text_file", json!({"path": "note.txt"}));
-    assert_eq!(code(&r), None, "{r}");
-    assert!(r["content"][0]["text"].as_str().unwrap().contains("v0"));
+    assert_fs_scene_listed_and_readable(&mut c);
 
     let args = json!({"path": "note.txt", "content": "from ts"});
     let r = c.call("write_file", args.clone());
