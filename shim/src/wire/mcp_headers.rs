@@ -77,22 +77,64 @@ impl ParamHeader {
     }
 }
 
+/// Why a tool's `x-mcp-header` declarations are invalid: a client MUST NOT use such a
+/// tool over HTTP, so tc drops it from the listings it passes on.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum DeclarationError {
+    #[error("x-mcp-header must annotate a property, not the schema root")]
+    AtRoot,
+    #[error("x-mcp-header {0:?} is declared twice")]
+    Twice(String),
+    /// Inside a subschema that is not a `properties` chain from the root (`at`).
+    #[error("x-mcp-header under {at} is off the properties path")]
+    OffPath { at: String },
+    #[error("x-mcp-header of {prop} is not a string")]
+    NotAString { prop: String },
+    #[error("x-mcp-header {name:?} of {prop} is not an HTTP token")]
+    NotAToken { name: String, prop: String },
+    /// Not `number`: a float's decimal spelling differs between implementations.
+    #[error(
+        "x-mcp-header {name:?} is on {prop} of type {kind:?}, not a string, integer or boolean"
+    )]
+    NotPrimitive {
+        name: String,
+        prop: String,
+        kind: Option<String>,
+    },
+}
+
+/// Why a request's `Mcp-Param-*` headers do not say what its body says (the request is
+/// refused: a server may route on the headers).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum ParamMismatch {
+    #[error("{header} header is not valid (printable ASCII or =?base64?…?=)")]
+    BadEncoding { header: String },
+    #[error("{header} header appears more than once")]
+    Repeated { header: String },
+    #[error("{header} header sent for an absent argument {at}")]
+    Unexpected { header: String, at: String },
+    #[error("{header} header missing for {at}")]
+    Missing { header: String, at: String },
+    #[error("{header} header does not match the argument {at}")]
+    Differs { header: String, at: String },
+}
+
 /// A tool definition's declarations, or why they are invalid (a client MUST NOT use such
 /// a tool over HTTP): each a non-empty RFC 9110 token, unique without regard to case, on
 /// a primitive property reached from the root through `properties` alone.
-pub fn declarations(def: &Value) -> Result<Vec<ParamHeader>, String> {
+pub fn declarations(def: &Value) -> Result<Vec<ParamHeader>, DeclarationError> {
     let Some(schema) = def.get("inputSchema").and_then(Value::as_object) else {
         return Ok(Vec::new());
     };
     if schema.contains_key(KEYWORD) {
-        return Err("x-mcp-header must annotate a property, not the schema root".into());
+        return Err(DeclarationError::AtRoot);
     }
     let mut out = Vec::new();
     walk(schema, &mut Vec::new(), true, &mut out)?;
     let mut seen = HashSet::new();
     for d in &out {
         if !seen.insert(d.name.to_ascii_lowercase()) {
-            return Err(format!("x-mcp-header {:?} is declared twice", d.name));
+            return Err(DeclarationError::Twice(d.name.clone()));
         }
     }
     Ok(out)
@@ -105,15 +147,12 @@ fn walk(
     path: &mut Vec<String>,
     chain: bool,
     out: &mut Vec<ParamHeader>,
-) -> Result<(), String> {
+) -> Result<(), DeclarationError> {
     for (key, value) in schema {
         match key.as_str() {
             KEYWORD if !path.is_empty() => {
                 if !chain {
-                    return Err(format!(
-                        "x-mcp-header under {} is off the properties path",
-                        path.join(".")
-                    ));
+                    return Err(DeclarationError::OffPath { at: path.join(".") });
                 }
                 out.push(declared(value, schema, path)?);
             }
@@ -135,7 +174,7 @@ fn walk(
 }
 
 /// Refuses any declaration inside a subschema that is not a `properties` chain.
-fn off_chain(value: &Value, path: &mut Vec<String>) -> Result<(), String> {
+fn off_chain(value: &Value, path: &mut Vec<String>) -> Result<(), DeclarationError> {
     match value {
         Value::Object(o) => {
             if o.contains_key(KEYWORD) {
@@ -144,9 +183,7 @@ fn off_chain(value: &Value, path: &mut Vec<String>) -> Result<(), String> {
                 } else {
                     path.join(".")
                 };
-                return Err(format!(
-                    "x-mcp-header under {at} is off the properties path"
-                ));
+                return Err(DeclarationError::OffPath { at });
             }
             let mut sink = Vec::new();
             walk(o, path, false, &mut sink)
@@ -161,22 +198,25 @@ fn declared(
     value: &Value,
     schema: &serde_json::Map<String, Value>,
     path: &[String],
-) -> Result<ParamHeader, String> {
+) -> Result<ParamHeader, DeclarationError> {
     let prop = path.join(".");
     let Some(name) = value.as_str() else {
-        return Err(format!("x-mcp-header of {prop} is not a string"));
+        return Err(DeclarationError::NotAString { prop });
     };
     if name.is_empty() || !name.bytes().all(is_tchar) {
-        return Err(format!(
-            "x-mcp-header {name:?} of {prop} is not an HTTP token"
-        ));
+        return Err(DeclarationError::NotAToken {
+            name: name.to_string(),
+            prop,
+        });
     }
     match schema.get("type").and_then(Value::as_str) {
-        // Not `number`: a float's decimal spelling differs between implementations.
         Some("string" | "integer" | "boolean") => {}
         other => {
-            let m = format!("x-mcp-header {name:?} is on {prop} of type {other:?}");
-            return Err(format!("{m}, not a string, integer or boolean"));
+            return Err(DeclarationError::NotPrimitive {
+                name: name.to_string(),
+                prop,
+                kind: other.map(String::from),
+            })
         }
     }
     Ok(ParamHeader {
@@ -230,7 +270,7 @@ pub fn param_headers(decls: &[ParamHeader], args: Option<&Value>) -> Vec<(String
 /// The `Mcp-Param-*` headers of a request as (lowercase name, decoded value), each
 /// checked for its encoding: a plain value must be what [`encode`] would send as is
 /// (printable ASCII, no edge blank, no sentinel look-alike), else a canonical sentinel.
-pub fn sent_params(h: &HeaderMap) -> Result<Vec<(String, String)>, String> {
+pub fn sent_params(h: &HeaderMap) -> Result<Vec<(String, String)>, ParamMismatch> {
     let mut out = Vec::new();
     for (name, value) in h {
         if !name.as_str().starts_with(PARAM_PREFIX) {
@@ -242,9 +282,9 @@ pub fn sent_params(h: &HeaderMap) -> Result<Vec<(String, String)>, String> {
             (d != v || encode(&d) == v).then_some(d)
         });
         let Some(d) = decoded else {
-            return Err(format!(
-                "{name} header is not valid (printable ASCII or =?base64?…?=)"
-            ));
+            return Err(ParamMismatch::BadEncoding {
+                header: name.to_string(),
+            });
         };
         out.push((name.as_str().to_string(), d));
     }
@@ -257,25 +297,21 @@ pub fn check_params(
     sent: &[(String, String)],
     decls: &[ParamHeader],
     args: Option<&Value>,
-) -> Result<(), String> {
+) -> Result<(), ParamMismatch> {
     for d in decls {
         let full = d.header();
         let mut named = sent.iter().filter(|(n, _)| *n == full).map(|(_, v)| v);
         let (first, again) = (named.next(), named.next().is_some());
         if again {
-            return Err(format!("{full} header appears more than once"));
+            return Err(ParamMismatch::Repeated { header: full });
         }
         let at = d.path.join(".");
         match (first, argument(args, d)) {
             (None, None) => {}
             (Some(s), Some((body, text))) if agrees(s, body, &text) => {}
-            (Some(_), None) => {
-                return Err(format!("{full} header sent for an absent argument {at}"))
-            }
-            (None, Some(_)) => return Err(format!("{full} header missing for {at}")),
-            (Some(_), Some(_)) => {
-                return Err(format!("{full} header does not match the argument {at}"))
-            }
+            (Some(_), None) => return Err(ParamMismatch::Unexpected { header: full, at }),
+            (None, Some(_)) => return Err(ParamMismatch::Missing { header: full, at }),
+            (Some(_), Some(_)) => return Err(ParamMismatch::Differs { header: full, at }),
         }
     }
     Ok(())
@@ -355,10 +391,10 @@ mod tests {
             ),
         ] {
             let e = declarations(&tool(props.clone())).unwrap_err();
-            assert!(e.contains(why), "{props}: {e}");
+            assert!(e.to_string().contains(why), "{props}: {e}");
         }
         let root = json!({"name": "t", "inputSchema": {"type": "object", "x-mcp-header": "X"}});
-        assert!(declarations(&root).unwrap_err().contains("root"));
+        assert_eq!(declarations(&root).unwrap_err(), DeclarationError::AtRoot);
         let data =
             tool(json!({"a": {"type": "string", "default": {"x-mcp-header": "not a schema"}}}));
         assert_eq!(declarations(&data).unwrap(), vec![]);
@@ -369,7 +405,8 @@ mod tests {
         for (k, v) in pairs {
             h.append(*k, HeaderValue::from_str(v).unwrap());
         }
-        check_params(&sent_params(&h)?, d, Some(&args))
+        let sent = sent_params(&h).map_err(|e| e.to_string())?;
+        check_params(&sent, d, Some(&args)).map_err(|e| e.to_string())
     }
 
     #[test]

@@ -55,7 +55,7 @@ impl Shim {
         }
         let tool = self.known_tool(&name);
         if let Err(why) = self.check_params(sent.as_deref(), tool.as_ref(), &args) {
-            self.answer_error(id, mcp_headers::HEADER_MISMATCH, why);
+            self.answer_error(id, mcp_headers::HEADER_MISMATCH, why.to_string());
             return None;
         }
         let def = tool.as_ref().map(|t| &*t.def);

@@ -14,7 +14,7 @@ use crate::engine::refusal::Refusal;
 use crate::engine::Shim;
 use crate::wire::era;
 use crate::wire::jsonrpc;
-use crate::wire::mcp_headers::{self, ParamHeader};
+use crate::wire::mcp_headers::{self, DeclarationError, ParamHeader, ParamMismatch};
 
 /// A tool as the downstream defined it, with the arguments of it that name files.
 #[derive(Clone)]
@@ -27,7 +27,7 @@ pub(in crate::engine) struct Tool {
 }
 
 /// A tool's `x-mcp-header` declarations, or why they are invalid.
-pub type Declared = Result<Arc<[ParamHeader]>, String>;
+pub type Declared = Result<Arc<[ParamHeader]>, DeclarationError>;
 
 impl Tool {
     fn new(def: Value) -> Tool {
@@ -77,7 +77,7 @@ impl Shim {
         sent: Option<&[(String, String)]>,
         tool: Option<&Tool>,
         args: &Value,
-    ) -> Result<(), String> {
+    ) -> Result<(), ParamMismatch> {
         let Some(sent) = sent else {
             return Ok(());
         };

@@ -90,7 +90,9 @@ pub fn check_headers(h: &HeaderMap, msg: &Value) -> Result<SentParams, String> {
     if msg.get("method").and_then(Value::as_str) != Some("tools/call") {
         return Ok(None);
     }
-    mcp_headers::sent_params(h).map(Some)
+    mcp_headers::sent_params(h)
+        .map(Some)
+        .map_err(|e| e.to_string())
 }
 
 /// A `tools/call`'s decoded `Mcp-Param-*` headers (lowercase name, value).
