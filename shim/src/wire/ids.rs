@@ -70,21 +70,29 @@ fn safe_int(n: &serde_json::Number) -> Option<i64> {
 /// [`MAX_ID_BYTES`], or an integer written as one (no fraction, no exponent, not `-0`)
 /// within ±(2^53−1). Anything else a downstream may echo as another value (`3.0` as
 /// `3`, a big integer rounded), and its answer would then match no entry.
-pub fn check_request_id(id: &Value) -> Result<(), String> {
+pub fn check_request_id(id: &Value) -> Result<(), BadId> {
     match id {
         Value::String(s) if s.len() <= MAX_ID_BYTES => Ok(()),
-        Value::String(s) => Err(format!(
-            "request id of {} bytes: tc-shim accepts string ids of at most {MAX_ID_BYTES} bytes",
-            s.len()
-        )),
+        Value::String(s) => Err(BadId::LongString(s.len())),
         Value::Number(n) if n.as_i64().is_some_and(|i| i.abs() <= MAX_SAFE_INT) => Ok(()),
-        Value::Number(n) => Err(format!(
-            "request id {n} refused: a numeric id must be an integer written without \
-             fraction or exponent, between -{MAX_SAFE_INT} and {MAX_SAFE_INT} (a downstream \
-             could echo it as another number); use a string or such an integer"
-        )),
-        _ => Err("a request id must be a string or an integer".into()),
+        Value::Number(n) => Err(BadId::Number(n.to_string())),
+        _ => Err(BadId::Kind),
     }
+}
+
+/// Why a request id is refused (see [`check_request_id`]).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum BadId {
+    #[error("request id of {0} bytes: tc-shim accepts string ids of at most {MAX_ID_BYTES} bytes")]
+    LongString(usize),
+    #[error(
+        "request id {0} refused: a numeric id must be an integer written without fraction or \
+         exponent, between -{MAX_SAFE_INT} and {MAX_SAFE_INT} (a downstream could echo it as \
+         another number); use a string or such an integer"
+    )]
+    Number(String),
+    #[error("a request id must be a string or an integer")]
+    Kind,
 }
 
 /// The id to answer a refused request with: its own when it is a string or a number

@@ -80,7 +80,7 @@ impl Shim {
             self.send_client(&jsonrpc::error(
                 &ids::answer_id(id),
                 jsonrpc::INVALID_REQUEST,
-                why,
+                why.to_string(),
             ));
             return false;
         }

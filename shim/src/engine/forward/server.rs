@@ -97,7 +97,11 @@ impl Shim {
             // bound what one server can make the shim keep.
             if let Err(why) = ids::check_request_id(id) {
                 tracing::warn!("refusing a downstream request: {why}");
-                let e = jsonrpc::error(&ids::answer_id(id), jsonrpc::INVALID_REQUEST, why);
+                let e = jsonrpc::error(
+                    &ids::answer_id(id),
+                    jsonrpc::INVALID_REQUEST,
+                    why.to_string(),
+                );
                 self.send_child(e.to_string().into_bytes(), None);
                 return false;
             }

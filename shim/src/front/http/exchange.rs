@@ -98,7 +98,7 @@ async fn stateless(f: &Arc<Front>, caller: &str, h: &HeaderMap, parsed: Parsed) 
             StatusCode::BAD_REQUEST,
             &crate::wire::ids::answer_id(&id),
             jsonrpc::INVALID_REQUEST,
-            why,
+            why.to_string(),
         );
     }
     let opened = || f.open(caller).inspect(|c| c.mark_stateless());
