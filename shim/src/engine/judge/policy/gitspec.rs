@@ -1,16 +1,33 @@
 //! Reading git revisions and pathspecs for the ACL: the paths a value names, or why
 //! it cannot be judged. Pure string work; the policy resolves what comes out.
 
+/// Why a revision or pathspec cannot be judged by path (the call is refused under an ACL).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Unjudgeable {
+    #[error("{0:?} contains `\\`, which git and GitPython read differently")]
+    Backslash(String),
+    #[error("{0:?} contains a control character")]
+    Control(String),
+    #[error("path part {0:?} contains `..`")]
+    DotDot(String),
+    #[error("{0:?}: unterminated pathspec magic")]
+    Unterminated(String),
+    #[error("{value:?}: pathspec magic `{magic}` cannot be judged")]
+    Magic { value: String, magic: String },
+    #[error("{0:?}: exclude magic cannot be judged")]
+    Exclude(String),
+    #[error("{0:?}: wildcards cannot be judged by path")]
+    Wildcard(String),
+}
+
 /// Characters that make a value unjudgeable: escapes (git and GitPython treat `\`
 /// differently inside `{…}`) and control characters.
-fn plain(v: &str) -> Result<(), String> {
+fn plain(v: &str) -> Result<(), Unjudgeable> {
     if v.contains('\\') {
-        return Err(format!(
-            "{v:?} contains `\\`, which git and GitPython read differently"
-        ));
+        return Err(Unjudgeable::Backslash(v.into()));
     }
     if v.chars().any(char::is_control) {
-        return Err(format!("{v:?} contains a control character"));
+        return Err(Unjudgeable::Control(v.into()));
     }
     Ok(())
 }
@@ -29,7 +46,7 @@ fn strip_range_suffix(p: &str) -> &str {
 /// A path part made relative to the repository top: leading `/` (`:/text`, `HEAD:/x`)
 /// and `./` dropped; a `..` component is refused (git resolves it against the caller's
 /// directory, GitPython not at all).
-fn tidy(p: &str) -> Result<String, String> {
+fn tidy(p: &str) -> Result<String, Unjudgeable> {
     let mut s = p.trim_start_matches('/');
     while let Some(rest) = s.strip_prefix("./") {
         s = rest.trim_start_matches('/');
@@ -38,7 +55,7 @@ fn tidy(p: &str) -> Result<String, String> {
         s = "";
     }
     if s.split('/').any(|c| c == "..") {
-        return Err(format!("path part {p:?} contains `..`"));
+        return Err(Unjudgeable::DotDot(p.into()));
     }
     Ok(s.to_string())
 }
@@ -50,7 +67,7 @@ fn tidy(p: &str) -> Result<String, String> {
 /// so the text after *every* `:` is taken as a path, and each is also read cut at a
 /// range (`..`, `...`) and without a range suffix (`^@`, `^!`, `^-<n>`). A value with
 /// no `:` names no path (a commit: its diff is the server's answer, see THREAT-MODEL).
-pub fn revision_paths(v: &str) -> Result<Vec<String>, String> {
+pub fn revision_paths(v: &str) -> Result<Vec<String>, Unjudgeable> {
     plain(v)?;
     let mut out = Vec::new();
     for (i, _) in v.match_indices(':') {
@@ -75,25 +92,30 @@ pub fn revision_paths(v: &str) -> Result<Vec<String>, String> {
 /// it), relative to the repository top or absolute. Magic other than `top` and
 /// `literal` (`exclude`, `icase`, `glob`, `attr`, `:!`, `:^`) and wildcards (`*`, `?`,
 /// `[`) are refused: which files they reach is not a path the ACL can judge.
-pub fn pathspec_path(v: &str) -> Result<String, String> {
+pub fn pathspec_path(v: &str) -> Result<String, Unjudgeable> {
     plain(v)?;
     let mut literal = false;
     let rest = if let Some(long) = v.strip_prefix(":(") {
         let Some(end) = long.find(')') else {
-            return Err(format!("{v:?}: unterminated pathspec magic"));
+            return Err(Unjudgeable::Unterminated(v.into()));
         };
         for w in long[..end].split(',').map(str::trim) {
             match w {
                 "top" | "" => {}
                 "literal" => literal = true,
-                other => return Err(format!("{v:?}: pathspec magic `{other}` cannot be judged")),
+                other => {
+                    return Err(Unjudgeable::Magic {
+                        value: v.into(),
+                        magic: other.into(),
+                    })
+                }
             }
         }
         &long[end + 1..]
     } else if let Some(short) = v.strip_prefix(':') {
         let magic_end = short.find(|c| !"/!^".contains(c)).unwrap_or(short.len());
         if short[..magic_end].contains(['!', '^']) {
-            return Err(format!("{v:?}: exclude magic cannot be judged"));
+            return Err(Unjudgeable::Exclude(v.into()));
         }
         let rest = &short[magic_end..];
         rest.strip_prefix(':').unwrap_or(rest)
@@ -101,7 +123,7 @@ pub fn pathspec_path(v: &str) -> Result<String, String> {
         v
     };
     if !literal && rest.contains(['*', '?', '[']) {
-        return Err(format!("{v:?}: wildcards cannot be judged by path"));
+        return Err(Unjudgeable::Wildcard(v.into()));
     }
     Ok(rest.to_string())
 }

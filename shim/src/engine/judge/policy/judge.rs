@@ -13,10 +13,10 @@ use super::{gitspec, ArgSpec, Policy, PolicyError};
 const MAX_COVERED: usize = 100_000;
 
 impl Policy {
-    fn unjudged(&self, arg: &str, why: impl Into<String>) -> PolicyError {
+    fn unjudged(&self, arg: &str, why: impl ToString) -> PolicyError {
         PolicyError::Unjudged {
             arg: arg.into(),
-            why: why.into(),
+            why: why.to_string(),
         }
     }
 
