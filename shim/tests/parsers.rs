@@ -192,8 +192,10 @@ proptest! {
     fn ids_match_by_value(id in id_value()) {
         let text = id.to_string();
         let back: Value = serde_json::from_str(&text).unwrap();
-        // (`Other` keys never match a request; a float may come back one ulp off.)
-        if !matches!(IdKey::of(&id), IdKey::Other(_)) {
+        // `Other` keys never match a request. serde_json's default float parser may bring
+        // a float back one ulp off (3679227954885734.0 read as …34.5): that is another
+        // number, which the key rightly tells apart, so only a faithful round trip counts.
+        if back == id && !matches!(IdKey::of(&id), IdKey::Other(_)) {
             prop_assert_eq!(IdKey::of(&back), IdKey::of(&id));
         }
         if check_request_id(&id).is_ok() {
