@@ -52,7 +52,7 @@ fn diff(policy: &Policy, d: &DiffPreview, args: &Value) -> String {
     let rel = shown(policy.relative(&p));
     let now = match read_current(policy, &d.path, &p) {
         Ok(now) => now,
-        Err(why) => return why,
+        Err(why) => return why.to_string(),
     };
     let mut out = String::new();
     if std::fs::symlink_metadata(&p).is_ok_and(|m| m.file_type().is_symlink()) {
@@ -66,14 +66,38 @@ fn diff(policy: &Policy, d: &DiffPreview, args: &Value) -> String {
     out
 }
 
-/// The file's bytes now (None: it does not exist), or the line saying why not shown.
-fn read_current(policy: &Policy, name: &str, p: &Path) -> Result<Option<Vec<u8>>, String> {
+/// Why a file's current bytes are not shown: the line the human reads instead.
+#[derive(Debug, thiserror::Error)]
+enum NoPreview {
+    #[error("no preview: {0} is not a regular file")]
+    NotRegular(String),
+    #[error("no preview: {rel} cannot be read ({kind})")]
+    Unreadable {
+        rel: String,
+        kind: std::io::ErrorKind,
+    },
+    /// A link swapped in, or the file moved, between judging and reading.
+    #[error("no preview: {0} changed while it was read")]
+    Changed(String),
+    #[error("too large to preview: the file is {0} bytes")]
+    TooLarge(u64),
+    #[error("too large to preview: the file is over {INPUT_MAX} bytes")]
+    Grew,
+}
+
+/// The file's bytes now (None: it does not exist), or why they are not shown.
+fn read_current(policy: &Policy, name: &str, p: &Path) -> Result<Option<Vec<u8>>, NoPreview> {
     let rel = shown(policy.relative(p));
     let (f, meta) = match regular::open(p, false) {
         Ok(Some(open)) => open,
-        Ok(None) => return Err(format!("no preview: {rel} is not a regular file")),
+        Ok(None) => return Err(NoPreview::NotRegular(rel)),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("no preview: {rel} cannot be read ({})", e.kind())),
+        Err(e) => {
+            return Err(NoPreview::Unreadable {
+                rel,
+                kind: e.kind(),
+            })
+        }
     };
     // Judge the file actually opened: a link swapped in after `resolve` must not show
     // what the ACL denies or what lies outside the root.
@@ -83,22 +107,20 @@ fn read_current(policy: &Policy, name: &str, p: &Path) -> Result<Option<Vec<u8>>
     let judged = opened.and_then(|real| policy.resolve(name, &real).ok());
     match judged {
         Some(real) if policy.check_acl(std::slice::from_ref(&real), false).is_ok() => {}
-        _ => return Err(format!("no preview: {rel} changed while it was read")),
+        _ => return Err(NoPreview::Changed(rel)),
     }
     if meta.len() > INPUT_MAX {
-        return Err(format!(
-            "too large to preview: the file is {} bytes",
-            meta.len()
-        ));
+        return Err(NoPreview::TooLarge(meta.len()));
     }
     let mut bytes = Vec::new();
     if let Err(e) = f.take(INPUT_MAX + 1).read_to_end(&mut bytes) {
-        return Err(format!("no preview: {rel} cannot be read ({})", e.kind()));
+        return Err(NoPreview::Unreadable {
+            rel,
+            kind: e.kind(),
+        });
     }
     if bytes.len() as u64 > INPUT_MAX {
-        return Err(format!(
-            "too large to preview: the file is over {INPUT_MAX} bytes"
-        ));
+        return Err(NoPreview::Grew);
     }
     Ok(Some(bytes))
 }

@@ -228,9 +228,14 @@ fn a_link_swapped_in_after_judging_shows_nothing() {
         let judged = p.resolve("path", name).unwrap();
         assert!(p.check_acl(std::slice::from_ref(&judged), false).is_ok());
         std::os::unix::fs::symlink(&to, &judged).unwrap();
+        let why = read_current(&p, "path", &judged).unwrap_err();
+        assert!(
+            matches!(&why, NoPreview::Changed(r) if r == name),
+            "{why:?}"
+        );
         assert_eq!(
-            read_current(&p, "path", &judged),
-            Err(format!("no preview: {name} changed while it was read"))
+            why.to_string(),
+            format!("no preview: {name} changed while it was read")
         );
     }
 }
