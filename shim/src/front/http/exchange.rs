@@ -85,7 +85,12 @@ async fn stateless(f: &Arc<Front>, caller: &str, h: &HeaderMap, parsed: Parsed) 
         Ok(p) => p,
         Err(why) => {
             let id = id.unwrap_or(Value::Null);
-            return rpc_error(StatusCode::BAD_REQUEST, &id, modern::HEADER_MISMATCH, why);
+            return rpc_error(
+                StatusCode::BAD_REQUEST,
+                &id,
+                modern::HEADER_MISMATCH,
+                why.to_string(),
+            );
         }
     };
     let (Some(id), Some(_)) = (id, msg.get("method")) else {

@@ -85,24 +85,38 @@ pub fn check_request(msg: &Value) -> Result<(), (i64, String)> {
 /// `Ok` when every routing header matches the body, with a `tools/call`'s `Mcp-Param-*`
 /// headers decoded (for the engine to check against the tool's `x-mcp-header` arguments
 /// once the tool is known, inside its admission bound); else why not.
-pub fn check_headers(h: &HeaderMap, msg: &Value) -> Result<SentParams, String> {
+pub fn check_headers(h: &HeaderMap, msg: &Value) -> Result<SentParams, HeaderMismatch> {
     check_routing(h, msg)?;
     if msg.get("method").and_then(Value::as_str) != Some("tools/call") {
         return Ok(None);
     }
-    mcp_headers::sent_params(h)
-        .map(Some)
-        .map_err(|e| e.to_string())
+    Ok(Some(mcp_headers::sent_params(h)?))
+}
+
+/// Why a 2026-07-28 request's headers do not say what its body says: refused with
+/// `HEADER_MISMATCH`, since a server or gateway may route on the headers alone.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum HeaderMismatch {
+    #[error("{0} header appears more than once")]
+    Repeated(&'static str),
+    #[error("MCP-Protocol-Version header does not match the request's _meta protocol version")]
+    Version,
+    #[error("Mcp-Method header does not match the request's method")]
+    Method,
+    #[error("Mcp-Name header does not match the request's params.{0}")]
+    Name(&'static str),
+    #[error(transparent)]
+    Param(#[from] mcp_headers::ParamMismatch),
 }
 
 /// A `tools/call`'s decoded `Mcp-Param-*` headers (lowercase name, value).
 pub type SentParams = Option<Vec<(String, String)>>;
 
 /// `Ok` when `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` match the body.
-fn check_routing(h: &HeaderMap, msg: &Value) -> Result<(), String> {
+fn check_routing(h: &HeaderMap, msg: &Value) -> Result<(), HeaderMismatch> {
     for name in [VERSION_HEADER, METHOD_HEADER, NAME_HEADER] {
         if h.get_all(name).iter().count() > 1 {
-            return Err(format!("{name} header appears more than once"));
+            return Err(HeaderMismatch::Repeated(name));
         }
     }
     let header = |n: &str| h.get(n).map(|v| v.to_str().map_err(|_| ()));
@@ -111,12 +125,7 @@ fn check_routing(h: &HeaderMap, msg: &Value) -> Result<(), String> {
         .and_then(Value::as_str);
     match (header(VERSION_HEADER), body_version) {
         (Some(Ok(v)), Some(b)) if v == b => {}
-        _ => {
-            return Err(
-                "MCP-Protocol-Version header does not match the request's _meta protocol version"
-                    .into(),
-            )
-        }
+        _ => return Err(HeaderMismatch::Version),
     }
     let method = msg.get("method").and_then(Value::as_str);
     if method.is_none() {
@@ -125,7 +134,7 @@ fn check_routing(h: &HeaderMap, msg: &Value) -> Result<(), String> {
     }
     match header(METHOD_HEADER) {
         Some(Ok(m)) if Some(m) == method => {}
-        _ => return Err("Mcp-Method header does not match the request's method".into()),
+        _ => return Err(HeaderMismatch::Method),
     }
     let Some(key) = method.and_then(mcp_headers::name_key) else {
         return Ok(());
@@ -135,9 +144,7 @@ fn check_routing(h: &HeaderMap, msg: &Value) -> Result<(), String> {
     };
     match header(NAME_HEADER) {
         Some(Ok(n)) if mcp_headers::decode(n).as_deref() == Some(body) => Ok(()),
-        _ => Err(format!(
-            "Mcp-Name header does not match the request's params.{key}"
-        )),
+        _ => Err(HeaderMismatch::Name(key)),
     }
 }
 
@@ -174,22 +181,21 @@ mod tests {
     fn matching_headers_pass_and_each_mismatch_is_named() {
         assert!(check_headers(&good("write_file"), &call("write_file")).is_ok());
         let e = check_headers(&good("read_file"), &call("write_file")).unwrap_err();
-        assert!(e.contains("Mcp-Name"), "{e}");
+        assert_eq!(e, HeaderMismatch::Name("name"));
+        assert!(e.to_string().contains("Mcp-Name"), "{e}");
         let mut h = good("write_file");
         h.insert(METHOD_HEADER, HeaderValue::from_static("tools/list"));
-        assert!(check_headers(&h, &call("write_file"))
-            .unwrap_err()
-            .contains("Mcp-Method"));
+        let e = check_headers(&h, &call("write_file")).unwrap_err();
+        assert_eq!(e, HeaderMismatch::Method);
+        assert!(e.to_string().contains("Mcp-Method"));
         let mut h = good("write_file");
         h.remove(VERSION_HEADER);
-        assert!(check_headers(&h, &call("write_file"))
-            .unwrap_err()
-            .contains("Protocol"));
+        let e = check_headers(&h, &call("write_file")).unwrap_err();
+        assert!(e.to_string().contains("Protocol"), "{e}");
         let mut h = good("write_file");
         h.append(NAME_HEADER, HeaderValue::from_static("write_file"));
-        assert!(check_headers(&h, &call("write_file"))
-            .unwrap_err()
-            .contains("more than once"));
+        let e = check_headers(&h, &call("write_file")).unwrap_err();
+        assert!(e.to_string().contains("more than once"), "{e}");
     }
 
     #[test]
