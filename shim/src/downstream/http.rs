@@ -22,6 +22,7 @@ use crate::engine::Shim;
 use crate::wire::framing::Down;
 use crate::wire::ids::IdKey;
 use crate::wire::jsonrpc;
+use crate::wire::mcp_headers::DeclarationError;
 use crate::wire::outbox::{Direct, Known, Out, Receiver};
 use answer::body_kind;
 use session::{Session, SESSION};
@@ -73,6 +74,58 @@ impl Direct for Conn {
             Sending::Done => {}
         }
         None
+    }
+}
+
+/// Why a message posted to the remote server got no answer: the engine's request is
+/// answered with a JSON-RPC error saying so, its `data.reason` naming the case.
+#[derive(Debug, thiserror::Error)]
+pub enum PostFailed {
+    /// The server forgot the session (or tc is shutting down): the text says which.
+    #[error("{0}")]
+    SessionGone(String),
+    /// A client MUST NOT use a tool whose `x-mcp-header` declarations are invalid.
+    #[error(
+        "tool {tool:?} is not called over HTTP: its x-mcp-header declarations are invalid ({why})"
+    )]
+    InvalidToolSchema { tool: String, why: DeclarationError },
+    /// Names the host and port only (the url's query may hold a key).
+    #[error("the remote MCP server {server} cannot be reached ({error})")]
+    Unreachable { server: String, error: ClientError },
+    #[error("the remote MCP server answered HTTP {0} without a message")]
+    NoMessage(hyper::StatusCode),
+    /// It answered 404 to our session: it forgot the session (the text says what to do).
+    #[error("{0}")]
+    SessionEnded(String),
+    /// Any other non-2xx answer, with what its body said (`detail`, bounded and escaped).
+    #[error("the remote MCP server {server} answered HTTP {status}{detail}")]
+    Status {
+        server: String,
+        status: hyper::StatusCode,
+        detail: String,
+    },
+    #[error("the answer from the remote MCP server broke off ({0})")]
+    BrokeOff(std::io::Error),
+    #[error("the remote MCP server ended its answer without a response")]
+    NoResponse,
+}
+
+impl PostFailed {
+    /// The error's `data`: the case, for a client (or test) to tell them apart.
+    fn data(&self) -> Value {
+        match self {
+            PostFailed::SessionGone(_) => json!({"reason": "session_gone"}),
+            PostFailed::InvalidToolSchema { .. } => json!({"reason": "invalid_tool_schema"}),
+            PostFailed::Unreachable { .. } => json!({"reason": "unreachable"}),
+            PostFailed::NoMessage(status) => {
+                json!({"reason": "no_answer", "status": status.as_u16()})
+            }
+            PostFailed::BrokeOff(_) | PostFailed::NoResponse => json!({"reason": "no_answer"}),
+            PostFailed::SessionEnded(_) => json!({"reason": "session_gone", "status": 404}),
+            PostFailed::Status { status, .. } => {
+                json!({"reason": "http_status", "status": status.as_u16()})
+            }
+        }
     }
 }
 
@@ -210,11 +263,11 @@ impl Conn {
         let id = peek.id.clone().filter(|_| peek.is_request());
         let initialize = peek.method.as_deref() == Some("initialize");
         if let Some(why) = self.session().gone.clone().filter(|_| !initialize) {
-            return self.fail(id.as_ref(), &why, json!({"reason": "session_gone"}));
+            return self.fail(id.as_ref(), &PostFailed::SessionGone(why));
         }
         let mut headers = self.base_headers(&peek);
-        if let Err(why) = self.param_headers(&peek, &line, &mut headers).await {
-            return self.fail(id.as_ref(), &why, json!({"reason": "invalid_tool_schema"}));
+        if let Err(e) = self.param_headers(&peek, &line, &mut headers).await {
+            return self.fail(id.as_ref(), &e);
         }
         headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
         let sent_session = headers.contains_key(SESSION);
@@ -224,12 +277,9 @@ impl Conn {
             .await
         {
             Ok(r) => r,
-            Err(e) => {
-                return self.fail(
-                    id.as_ref(),
-                    &self.unreachable(&e),
-                    json!({"reason": "unreachable"}),
-                )
+            Err(error) => {
+                let server = self.remote.shown().into_owned();
+                return self.fail(id.as_ref(), &PostFailed::Unreachable { server, error });
             }
         };
         let status = resp.status();
@@ -249,15 +299,11 @@ impl Conn {
             return;
         };
         let Some(kind) = body_kind(&resp) else {
-            return self.fail(
-                Some(&id),
-                &format!("the remote MCP server answered HTTP {status} without a message"),
-                json!({"reason": "no_answer", "status": status.as_u16()}),
-            );
+            return self.fail(Some(&id), &PostFailed::NoMessage(status));
         };
         let answered = self.feed(resp, kind, Some(&id), initialize).await;
-        if let Err(why) = answered {
-            self.fail(Some(&id), &why, json!({"reason": "no_answer"}));
+        if let Err(e) = answered {
+            self.fail(Some(&id), &e);
         }
     }
 
@@ -270,13 +316,13 @@ impl Conn {
     }
 
     /// Answers the engine's request `id` with a JSON-RPC error (a notification: logged).
-    fn fail(&self, id: Option<&Value>, why: &str, data: Value) {
+    fn fail(&self, id: Option<&Value>, why: &PostFailed) {
         let Some(id) = id else {
             tracing::warn!("{why}");
             return;
         };
         let mut e = jsonrpc::error(id, jsonrpc::INTERNAL_ERROR, format!("tc-shim: {why}"));
-        e["error"]["data"] = data;
+        e["error"]["data"] = why.data();
         self.shim
             .child_frame(Down::Line(e.to_string().into_bytes()));
     }

@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use hyper::header::CONTENT_TYPE;
 use hyper::StatusCode;
-use serde_json::{json, Value};
+use serde_json::Value;
 use tokio::io::BufReader;
 
-use super::Conn;
+use super::{Conn, PostFailed};
 use crate::downstream::client::Response;
 use crate::downstream::sse::{Kind, Lines};
 use crate::wire::framing::{read_down, Down};
@@ -32,7 +32,7 @@ impl Conn {
         kind: Kind,
         id: Option<&Value>,
         initialize: bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), PostFailed> {
         // One more than the body: the adapter ends a JSON body with a newline.
         let read = resp.body().content_length().map_or(STREAM_READ, |n| {
             usize::try_from(n)
@@ -48,11 +48,7 @@ impl Conn {
             let d = match read_down(&mut r, &mut limit).await {
                 Ok(Down::Eof) => break,
                 Ok(d) => d,
-                Err(e) => {
-                    return Err(format!(
-                        "the answer from the remote MCP server broke off ({e})"
-                    ))
-                }
+                Err(e) => return Err(PostFailed::BrokeOff(e)),
             };
             if let (true, Down::Line(l)) = (initialize, &d) {
                 self.learn_version(l, id);
@@ -66,7 +62,7 @@ impl Conn {
             }
         }
         match id {
-            Some(_) => Err("the remote MCP server ended its answer without a response".into()),
+            Some(_) => Err(PostFailed::NoResponse),
             None => Ok(()),
         }
     }
@@ -86,24 +82,19 @@ impl Conn {
             if first {
                 tracing::warn!("{why}");
             }
-            self.fail(id, &why, json!({"reason": "session_gone", "status": 404}));
+            self.fail(id, &PostFailed::SessionEnded(why));
             if let Some(f) = self.forgotten.get().filter(|_| first) {
                 f();
             }
             return;
         }
-        let why = format!(
-            "the remote MCP server {} answered HTTP {status}{detail}",
-            self.remote.shown()
-        );
-        if id.is_none() {
-            tracing::warn!("{why}");
-        }
-        self.fail(
-            id,
-            &why,
-            json!({"reason": "http_status", "status": status.as_u16()}),
-        );
+        let why = PostFailed::Status {
+            server: self.remote.shown().into_owned(),
+            status,
+            detail,
+        };
+        // `fail` logs it when nobody waits for an answer.
+        self.fail(id, &why);
     }
 }
 

@@ -10,7 +10,7 @@ use hyper::{Method, StatusCode};
 use serde_json::Value;
 
 use super::answer::body_kind;
-use super::Conn;
+use super::{Conn, PostFailed};
 use crate::downstream::client::Response;
 use crate::downstream::remote::{server_token, Peek};
 use crate::downstream::sse::Kind;
@@ -63,7 +63,7 @@ impl Conn {
         peek: &Peek,
         line: &[u8],
         h: &mut HeaderMap,
-    ) -> Result<(), String> {
+    ) -> Result<(), PostFailed> {
         if peek.modern.is_none() || peek.method.as_deref() != Some("tools/call") {
             return Ok(());
         }
@@ -76,9 +76,10 @@ impl Conn {
             Some(Ok(d)) if !d.is_empty() => d,
             None | Some(Ok(_)) => return Ok(()),
             Some(Err(why)) => {
-                return Err(format!(
-                    "tool {tool:?} is not called over HTTP: its x-mcp-header declarations are invalid ({why})"
-                ))
+                return Err(PostFailed::InvalidToolSchema {
+                    tool: tool.to_string(),
+                    why,
+                })
             }
         };
         // Parsed again only for a tool that declares parameters.
