@@ -364,7 +364,7 @@ fn raised_requests_are_capped_in_total_whatever_the_caller_names() {
     assert_eq!(again.request_id, raise_as(&l, 7).unwrap().request_id);
     let n: i64 = l
         .store
-        .read(|c| Ok(c.query_row("SELECT count(*) FROM raised", [], |r| r.get(0))?))
+        .sql(|c| Ok(c.query_row("SELECT count(*) FROM raised", [], |r| r.get(0))?))
         .unwrap();
     assert_eq!(n, MAX_RAISED);
 
@@ -377,7 +377,7 @@ fn raised_requests_are_capped_in_total_whatever_the_caller_names() {
     }
     let n: i64 = l
         .store
-        .read(|c| Ok(c.query_row("SELECT count(*) FROM raised", [], |r| r.get(0))?))
+        .sql(|c| Ok(c.query_row("SELECT count(*) FROM raised", [], |r| r.get(0))?))
         .unwrap();
     assert!(n <= MAX_RAISED, "{n}");
 }

@@ -12,9 +12,9 @@ pub enum DaemonError {
     /// A domain refusal the client can act on.
     #[error("{message}")]
     Refused { reason: Reason, message: String },
-    /// SQLite failed (disk full, read-only, corruption).
+    /// The store failed (disk full, read-only, corruption, connection lost).
     #[error("database: {0}")]
-    Db(#[from] rusqlite::Error),
+    Store(#[from] crate::store::StoreError),
     /// Filesystem or other I/O failed.
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
@@ -30,6 +30,12 @@ impl DaemonError {
             reason,
             message: message.into(),
         }
+    }
+}
+
+impl From<rusqlite::Error> for DaemonError {
+    fn from(e: rusqlite::Error) -> Self {
+        DaemonError::Store(e.into())
     }
 }
 
@@ -74,11 +80,12 @@ impl From<DaemonError> for Status {
             DaemonError::Refused { reason, message } => {
                 tc_proto::refusal(code_for(reason), reason, message)
             }
-            DaemonError::Db(rusqlite::Error::SqliteFailure(f, _))
-                if matches!(
-                    f.code,
-                    rusqlite::ErrorCode::DiskFull | rusqlite::ErrorCode::ReadOnly
-                ) =>
+            DaemonError::Store(crate::store::StoreError::Sqlite(
+                rusqlite::Error::SqliteFailure(f, _),
+            )) if matches!(
+                f.code,
+                rusqlite::ErrorCode::DiskFull | rusqlite::ErrorCode::ReadOnly
+            ) =>
             {
                 tracing::error!(error = %f, "database cannot be written");
                 Status::resource_exhausted(

@@ -15,6 +15,7 @@ pub mod ledger;
 pub mod limits;
 pub mod listener;
 pub mod page;
+pub mod record;
 pub mod retention;
 pub mod seal;
 pub mod secret;

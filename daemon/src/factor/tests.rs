@@ -33,7 +33,7 @@ impl Fx {
         assert!(uri.starts_with("otpauth://totp/tc:alice?secret="), "{uri}");
         assert!(uri.contains(&b32));
         let secret = store
-            .read(|tx| Ok(store::load(tx, UID)?.unwrap().secret))
+            .read(|tx| Ok(tx.load_factor(UID, false)?.unwrap().secret))
             .unwrap();
         assert_eq!(secret.len(), 20);
         assert_eq!(totp::base32(&secret), b32);
@@ -65,7 +65,7 @@ impl Fx {
 
     fn row(&self) -> Row {
         self.store
-            .read(|tx| Ok(store::load(tx, UID)?.unwrap()))
+            .read(|tx| Ok(tx.load_factor(UID, false)?.unwrap()))
             .unwrap()
     }
 
@@ -300,7 +300,7 @@ mod mint {
             .unwrap();
         let secret = l
             .store
-            .read(|tx| Ok(store::load(tx, UID)?.unwrap().secret))
+            .read(|tx| Ok(tx.load_factor(UID, false)?.unwrap().secret))
             .unwrap();
         // Confirmed with a step long gone, so the current ones are fresh.
         let old = now - 10 * totp::PERIOD_MS;
@@ -320,7 +320,7 @@ mod mint {
 
     fn tokens(l: &Ledger) -> i64 {
         l.store
-            .read(|tx| Ok(tx.query_row("SELECT count(*) FROM tokens", [], |r| r.get(0))?))
+            .sql(|tx| Ok(tx.query_row("SELECT count(*) FROM tokens", [], |r| r.get(0))?))
             .unwrap()
     }
 
@@ -345,7 +345,7 @@ mod mint {
         assert_eq!(tokens(&l), 0);
         let row = l
             .store
-            .read(|tx| Ok(store::load(tx, UID)?.unwrap()))
+            .read(|tx| Ok(tx.load_factor(UID, false)?.unwrap()))
             .unwrap();
         assert_eq!(row.failures, 1, "the refused mint committed its failure");
         // Past the delay, the right code mints once and its step is spent with it.
@@ -357,7 +357,7 @@ mod mint {
         assert_eq!(tokens(&l), 1);
         let row = l
             .store
-            .read(|tx| Ok(store::load(tx, UID)?.unwrap()))
+            .read(|tx| Ok(tx.load_factor(UID, false)?.unwrap()))
             .unwrap();
         assert!(row.last_step >= totp::step_of(now), "{row:?}");
         assert_eq!(

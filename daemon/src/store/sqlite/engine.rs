@@ -1,9 +1,8 @@
-//! The SQLite store: opening in WAL with `synchronous=FULL`, the versioned schema and
-//! its migrations, transactions, the event log every change writes into, and the counters
-//! derived from it (plus what retention pruned, so they never go backwards).
+//! The SQLite engine: one connection in WAL with `synchronous=FULL`, owned by a store
+//! thread that group-commits queued jobs; the counters derived from the event log.
 //!
-//! - [`Store`]: one connection owned by a store thread that group-commits queued jobs.
-//! - [`NewEvent`]: an audit event, committed in the same transaction as its change.
+//! - [`Store`]: runs each write's rules over the connection as a [`Tx`], its events
+//!   committed in the same transaction.
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -11,224 +10,14 @@ use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 
-use rusqlite::{params, Connection, TransactionBehavior};
+use rusqlite::{Connection, TransactionBehavior};
 use tokio::sync::broadcast;
 
+use super::schema::{MIGRATIONS, SCHEMA_VERSION};
 use crate::error::DaemonError;
-
-/// Schema migrations; `PRAGMA user_version` is the index of the last one applied.
-pub(crate) const MIGRATIONS: &[&str] = &[
-    // 1: the initial schema.
-    r#"
-    CREATE TABLE raised (
-        vault TEXT NOT NULL, caller TEXT NOT NULL, args_hash TEXT NOT NULL,
-        tool TEXT NOT NULL, state_fp TEXT NOT NULL, summary TEXT NOT NULL,
-        raised_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,
-        PRIMARY KEY (vault, caller, args_hash)
-    );
-    CREATE TABLE tokens (
-        token_hash BLOB PRIMARY KEY,
-        vault TEXT NOT NULL, tool TEXT NOT NULL, caller TEXT NOT NULL, args_hash TEXT NOT NULL,
-        state_fp TEXT NOT NULL,
-        created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,
-        consumed_at INTEGER, redemption_id TEXT
-    );
-    CREATE TABLE redemptions (
-        id TEXT PRIMARY KEY, token_hash BLOB NOT NULL,
-        redeemed_at INTEGER NOT NULL, released_at INTEGER, final_at INTEGER
-    );
-    CREATE TABLE consumed_states (
-        nonce TEXT PRIMARY KEY, consumed_at INTEGER NOT NULL, expires_at INTEGER NOT NULL
-    );
-    CREATE INDEX consumed_states_expiry ON consumed_states (expires_at);
-    CREATE TABLE events (
-        id INTEGER PRIMARY KEY AUTOINCREMENT, at_ms INTEGER NOT NULL, kind TEXT NOT NULL,
-        vault TEXT NOT NULL, tool TEXT NOT NULL, caller TEXT NOT NULL,
-        args_hash TEXT NOT NULL, state_fp TEXT NOT NULL, detail TEXT NOT NULL
-    );
-    CREATE TABLE counters (
-        name TEXT NOT NULL, labels TEXT NOT NULL, value INTEGER NOT NULL,
-        PRIMARY KEY (name, labels)
-    );
-    "#,
-    // 2: counters are derived from the event log at start and kept in memory (one less
-    // write per event); a partial index keeps "live tokens" cheap for `Status`.
-    r#"
-    DROP TABLE counters;
-    CREATE INDEX tokens_live ON tokens (expires_at) WHERE consumed_at IS NULL;
-    "#,
-    // 3: `redemptions` folds into `tokens` (a redeem writes one row instead of two rows
-    // in two tables, each with its own B-trees). A token keeps its latest redemption:
-    // `redemption_id`, its sequence number `redeemed`, `released_at`, `final_at`. New
-    // redemption ids are `<tokens.id>.<seq>.<random>`, found by rowid with no index; ids
-    // issued before this migration (no '.') are found through `legacy_redemptions`,
-    // written only here. `id` is an explicit rowid so VACUUM cannot renumber it.
-    r#"
-    CREATE TABLE tokens_v3 (
-        id INTEGER PRIMARY KEY,
-        token_hash BLOB NOT NULL,
-        vault TEXT NOT NULL, tool TEXT NOT NULL, caller TEXT NOT NULL, args_hash TEXT NOT NULL,
-        state_fp TEXT NOT NULL,
-        created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,
-        consumed_at INTEGER,
-        redemption_id TEXT, redeemed INTEGER NOT NULL DEFAULT 0,
-        released_at INTEGER, final_at INTEGER
-    );
-    INSERT INTO tokens_v3 (token_hash, vault, tool, caller, args_hash, state_fp, created_at,
-                           expires_at, consumed_at, redemption_id, redeemed, released_at, final_at)
-    SELECT t.token_hash, t.vault, t.tool, t.caller, t.args_hash, t.state_fp, t.created_at,
-           t.expires_at, t.consumed_at, r.id,
-           (SELECT count(*) FROM redemptions c WHERE c.token_hash = t.token_hash),
-           r.released_at, r.final_at
-    FROM tokens t
-    -- The latest redemption: the one the token names while spent, else the newest row
-    -- (released ones; v2 cleared tokens.redemption_id on release).
-    LEFT JOIN redemptions r ON r.rowid = coalesce(
-        (SELECT x.rowid FROM redemptions x WHERE x.id = t.redemption_id),
-        (SELECT max(y.rowid) FROM redemptions y WHERE y.token_hash = t.token_hash))
-    ORDER BY t.rowid;
-    CREATE TABLE legacy_redemptions (id TEXT PRIMARY KEY, token_id INTEGER NOT NULL) WITHOUT ROWID;
-    INSERT INTO legacy_redemptions (id, token_id)
-    SELECT r.id, n.id FROM redemptions r JOIN tokens_v3 n ON n.token_hash = r.token_hash;
-    DROP TABLE redemptions;
-    DROP TABLE tokens;
-    ALTER TABLE tokens_v3 RENAME TO tokens;
-    CREATE UNIQUE INDEX tokens_hash ON tokens (token_hash);
-    CREATE INDEX tokens_live ON tokens (expires_at) WHERE consumed_at IS NULL;
-    -- Events lose AUTOINCREMENT: events are never deleted, so max(id)+1 hands out the
-    -- same ids, and every event no longer also rewrites the sqlite_sequence page.
-    CREATE TABLE events_v3 (
-        id INTEGER PRIMARY KEY, at_ms INTEGER NOT NULL, kind TEXT NOT NULL,
-        vault TEXT NOT NULL, tool TEXT NOT NULL, caller TEXT NOT NULL,
-        args_hash TEXT NOT NULL, state_fp TEXT NOT NULL, detail TEXT NOT NULL
-    );
-    INSERT INTO events_v3 (id, at_ms, kind, vault, tool, caller, args_hash, state_fp, detail)
-    SELECT id, at_ms, kind, vault, tool, caller, args_hash, state_fp, detail FROM events;
-    DROP TABLE events;
-    ALTER TABLE events_v3 RENAME TO events;
-    "#,
-    // 4: indexes that a redeem never rewrites. `tokens_live` (partial on `consumed_at IS
-    // NULL`) lost an entry on every redeem: one more B-tree page in each redeem's fsync.
-    // `tokens_expiry` covers the same `Status` count (a range scan of the tokens minted
-    // within one TTL) and lets garbage collection find old tokens; `tokens_args` finds a
-    // call's tokens for `RecordConsumed`'s sibling voiding and `pending`'s "minted" flag,
-    // which scanned the whole table before. Neither column changes after minting.
-    r#"
-    DROP INDEX tokens_live;
-    CREATE INDEX tokens_expiry ON tokens (expires_at);
-    CREATE INDEX tokens_args ON tokens (args_hash);
-    "#,
-    // 5: events are pruned by retention (`retention.rs`); what was pruned is counted here
-    // per kind and reason, so the counters derived at start (live events + pruned ones)
-    // never go backwards.
-    r#"
-    CREATE TABLE events_pruned (
-        kind TEXT NOT NULL, reason TEXT NOT NULL, n INTEGER NOT NULL,
-        PRIMARY KEY (kind, reason)
-    ) WITHOUT ROWID;
-    "#,
-    // 6 (guarded mode): one TOTP factor per human uid (`factor/`). `last_step` is the
-    // last time step accepted (only later ones are), `failures` the wrong codes in a row,
-    // `next_try_at` (ms) when the next code may be evaluated, `locked` until root unlocks.
-    r#"
-    CREATE TABLE factors (
-        uid INTEGER PRIMARY KEY,
-        secret BLOB NOT NULL,
-        confirmed INTEGER NOT NULL DEFAULT 0,
-        last_step INTEGER NOT NULL DEFAULT -1,
-        failures INTEGER NOT NULL DEFAULT 0,
-        next_try_at INTEGER NOT NULL DEFAULT 0,
-        locked INTEGER NOT NULL DEFAULT 0,
-        enrolled_at INTEGER NOT NULL
-    );
-    "#,
-    // 7 (approvals): a raised request gets a short id, its full arguments, what its
-    // approval covers and the uid that raised it; `status` is pending, approved (the
-    // approval is the token row `token_id`, never shown to anyone) or declined (with
-    // `reason`); `expired_logged`: its tc.elicit.expired event is written.
-    r#"
-    ALTER TABLE raised ADD COLUMN request_id TEXT;
-    ALTER TABLE raised ADD COLUMN args_json TEXT NOT NULL DEFAULT '';
-    ALTER TABLE raised ADD COLUMN covers TEXT NOT NULL DEFAULT '';
-    ALTER TABLE raised ADD COLUMN raised_by_uid INTEGER;
-    ALTER TABLE raised ADD COLUMN status TEXT NOT NULL DEFAULT 'pending';
-    ALTER TABLE raised ADD COLUMN reason TEXT NOT NULL DEFAULT '';
-    ALTER TABLE raised ADD COLUMN token_id INTEGER;
-    ALTER TABLE raised ADD COLUMN expired_logged INTEGER NOT NULL DEFAULT 0;
-    CREATE UNIQUE INDEX raised_request_id ON raised (request_id);
-    CREATE INDEX raised_expiry ON raised (expires_at);
-    "#,
-    // 8 (preview): the gate's preview the shim computed for a raised request (a unified
-    // diff, or the line saying why none is shown), capped; '' when the gate has none.
-    r#"
-    ALTER TABLE raised ADD COLUMN preview TEXT NOT NULL DEFAULT '';
-    "#,
-    // 9 (the approval page): passkeys registered for approving on the page (`page/`),
-    // the WebAuthn credential as webauthn-rs serialises it (public key and counter, no
-    // secret); and the one-time registration codes `tcctl passkey add` prints (their
-    // SHA-256 only, single use, short-lived).
-    r#"
-    CREATE TABLE passkeys (
-        cred_id TEXT PRIMARY KEY,
-        name TEXT NOT NULL,
-        passkey TEXT NOT NULL,
-        created_at INTEGER NOT NULL,
-        last_used_at INTEGER
-    );
-    CREATE TABLE passkey_codes (
-        code_hash BLOB PRIMARY KEY,
-        expires_at INTEGER NOT NULL
-    );
-    "#,
-    // 10 (whose is what): the uid each event, passkey and registration code belongs to
-    // (NULL: the daemon's own, or written before owners existed); a passkey registered in
-    // guarded mode waits inactive until its human confirms it with their code; and the
-    // one-time links `tcctl page` opens the page with (their SHA-256 only).
-    r#"
-    ALTER TABLE events ADD COLUMN owner_uid INTEGER;
-    CREATE INDEX events_owner ON events (owner_uid, id);
-    ALTER TABLE passkeys ADD COLUMN owner_uid INTEGER;
-    ALTER TABLE passkeys ADD COLUMN active INTEGER NOT NULL DEFAULT 1;
-    ALTER TABLE passkey_codes ADD COLUMN owner_uid INTEGER;
-    CREATE TABLE page_links (
-        link_hash BLOB PRIMARY KEY,
-        uid INTEGER NOT NULL,
-        request_id TEXT,
-        expires_at INTEGER NOT NULL
-    );
-    "#,
-];
-
-/// The schema version this build writes.
-pub const SCHEMA_VERSION: usize = MIGRATIONS.len();
-
-/// An audit event to commit alongside a state change. Never holds a token or secret.
-#[derive(Debug, Default, Clone)]
-pub struct NewEvent {
-    pub kind: &'static str,
-    pub vault: String,
-    pub tool: String,
-    pub caller: String,
-    pub args_hash: String,
-    pub state_fp: String,
-    pub detail: serde_json::Value,
-    /// The human it concerns (guarded mode); when unset, the uid a qualified caller names.
-    pub owner: Option<u32>,
-}
-
-/// A committed event as read back.
-#[derive(Debug, Clone)]
-pub struct EventRow {
-    pub id: i64,
-    pub at_ms: i64,
-    pub kind: String,
-    pub vault: String,
-    pub tool: String,
-    pub caller: String,
-    pub args_hash: String,
-    pub state_fp: String,
-    pub detail: String,
-}
+use crate::record::{counter_keys, EventRow, NewEvent};
+use crate::store::queries::{EventQueries, Tx};
+use crate::store::{StoreError, Written};
 
 /// The database, the in-memory counters, and the "events committed" signal
 /// `ListEvents --follow` waits on.
@@ -312,14 +101,7 @@ impl Store {
         conn.set_prepared_statement_cache_capacity(64);
         migrate(&mut conn)?;
         let counters = derive_counters(&conn)?;
-        let event_bytes: i64 = conn.query_row(
-            &format!(
-                "SELECT coalesce(sum({}), 0) FROM events",
-                crate::retention::EVENT_BYTES
-            ),
-            [],
-            |r| r.get(0),
-        )?;
+        let event_bytes = conn.event_bytes()?;
         let (committed, _) = broadcast::channel(64);
         let shared = Arc::new(Shared {
             conn: Mutex::new(Some(conn)),
@@ -327,7 +109,7 @@ impl Store {
             counters: Mutex::new(counters),
             committed,
             on_thread: std::sync::atomic::AtomicUsize::new(0),
-            event_bytes: AtomicU64::new(event_bytes as u64),
+            event_bytes: AtomicU64::new(event_bytes),
             prune_at: AtomicU64::new(u64::MAX),
             prune_wanted: tokio::sync::Notify::new(),
         });
@@ -466,7 +248,7 @@ impl Store {
     /// [`Store::call`] job this is a savepoint of the group's transaction.
     pub fn write<T>(
         &self,
-        f: impl FnOnce(&Connection, &mut Vec<NewEvent>) -> Written<T>,
+        f: impl FnOnce(&dyn Tx, &mut Vec<NewEvent>) -> Written<T>,
     ) -> Result<T, DaemonError> {
         self.write_logged(f)?.0
     }
@@ -474,7 +256,7 @@ impl Store {
     /// [`Store::write`], also returning the id of the last event it inserted (0: none).
     fn write_logged<T>(
         &self,
-        f: impl FnOnce(&Connection, &mut Vec<NewEvent>) -> Written<T>,
+        f: impl FnOnce(&dyn Tx, &mut Vec<NewEvent>) -> Written<T>,
     ) -> Result<(Result<T, DaemonError>, i64), DaemonError> {
         let run = |conn: &Connection| -> Result<Done<T>, DaemonError> {
             let mut events = Vec::new();
@@ -530,6 +312,14 @@ impl Store {
     /// group's earlier writes; its result is delivered only after they commit).
     pub fn read<T>(
         &self,
+        f: impl FnOnce(&dyn Tx) -> Result<T, DaemonError>,
+    ) -> Result<T, DaemonError> {
+        self.sql(|c| f(c))
+    }
+
+    /// [`Store::read`] on the connection itself (migrations' tests, schema checks).
+    pub fn sql<T>(
+        &self,
         f: impl FnOnce(&Connection) -> Result<T, DaemonError>,
     ) -> Result<T, DaemonError> {
         let mut f = Some(f);
@@ -577,7 +367,7 @@ impl Store {
             .event_bytes
             .fetch_update(Relaxed, Relaxed, |b| Some(b.saturating_sub(freed_bytes)));
         for (reason, n) in by_reason {
-            self.bump(crate::retention::pruned_key(reason), *n);
+            self.bump(crate::record::pruned_key(reason), *n);
         }
     }
 
@@ -608,26 +398,7 @@ impl Store {
         limit: u32,
         owner: Option<u32>,
     ) -> Result<Vec<EventRow>, DaemonError> {
-        self.read(|c| {
-            let mut st = c.prepare_cached(
-                "SELECT id, at_ms, kind, vault, tool, caller, args_hash, state_fp, detail
-                 FROM events WHERE id > ?1 AND (?3 IS NULL OR owner_uid = ?3) ORDER BY id LIMIT ?2",
-            )?;
-            let rows = st.query_map(params![after, limit, owner], |r| {
-                Ok(EventRow {
-                    id: r.get(0)?,
-                    at_ms: r.get(1)?,
-                    kind: r.get(2)?,
-                    vault: r.get(3)?,
-                    tool: r.get(4)?,
-                    caller: r.get(5)?,
-                    args_hash: r.get(6)?,
-                    state_fp: r.get(7)?,
-                    detail: r.get(8)?,
-                })
-            })?;
-            Ok(rows.collect::<Result<_, _>>()?)
-        })
+        self.read(|c| Ok(c.events_after(after, limit, owner)?))
     }
 
     /// All counters as (name, labels, value), sorted.
@@ -645,10 +416,7 @@ impl Store {
     /// Number of events ever committed (ids start at 1, and retention never deletes the
     /// newest row, so `max(id)` is never handed out again).
     pub fn event_count(&self) -> Result<u64, DaemonError> {
-        self.read(|c| {
-            Ok(c.prepare_cached("SELECT coalesce(max(id), 0) FROM events")?
-                .query_row([], |r| r.get::<_, i64>(0))? as u64)
-        })
+        self.read(|c| Ok(c.max_event_id()? as u64))
     }
 
     /// Runs `f` on the connection from a thread that is not running a group: waits until
@@ -837,24 +605,12 @@ fn run_group(shared: &Shared, jobs: Vec<Job>) {
 /// `Clone`); SQLite's code is kept so disk-full still maps to `resource_exhausted`.
 fn copy_error(e: &rusqlite::Error) -> DaemonError {
     match e {
-        rusqlite::Error::SqliteFailure(f, m) => {
-            DaemonError::Db(rusqlite::Error::SqliteFailure(*f, m.clone()))
-        }
+        rusqlite::Error::SqliteFailure(f, m) => DaemonError::Store(StoreError::Sqlite(
+            rusqlite::Error::SqliteFailure(*f, m.clone()),
+        )),
         other => DaemonError::Internal(format!("commit failed: {other}")),
     }
 }
-
-/// The counters one event of `kind` adds to.
-fn counter_keys(kind: &str) -> Vec<(String, String)> {
-    let mut keys = vec![("tc_events_total".to_string(), format!("kind=\"{kind}\""))];
-    if kind == tc_core::codes::events::OVERFLOW {
-        keys.push(("governor_truncations_total".to_string(), String::new()));
-    }
-    keys
-}
-
-/// What a [`Store::write`] closure returns: outer `Err` rolls back, inner `Err` commits then refuses.
-pub type Written<T> = Result<Result<T, DaemonError>, DaemonError>;
 
 fn migrate(conn: &mut Connection) -> Result<(), DaemonError> {
     let current: usize =
@@ -880,254 +636,30 @@ fn migrate(conn: &mut Connection) -> Result<(), DaemonError> {
 
 /// Inserts `ev`; returns its id and its size as retention counts it.
 fn insert_event(tx: &Connection, ev: &NewEvent) -> Result<(i64, u64), DaemonError> {
-    let detail = if ev.detail.is_null() {
-        "{}".to_string()
-    } else {
-        ev.detail.to_string()
-    };
-    let bytes = crate::retention::ROW_OVERHEAD
-        + [
-            ev.kind,
-            &ev.vault,
-            &ev.tool,
-            &ev.caller,
-            &ev.args_hash,
-            &ev.state_fp,
-            &detail,
-        ]
-        .iter()
-        .map(|f| f.len() as u64)
-        .sum::<u64>();
-    tx.prepare_cached(
-        "INSERT INTO events (at_ms, kind, vault, tool, caller, args_hash, state_fp, detail, owner_uid)
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-    )?
-    .execute(params![
-        tc_core::now_ms(),
-        ev.kind,
-        ev.vault,
-        ev.tool,
-        ev.caller,
-        ev.args_hash,
-        ev.state_fp,
-        detail,
-        ev.owner.or_else(|| tc_core::owner::of(&ev.caller))
-    ])?;
-    Ok((tx.last_insert_rowid(), bytes))
+    let detail = ev.detail_text();
+    let id = tx.insert_event(ev, &detail, tc_core::now_ms())?;
+    Ok((id, ev.size(&detail)))
 }
 
 /// The counters at start: each kind's live events plus those retention pruned, and the
 /// pruned totals by reason.
-fn derive_counters(conn: &Connection) -> Result<BTreeMap<(String, String), u64>, DaemonError> {
+pub(crate) fn derive_counters(
+    conn: &dyn Tx,
+) -> Result<BTreeMap<(String, String), u64>, DaemonError> {
     let mut counters = BTreeMap::new();
-    let mut st = conn.prepare(
-        "SELECT kind, sum(n), '' FROM (SELECT kind, count(*) AS n FROM events GROUP BY kind
-           UNION ALL SELECT kind, n FROM events_pruned) GROUP BY kind
-         UNION ALL SELECT '', sum(n), reason FROM events_pruned GROUP BY reason",
-    )?;
-    let rows = st.query_map([], |r| {
-        Ok((
-            r.get::<_, String>(0)?,
-            r.get::<_, i64>(1)?,
-            r.get::<_, String>(2)?,
-        ))
-    })?;
-    for row in rows {
-        let (kind, n, reason) = row?;
+    for (kind, n, reason) in conn.event_totals()? {
         let keys = if reason.is_empty() {
             counter_keys(&kind)
         } else {
-            vec![crate::retention::pruned_key(&reason)]
+            vec![crate::record::pruned_key(&reason)]
         };
         for key in keys {
-            *counters.entry(key).or_insert(0) += n as u64;
+            *counters.entry(key).or_insert(0) += n;
         }
     }
     Ok(counters)
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn migrates_once_and_refuses_a_newer_schema() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("cache.db");
-        drop(Store::open(&path).unwrap());
-        drop(Store::open(&path).unwrap());
-        let c = Connection::open(&path).unwrap();
-        let v: i64 = c
-            .pragma_query_value(None, "user_version", |r| r.get(0))
-            .unwrap();
-        assert_eq!(v as usize, SCHEMA_VERSION);
-        let mode: String = c
-            .pragma_query_value(None, "journal_mode", |r| r.get(0))
-            .unwrap();
-        assert_eq!(mode, "wal");
-        c.pragma_update(None, "user_version", 99).unwrap();
-        drop(c);
-        assert!(Store::open(&path).is_err());
-    }
-
-    #[test]
-    fn an_aborted_write_commits_no_event() {
-        let dir = tempfile::tempdir().unwrap();
-        let s = Store::open(&dir.path().join("db")).unwrap();
-        let r: Result<(), _> = s.write(|_, evs| {
-            evs.push(NewEvent {
-                kind: "x",
-                ..Default::default()
-            });
-            Err(DaemonError::Internal("no".into()))
-        });
-        assert!(r.is_err());
-        assert!(s.events_after(0, 10).unwrap().is_empty());
-        s.write(|_, evs| {
-            evs.push(NewEvent {
-                kind: "y",
-                ..Default::default()
-            });
-            Ok(Ok(()))
-        })
-        .unwrap();
-        assert_eq!(s.events_after(0, 10).unwrap()[0].kind, "y");
-    }
-
-    fn ev(kind: &'static str) -> NewEvent {
-        NewEvent {
-            kind,
-            ..Default::default()
-        }
-    }
-
-    /// Kinds of the events a separate connection (another process, in effect) can see:
-    /// only what is committed.
-    fn committed_kinds(path: &Path) -> Vec<String> {
-        let c = Connection::open(path).unwrap();
-        let mut st = c.prepare("SELECT kind FROM events ORDER BY id").unwrap();
-        let rows = st.query_map([], |r| r.get(0)).unwrap();
-        rows.collect::<Result<_, _>>().unwrap()
-    }
-
-    /// Jobs queued while the store thread is busy run as one group: a later job of the
-    /// group cannot see an earlier one's write from outside (not committed yet), a failing
-    /// job rolls back only itself, and each caller hears back only once its write is
-    /// committed (visible to another connection).
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn queued_jobs_commit_as_one_group_and_reply_after_the_commit() {
-        grouped(false).await;
-    }
-
-    /// The same through a runner: the blocker runs inline (a lone job), the three jobs
-    /// queued behind it go to the store thread as one group.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn queued_jobs_commit_as_one_group_through_a_runner() {
-        grouped(true).await;
-    }
-
-    fn open_store(path: &Path, runner: bool) -> Arc<Store> {
-        let store = Arc::new(Store::open(path).unwrap());
-        if runner {
-            tokio::spawn(store.runner().unwrap());
-        }
-        store
-    }
-
-    async fn grouped(runner: bool) {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("db");
-        let store = open_store(&path, runner);
-
-        // Hold the store (thread or runner) until every other job is queued behind this
-        // one, and queue them only once it is running, so they cannot join its group.
-        let (open_gate, gate) = mpsc::channel::<()>();
-        let (started, running) = tokio::sync::oneshot::channel::<()>();
-        let blocker = tokio::spawn(store.call(move || {
-            let _ = started.send(());
-            gate.recv().unwrap();
-            Ok(())
-        }));
-        running.await.unwrap();
-        let s = store.clone();
-        let first = store.call(move || s.append(ev("first")).map(|_| ()));
-        // Same group as "first": not committed yet, so invisible from outside.
-        let p = path.clone();
-        let peek = store.call(move || Ok(committed_kinds(&p)));
-        let s = store.clone();
-        let doomed = store.call(move || {
-            s.write(|_, evs| {
-                evs.push(ev("doomed"));
-                Err::<Result<(), _>, _>(DaemonError::Internal("refused".into()))
-            })
-        });
-        let s = store.clone();
-        let last = store.call(move || s.append(ev("last")).map(|_| ()));
-        open_gate.send(()).unwrap();
-        blocker.await.unwrap().unwrap();
-        // The rolled-back job is refused, the others committed, in queue order.
-        first.await.unwrap();
-        let peeked = peek.await.unwrap();
-        // The store thread takes the whole queue at once, so the group is certain there;
-        // the runner task may wake between two of the sends above (the test runs on two
-        // workers) and split them into two groups, which is slower but just as correct.
-        if !runner {
-            assert_eq!(peeked, Vec::<String>::new(), "not grouped");
-        } else {
-            assert!(peeked.is_empty() || peeked == ["first"], "{peeked:?}");
-        }
-        assert!(matches!(doomed.await, Err(DaemonError::Internal(m)) if m == "refused"));
-        last.await.unwrap();
-        assert_eq!(committed_kinds(&path), vec!["first", "last"]);
-        let counters = store.counters();
-        assert!(counters
-            .iter()
-            .any(|(_, l, v)| l == "kind=\"first\"" && *v == 1));
-        assert!(!counters.iter().any(|(_, l, _)| l == "kind=\"doomed\""));
-    }
-
-    /// A reply never precedes its commit: the moment `call` resolves, another connection
-    /// sees the write.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_reply_is_visible_to_another_connection_when_it_arrives() {
-        visible_on_reply(false).await;
-    }
-
-    /// The same through a runner on a current-thread runtime (as tcd runs it): lone jobs
-    /// inline, bursts on the store thread, every reply after its commit either way.
-    #[tokio::test(flavor = "current_thread")]
-    async fn a_reply_is_visible_on_arrival_through_a_runner() {
-        visible_on_reply(true).await;
-    }
-
-    async fn visible_on_reply(runner: bool) {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("db");
-        let store = open_store(&path, runner);
-        let mut tasks = Vec::new();
-        for i in 0..8 {
-            let s = store.clone();
-            let p = path.clone();
-            tasks.push(tokio::spawn(async move {
-                for _ in 0..10 {
-                    let inner = s.clone();
-                    let id = s.call(move || inner.append(ev("x"))).await.unwrap();
-                    let c = Connection::open(&p).unwrap();
-                    let seen: i64 = c
-                        .query_row("SELECT count(*) FROM events WHERE id = ?1", [id], |r| {
-                            r.get(0)
-                        })
-                        .unwrap();
-                    assert_eq!(
-                        seen, 1,
-                        "client {i}: reply for event {id} before its commit"
-                    );
-                }
-            }));
-        }
-        for t in tasks {
-            t.await.unwrap();
-        }
-        assert_eq!(committed_kinds(&path).len(), 80);
-    }
-}
+#[path = "engine_tests.rs"]
+mod tests;
