@@ -15,9 +15,11 @@ use crate::paths::{self, PathError};
 mod http;
 mod http_auth;
 mod remote;
+mod store;
 pub use http::*;
 pub use http_auth::*;
 pub use remote::shown_url;
+pub use store::{PostgresConfig, StoreKind, DEFAULT_POOL_SIZE};
 
 /// Default confirmation lifetime.
 pub const DEFAULT_TTL_SECONDS: u32 = 300;
@@ -109,6 +111,10 @@ pub struct DaemonConfig {
     /// `personal` (default: tcd runs as you) or `guarded` (tcd runs as its own system user
     /// from the root-owned /etc/tc/config.toml, and every approval needs a factor).
     pub mode: Mode,
+    /// `sqlite` (default) or `postgres`; a `[daemon.postgres]` table alone means postgres.
+    pub store: Option<StoreKind>,
+    /// `[daemon.postgres]`: the shared ledger of several replicas (`config/store.rs`).
+    pub postgres: Option<PostgresConfig>,
 }
 
 /// Who tcd serves and what an approval needs (DESIGN 10).
@@ -211,6 +217,8 @@ impl Default for DaemonConfig {
             rate_limit_per_minute: DEFAULT_RATE_LIMIT_PER_MINUTE,
             rate_limit_burst: DEFAULT_RATE_LIMIT_BURST,
             mode: Mode::Personal,
+            store: None,
+            postgres: None,
         }
     }
 }
@@ -612,6 +620,7 @@ impl Config {
                 return Err(self.invalid(format!("daemon.{key}"), rule));
             }
         }
+        self.validate_store()?;
         if self.governor.max_response_bytes < 1024 {
             return Err(self.invalid(
                 "governor.max_response_bytes".into(),

@@ -39,6 +39,17 @@ impl From<rusqlite::Error> for DaemonError {
     }
 }
 
+/// Whether `e` means the database cannot be reached now (retry later), as opposed to a
+/// fault; the message names the store, never SQL or key material.
+fn unreachable(e: &crate::store::StoreError) -> bool {
+    use crate::store::StoreError;
+    match e {
+        StoreError::Unavailable(_) => true,
+        StoreError::Postgres(p) => p.is_closed() || p.as_db_error().is_none(),
+        _ => false,
+    }
+}
+
 /// A blob that does not open is `invalid`, whatever the cause (`seal.rs`).
 impl From<crate::seal::SealError> for DaemonError {
     fn from(e: crate::seal::SealError) -> Self {
@@ -91,6 +102,12 @@ impl From<DaemonError> for Status {
                 Status::resource_exhausted(
                     "tcd cannot write its database (disk full or read-only); nothing was recorded",
                 )
+            }
+            DaemonError::Store(e) if unreachable(&e) => {
+                tracing::error!(error = %e, "the store is unreachable");
+                Status::unavailable(format!(
+                    "tcd's ledger store is unreachable; nothing was recorded or spent ({e})"
+                ))
             }
             other => {
                 tracing::error!(error = %other, "internal error");

@@ -647,6 +647,16 @@ impl Ledger {
 
     /// Replaces the secret; every outstanding token, state and cursor stops verifying.
     pub fn rotate_secret(&self) -> Result<u64, DaemonError> {
+        if self.store.is_shared() {
+            return Err(DaemonError::refused(
+                Reason::NotPermitted,
+                "this tcd is one replica of a ledger shared on PostgreSQL: rotating its key alone \
+                 would leave the other replicas on the old one. To rotate: stop every replica; write \
+                 one new key (head -c 32 /dev/urandom > FILE; chmod 600 FILE) to each replica's \
+                 [daemon.postgres] secret_file; run `DELETE FROM tc_meta WHERE name = 'key_check'` \
+                 on the database; start the replicas again (outstanding confirmations are void)",
+            ));
+        }
         let mut secret = self.secret.write().unwrap_or_else(|p| p.into_inner());
         secret
             .rotate()

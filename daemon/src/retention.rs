@@ -69,6 +69,9 @@ pub fn prune_batch(
     policy: Retention,
     live_bytes: u64,
 ) -> Result<Pruned, DaemonError> {
+    if !tx.try_collect_lock()? {
+        return Ok(Pruned::default()); // another replica is pruning
+    }
     let cutoff = now_ms.saturating_sub(policy.max_age_ms);
     let rows = tx.oldest_events(BATCH as u32)?;
     let mut out = Pruned::default();
@@ -116,6 +119,9 @@ impl Ledger {
 
     pub(crate) fn gc_at(&self, now: i64) -> Result<(), DaemonError> {
         self.store.write(|tx, evs| {
+            if !tx.try_collect_lock()? {
+                return Ok(Ok(())); // another replica is collecting
+            }
             // Raised requests: an hour past expiry, logging the unanswered ones as expired.
             crate::approvals::sweep(tx, evs, now)?;
             // A day past expiry, not at it: if the wall clock steps back after a

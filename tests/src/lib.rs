@@ -10,6 +10,7 @@ pub mod guarded;
 pub mod http;
 pub mod issuer;
 pub mod page;
+pub mod postgres;
 pub mod pty;
 pub mod rmcp_client;
 pub mod rmcp_http;

@@ -184,6 +184,9 @@ pub trait EventQueries {
     fn event_totals(&self) -> Q<Vec<(String, u64, String)>>;
     /// The live log's size as retention counts it.
     fn event_bytes(&self) -> Q<u64>;
+    /// Whether this transaction may collect and prune now: false while another replica
+    /// of a shared database does (it holds the lock until its commit).
+    fn try_collect_lock(&self) -> Q<bool>;
 }
 
 /// One human's second factor as stored.

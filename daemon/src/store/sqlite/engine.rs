@@ -1,46 +1,44 @@
 //! The SQLite engine: one connection in WAL with `synchronous=FULL`, owned by a store
 //! thread that group-commits queued jobs; the counters derived from the event log.
 //!
-//! - [`Store`]: runs each write's rules over the connection as a [`Tx`], its events
+//! - [`SqliteStore`]: runs each write's rules over the connection as a [`Tx`], its events
 //!   committed in the same transaction.
 
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{mpsc, Arc, Condvar, Mutex};
 
 use rusqlite::{Connection, TransactionBehavior};
-use tokio::sync::broadcast;
 
 use super::schema::{MIGRATIONS, SCHEMA_VERSION};
 use crate::error::DaemonError;
-use crate::record::{counter_keys, EventRow, NewEvent};
+use crate::record::{EventRow, NewEvent};
 use crate::store::queries::{EventQueries, Tx};
+use crate::store::signals::Signals;
 use crate::store::{StoreError, Written};
 
 /// The database, the in-memory counters, and the "events committed" signal
 /// `ListEvents --follow` waits on.
 ///
-/// [`Store::call`] jobs run in groups: every queued job goes into one `BEGIN IMMEDIATE`
+/// [`SqliteStore::call`] jobs run in groups: every queued job goes into one `BEGIN IMMEDIATE`
 /// transaction, each job's writes in their own savepoint (a failing job rolls back only
 /// itself), the group commits once (one fsync for all of it under `synchronous=FULL`),
 /// and only then does each job get its result. Concurrent redeems thus share an fsync,
 /// and no reply can precede its commit.
 ///
-/// Groups run on a dedicated `tcd-store` thread. With a [`Store::runner`] task on the
+/// Groups run on a dedicated `tcd-store` thread. With a [`SqliteStore::runner`] task on the
 /// caller's runtime (tcd), a lone job arriving while that thread is idle runs inline on
 /// the runtime thread instead (see there): a sequential client then pays no thread
 /// hand-offs, while concurrent load still gets the pipelined thread.
 ///
-/// [`Store::write`], [`Store::read`] and [`Store::append`] called inside a job join that
+/// [`SqliteStore::write`], [`SqliteStore::read`] and [`SqliteStore::append`] called inside a job join that
 /// group; called from any other thread (unit tests, start-up) they run a transaction of
 /// their own, waiting for the group in flight.
-pub struct Store {
+pub struct SqliteStore {
     shared: Arc<Shared>,
     jobs: Mutex<mpsc::Sender<Msg>>,
     thread: Mutex<Option<std::thread::JoinHandle<()>>>,
-    /// The runner's queue, once [`Store::runner`] was called: jobs go there first.
+    /// The runner's queue, once [`SqliteStore::runner`] was called: jobs go there first.
     front: std::sync::OnceLock<tokio::sync::mpsc::UnboundedSender<Msg>>,
 }
 
@@ -49,15 +47,9 @@ struct Shared {
     /// `None` while the store thread holds the connection for a group.
     conn: Mutex<Option<Connection>>,
     returned: Condvar,
-    counters: Mutex<BTreeMap<(String, String), u64>>,
-    committed: broadcast::Sender<i64>,
+    signals: Arc<Signals>,
     /// Jobs handed to the store thread and not finished yet (0: it is idle).
     on_thread: std::sync::atomic::AtomicUsize,
-    /// The audit log's size as retention counts it ([`crate::retention::EVENT_BYTES`]).
-    event_bytes: AtomicU64,
-    /// Past this many event bytes, a commit wakes the collector (`prune_wanted`).
-    prune_at: AtomicU64,
-    prune_wanted: tokio::sync::Notify,
 }
 
 /// Runs on the store thread inside the group transaction; returns how to deliver its
@@ -86,10 +78,10 @@ thread_local! {
     static GROUP: RefCell<Option<Group>> = const { RefCell::new(None) };
 }
 
-impl Store {
+impl SqliteStore {
     /// Opens (creating) `path`, sets WAL + `synchronous=FULL`, migrates, and starts the
     /// store thread.
-    pub fn open(path: &Path) -> Result<Store, DaemonError> {
+    pub fn open(path: &Path) -> Result<SqliteStore, DaemonError> {
         let mut conn = Connection::open(path)?;
         // FULL: a commit (a spent token) is on disk before the reply leaves, so a
         // `kill -9` or power loss right after cannot resurrect the token.
@@ -100,25 +92,19 @@ impl Store {
         // Every statement is `prepare_cached`; the default 16 slots would evict some.
         conn.set_prepared_statement_cache_capacity(64);
         migrate(&mut conn)?;
-        let counters = derive_counters(&conn)?;
-        let event_bytes = conn.event_bytes()?;
-        let (committed, _) = broadcast::channel(64);
+        let signals = Arc::new(Signals::load(&conn)?);
         let shared = Arc::new(Shared {
             conn: Mutex::new(Some(conn)),
             returned: Condvar::new(),
-            counters: Mutex::new(counters),
-            committed,
+            signals,
             on_thread: std::sync::atomic::AtomicUsize::new(0),
-            event_bytes: AtomicU64::new(event_bytes),
-            prune_at: AtomicU64::new(u64::MAX),
-            prune_wanted: tokio::sync::Notify::new(),
         });
         let (tx, rx) = mpsc::channel();
         let thread_shared = shared.clone();
         let thread = std::thread::Builder::new()
             .name("tcd-store".into())
             .spawn(move || store_thread(&thread_shared, &rx))?;
-        Ok(Store {
+        Ok(SqliteStore {
             shared,
             jobs: Mutex::new(tx),
             thread: Mutex::new(Some(thread)),
@@ -126,13 +112,13 @@ impl Store {
         })
     }
 
-    /// A task for the caller's runtime that receives every later [`Store::call`] first
+    /// A task for the caller's runtime that receives every later [`SqliteStore::call`] first
     /// and decides where its group runs. A lone job (nothing else queued, the store thread
     /// idle) runs inline, blocking this runtime thread through its commit: deliberate, as
     /// its reply waits for that commit anyway, and it saves the two cross-thread wake-ups
     /// (to the store thread and back) that cost ~70 µs per call on a small VM. Anything
     /// more goes to the store thread, so under concurrent load requests keep being read
-    /// while a group is in its fsync. Ends after [`Store::close`].
+    /// while a group is in its fsync. Ends after [`SqliteStore::close`].
     pub fn runner(
         &self,
     ) -> Result<impl std::future::Future<Output = ()> + Send + 'static, DaemonError> {
@@ -178,7 +164,7 @@ impl Store {
     }
 
     /// Queues a stop behind every job queued so far: they still run and are delivered,
-    /// later [`Store::call`]s fail. With a runner, await it after this, then [`Store::join`].
+    /// later [`SqliteStore::call`]s fail. With a runner, await it after this, then [`SqliteStore::join`].
     pub fn close(&self) {
         match self.front.get() {
             Some(front) => {
@@ -194,7 +180,7 @@ impl Store {
         }
     }
 
-    /// Waits for the store thread to end (after [`Store::close`]). Must not be called
+    /// Waits for the store thread to end (after [`SqliteStore::close`]). Must not be called
     /// from a job, nor while a runner that has yet to pass the stop on is starved.
     pub fn join(&self) {
         let handle = self.thread.lock().unwrap_or_else(|p| p.into_inner()).take();
@@ -245,7 +231,7 @@ impl Store {
     ///
     /// `f` returns `Err` to roll back, `Ok(Err(refusal))` to commit what it did and then
     /// refuse (a drifted token is spent *and* refused), `Ok(Ok(v))` to commit. Inside a
-    /// [`Store::call`] job this is a savepoint of the group's transaction.
+    /// [`SqliteStore::call`] job this is a savepoint of the group's transaction.
     pub fn write<T>(
         &self,
         f: impl FnOnce(&dyn Tx, &mut Vec<NewEvent>) -> Written<T>,
@@ -253,7 +239,7 @@ impl Store {
         self.write_logged(f)?.0
     }
 
-    /// [`Store::write`], also returning the id of the last event it inserted (0: none).
+    /// [`SqliteStore::write`], also returning the id of the last event it inserted (0: none).
     fn write_logged<T>(
         &self,
         f: impl FnOnce(&dyn Tx, &mut Vec<NewEvent>) -> Written<T>,
@@ -301,10 +287,8 @@ impl Store {
             }
             done
         })?;
-        self.shared.count(&events, bytes);
-        if last > 0 {
-            let _ = self.shared.committed.send(last);
-        }
+        self.shared.signals.count(&events, bytes);
+        self.shared.signals.committed(last);
         Ok((result, last))
     }
 
@@ -317,7 +301,7 @@ impl Store {
         self.sql(|c| f(c))
     }
 
-    /// [`Store::read`] on the connection itself (migrations' tests, schema checks).
+    /// [`SqliteStore::read`] on the connection itself (migrations' tests, schema checks).
     pub fn sql<T>(
         &self,
         f: impl FnOnce(&Connection) -> Result<T, DaemonError>,
@@ -345,45 +329,9 @@ impl Store {
         result.map(|()| id)
     }
 
-    /// The audit log's size as retention counts it, as of the last commit.
-    pub fn event_bytes(&self) -> u64 {
-        self.shared.event_bytes.load(Relaxed)
-    }
-
-    /// Past `bytes` of events, a commit wakes [`Store::prune_wanted`] waiters.
-    pub fn set_prune_threshold(&self, bytes: u64) {
-        self.shared.prune_at.store(bytes, Relaxed);
-    }
-
-    /// Notified when the log outgrew the threshold (a permit is kept for the next waiter).
-    pub fn prune_wanted(&self) -> &tokio::sync::Notify {
-        &self.shared.prune_wanted
-    }
-
-    /// After a prune committed: its bytes leave the size, its rows join the counters.
-    pub fn note_pruned(&self, freed_bytes: u64, by_reason: &[(&'static str, u64)]) {
-        let _ = self
-            .shared
-            .event_bytes
-            .fetch_update(Relaxed, Relaxed, |b| Some(b.saturating_sub(freed_bytes)));
-        for (reason, n) in by_reason {
-            self.bump(crate::record::pruned_key(reason), *n);
-        }
-    }
-
-    /// Adds `n` to the in-memory counter `key` (name, labels); not persisted.
-    pub fn bump(&self, key: (String, String), n: u64) {
-        let mut c = self
-            .shared
-            .counters
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        *c.entry(key).or_insert(0) += n;
-    }
-
-    /// Subscribes to "events up to id N committed".
-    pub fn subscribe(&self) -> broadcast::Receiver<i64> {
-        self.shared.committed.subscribe()
+    /// Counters, the log's size and the commit signal.
+    pub fn signals(&self) -> &Arc<Signals> {
+        &self.shared.signals
     }
 
     /// Events with `id > after`, oldest first, at most `limit`.
@@ -391,7 +339,7 @@ impl Store {
         self.events_for(after, limit, None)
     }
 
-    /// [`Store::events_after`], only those `owner` owns when given (a guarded human's view).
+    /// [`SqliteStore::events_after`], only those `owner` owns when given (a guarded human's view).
     pub fn events_for(
         &self,
         after: i64,
@@ -399,18 +347,6 @@ impl Store {
         owner: Option<u32>,
     ) -> Result<Vec<EventRow>, DaemonError> {
         self.read(|c| Ok(c.events_after(after, limit, owner)?))
-    }
-
-    /// All counters as (name, labels, value), sorted.
-    pub fn counters(&self) -> Vec<(String, String, u64)> {
-        let c = self
-            .shared
-            .counters
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        c.iter()
-            .map(|((n, l), v)| (n.clone(), l.clone(), *v))
-            .collect()
     }
 
     /// Number of events ever committed (ids start at 1, and retention never deletes the
@@ -439,7 +375,7 @@ impl Store {
     }
 }
 
-impl Drop for Store {
+impl Drop for SqliteStore {
     fn drop(&mut self) {
         // Not joined: the last reference may be dropped on the store thread itself. The
         // thread finishes the jobs queued before this message, then exits.
@@ -448,23 +384,6 @@ impl Drop for Store {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .send(Msg::Stop);
-    }
-}
-
-impl Shared {
-    /// Counts committed events (and their bytes; past the threshold, wakes the collector).
-    fn count(&self, events: &[NewEvent], bytes: u64) {
-        let mut c = self.counters.lock().unwrap_or_else(|p| p.into_inner());
-        for ev in events {
-            for key in counter_keys(ev.kind) {
-                *c.entry(key).or_insert(0) += 1;
-            }
-        }
-        drop(c);
-        let total = self.event_bytes.fetch_add(bytes, Relaxed) + bytes;
-        if bytes > 0 && total > self.prune_at.load(Relaxed) {
-            self.prune_wanted.notify_one();
-        }
     }
 }
 
@@ -590,10 +509,8 @@ fn run_group(shared: &Shared, jobs: Vec<Job>) {
     if let Some(e) = &failure {
         tracing::error!(error = %e, "a group of writes could not be committed");
     } else {
-        shared.count(&events, event_bytes);
-        if last_event > 0 {
-            let _ = shared.committed.send(last_event);
-        }
+        shared.signals.count(&events, event_bytes);
+        shared.signals.committed(last_event);
     }
     // Only now, with the group durable (or known lost), does any job learn its result.
     for d in deliveries {
@@ -639,25 +556,6 @@ fn insert_event(tx: &Connection, ev: &NewEvent) -> Result<(i64, u64), DaemonErro
     let detail = ev.detail_text();
     let id = tx.insert_event(ev, &detail, tc_core::now_ms())?;
     Ok((id, ev.size(&detail)))
-}
-
-/// The counters at start: each kind's live events plus those retention pruned, and the
-/// pruned totals by reason.
-pub(crate) fn derive_counters(
-    conn: &dyn Tx,
-) -> Result<BTreeMap<(String, String), u64>, DaemonError> {
-    let mut counters = BTreeMap::new();
-    for (kind, n, reason) in conn.event_totals()? {
-        let keys = if reason.is_empty() {
-            counter_keys(&kind)
-        } else {
-            vec![crate::record::pruned_key(&reason)]
-        };
-        for key in keys {
-            *counters.entry(key).or_insert(0) += n;
-        }
-    }
-    Ok(counters)
 }
 
 #[cfg(test)]

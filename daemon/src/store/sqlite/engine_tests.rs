@@ -7,8 +7,8 @@ use super::*;
 fn migrates_once_and_refuses_a_newer_schema() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("cache.db");
-    drop(Store::open(&path).unwrap());
-    drop(Store::open(&path).unwrap());
+    drop(SqliteStore::open(&path).unwrap());
+    drop(SqliteStore::open(&path).unwrap());
     let c = Connection::open(&path).unwrap();
     let v: i64 = c
         .pragma_query_value(None, "user_version", |r| r.get(0))
@@ -20,13 +20,13 @@ fn migrates_once_and_refuses_a_newer_schema() {
     assert_eq!(mode, "wal");
     c.pragma_update(None, "user_version", 99).unwrap();
     drop(c);
-    assert!(Store::open(&path).is_err());
+    assert!(SqliteStore::open(&path).is_err());
 }
 
 #[test]
 fn an_aborted_write_commits_no_event() {
     let dir = tempfile::tempdir().unwrap();
-    let s = Store::open(&dir.path().join("db")).unwrap();
+    let s = SqliteStore::open(&dir.path().join("db")).unwrap();
     let r: Result<(), _> = s.write(|_, evs| {
         evs.push(NewEvent {
             kind: "x",
@@ -79,8 +79,8 @@ async fn queued_jobs_commit_as_one_group_through_a_runner() {
     grouped(true).await;
 }
 
-fn open_store(path: &Path, runner: bool) -> Arc<Store> {
-    let store = Arc::new(Store::open(path).unwrap());
+fn open_store(path: &Path, runner: bool) -> Arc<SqliteStore> {
+    let store = Arc::new(SqliteStore::open(path).unwrap());
     if runner {
         tokio::spawn(store.runner().unwrap());
     }
@@ -132,7 +132,7 @@ async fn grouped(runner: bool) {
     assert!(matches!(doomed.await, Err(DaemonError::Internal(m)) if m == "refused"));
     last.await.unwrap();
     assert_eq!(committed_kinds(&path), vec!["first", "last"]);
-    let counters = store.counters();
+    let counters = store.signals().counters();
     assert!(counters
         .iter()
         .any(|(_, l, v)| l == "kind=\"first\"" && *v == 1));

@@ -9,6 +9,6 @@ mod raised;
 pub mod schema;
 mod tokens;
 
-pub use engine::Store;
+pub use engine::SqliteStore;
 pub use events::EVENT_BYTES;
 pub use schema::{MIGRATIONS, SCHEMA_VERSION};
