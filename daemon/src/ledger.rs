@@ -100,7 +100,7 @@ pub struct Pending {
 #[cfg(test)]
 pub(crate) fn scratch() -> (tempfile::TempDir, Ledger) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(&dir.path().join("db")).expect("store");
+    let store = Store::for_test(dir.path());
     (dir, Ledger::new(store, Secret::ephemeral(), 300))
 }
 

@@ -164,7 +164,7 @@ fn schema_2_tokens_and_redemptions_survive_migrations_3_and_4() {
 /// A ledger on a fresh database with a per-process key and a 300 s TTL.
 fn ledger() -> (tempfile::TempDir, Ledger) {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("db")).unwrap();
+    let store = Store::for_test(dir.path());
     (dir, Ledger::new(store, Secret::ephemeral(), 300))
 }
 
@@ -190,11 +190,7 @@ fn gc_deletes_only_tokens_past_the_retention() {
         tokens.push(l.mint(&call(n), None, &Default::default()).unwrap().0);
     }
     l.redeem(&tokens[0], &call(0), &fp).unwrap();
-    let rows = || -> i64 {
-        l.store
-            .sql(|c| Ok(c.query_row("SELECT count(*) FROM tokens", [], |r| r.get(0))?))
-            .unwrap()
-    };
+    let rows = || -> i64 { l.store.scalar("SELECT count(*) FROM tokens").unwrap() };
     let now = now_ms();
     l.gc_at(now).unwrap();
     l.gc_at(now + 300_000 + TOKEN_RETENTION_MS - 60_000)
@@ -212,10 +208,7 @@ fn gc_deletes_only_tokens_past_the_retention() {
     assert_eq!(reason(l.redeem(&tokens[0], &call(0), &fp)), Reason::Unknown);
     assert_eq!(reason(l.redeem(&tokens[1], &call(1), &fp)), Reason::Unknown);
     // The kept row is the newest, so the next token gets a fresh id.
-    let newest: i64 = l
-        .store
-        .sql(|c| Ok(c.query_row("SELECT max(id) FROM tokens", [], |r| r.get(0))?))
-        .unwrap();
+    let newest: i64 = l.store.scalar("SELECT max(id) FROM tokens").unwrap();
     l.raise(&call(9), &fp, "s").unwrap();
     let t = l.mint(&call(9), None, &Default::default()).unwrap().0;
     let r = l.redeem(&t, &call(9), &fp).unwrap();
@@ -232,7 +225,7 @@ fn gc_keeps_used_states_a_day_past_their_expiry() {
     l.open_state(&blob, &call(1), true, &fp).unwrap();
     let rows = || -> i64 {
         l.store
-            .sql(|c| Ok(c.query_row("SELECT count(*) FROM consumed_states", [], |r| r.get(0))?))
+            .scalar("SELECT count(*) FROM consumed_states")
             .unwrap()
     };
     l.gc_at(exp + 3_600_000).unwrap();
@@ -270,7 +263,13 @@ fn a_state_too_large_to_open_is_refused_when_sealed() {
 /// in its fsync), and the per-call lookups use `tokens_args` instead of a table scan.
 #[test]
 fn redeem_rewrites_no_index_and_call_lookups_are_indexed() {
-    let (_dir, l) = ledger();
+    // SQLite's own index lists and query plans.
+    let dir = tempfile::tempdir().unwrap();
+    let l = Ledger::new(
+        Store::open(&dir.path().join("db")).unwrap(),
+        Secret::ephemeral(),
+        300,
+    );
     let (indexed, partial, plans) = l
         .store
         .sql(|c| {
@@ -347,10 +346,7 @@ fn release_once_per_redemption_and_forged_ids_are_unknown() {
     assert_eq!(reason(l.release(&r1, "x")), Reason::Spent);
     assert_eq!(reason(l.redeem(&token, &b, &fp)), Reason::Spent);
     l.release(&r2, "x").unwrap();
-    let after: i64 = l
-        .store
-        .sql(|c| Ok(c.query_row("SELECT expires_at FROM tokens", [], |r| r.get(0))?))
-        .unwrap();
+    let after: i64 = l.store.scalar("SELECT expires_at FROM tokens").unwrap();
     assert_eq!(after, exp);
     // A drift spends the token and leaves the released redemption released.
     let other = tc_core::hash::sha256_hex(b"other");

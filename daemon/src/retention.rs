@@ -190,7 +190,7 @@ mod tests {
     const DAY: i64 = 86_400_000;
 
     fn ledger(dir: &std::path::Path) -> Arc<Ledger> {
-        let store = Store::open(&dir.join("cache.db")).unwrap();
+        let store = Store::for_test(dir);
         Arc::new(Ledger::new(store, Secret::ephemeral(), 300))
     }
 
@@ -220,13 +220,9 @@ mod tests {
 
     fn age_all_but_last(l: &Ledger, by_ms: i64) {
         l.store
-            .sql(|c| {
-                c.execute(
-                    "UPDATE events SET at_ms = at_ms - ?1 WHERE id < (SELECT max(id) FROM events)",
-                    [by_ms],
-                )?;
-                Ok(())
-            })
+            .exec_sql(&format!(
+                "UPDATE events SET at_ms = at_ms - {by_ms} WHERE id < (SELECT max(id) FROM events)"
+            ))
             .unwrap();
     }
 

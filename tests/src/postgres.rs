@@ -75,14 +75,27 @@ fn ensure_user() {
 pub struct Cluster {
     pub dir: tempfile::TempDir,
     pub port: u16,
+    /// Extra `-c` settings of every start.
+    settings: String,
     bin: PathBuf,
     data: PathBuf,
     sock: PathBuf,
 }
 
 impl Cluster {
-    /// initdb, start, and create the `tc` role (LOGIN, password) and database.
+    /// initdb, start, and create the `tc` role (LOGIN, password) and database. Durable:
+    /// every commit is fsync'd, as tcd expects of a production server.
     pub fn start() -> Cluster {
+        Cluster::start_with("-c fsync=on")
+    }
+
+    /// [`Cluster::start`] without fsync, for suites that never crash the server (the
+    /// ledger's unit suite: thousands of small commits).
+    pub fn start_fast() -> Cluster {
+        Cluster::start_with("-c fsync=off -c synchronous_commit=off")
+    }
+
+    fn start_with(settings: &str) -> Cluster {
         ensure_user();
         let bin = bindir().expect("PostgreSQL binaries");
         let dir = tempfile::Builder::new()
@@ -101,6 +114,7 @@ impl Cluster {
         let mut c = Cluster {
             dir,
             port: crate::free_port(),
+            settings: settings.to_string(),
             bin,
             data,
             sock,
@@ -145,9 +159,10 @@ impl Cluster {
 
     fn pg_ctl_start(&mut self) {
         let opts = format!(
-            "-p {} -k {} -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=on",
+            "-p {} -k {} -c listen_addresses=127.0.0.1 -c max_connections=300 {}",
             self.port,
-            self.sock.display()
+            self.sock.display(),
+            self.settings
         );
         let log = self.dir.path().join("log/postgres.log");
         let out = self.run_as_pg(
@@ -252,6 +267,15 @@ impl Cluster {
     /// The URL tcd connects with (no password: see [`Cluster::password_file`]).
     pub fn url(&self) -> String {
         format!("postgresql://{ROLE}@127.0.0.1:{}/{ROLE}", self.port)
+    }
+
+    /// [`Cluster::url`] with the password in it, for test code that connects directly
+    /// (tcd's config refuses one there).
+    pub fn url_with_password(&self) -> String {
+        format!(
+            "postgresql://{ROLE}:{PASSWORD}@127.0.0.1:{}/{ROLE}",
+            self.port
+        )
     }
 
     /// A 0600 file in `dir` holding the role's password.

@@ -26,7 +26,7 @@ impl Fx {
     /// steps T−1 and T are still unused).
     fn new() -> Fx {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("cache.db")).unwrap();
+        let store = Store::for_test(dir.path());
         let (uri, b32) = store
             .write(|tx, evs| Ok(Ok(enroll(tx, evs, UID, "alice", NOW - 60_000)?)))
             .unwrap();
@@ -292,7 +292,7 @@ mod mint {
 
     fn ledger(mode: Mode) -> (tempfile::TempDir, Ledger, Vec<u8>, Binding) {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("cache.db")).unwrap();
+        let store = Store::for_test(dir.path());
         let l = Ledger::new(store, crate::secret::Secret::ephemeral(), 300).with_mode(mode);
         let now = tc_core::now_ms();
         l.store
@@ -319,9 +319,7 @@ mod mint {
     }
 
     fn tokens(l: &Ledger) -> i64 {
-        l.store
-            .sql(|tx| Ok(tx.query_row("SELECT count(*) FROM tokens", [], |r| r.get(0))?))
-            .unwrap()
+        l.store.scalar("SELECT count(*) FROM tokens").unwrap()
     }
 
     fn approver(code: Option<String>) -> Approver {

@@ -139,6 +139,39 @@ impl Store {
         }
     }
 
+    /// The store a unit test runs on: SQLite in `dir`, or with `TC_TEST_POSTGRES_URL` set,
+    /// a PostgreSQL schema of its own (the ledger's suite runs unchanged on both).
+    #[cfg(test)]
+    pub fn for_test(dir: &Path) -> Store {
+        match std::env::var("TC_TEST_POSTGRES_URL") {
+            Ok(url) if !url.is_empty() => {
+                Store::Postgres(postgres::testing::schema_store(&url, dir))
+            }
+            _ => Store::open(&dir.join("cache.db")).expect("store"),
+        }
+    }
+
+    /// One number read with plain SQL both backends understand (unit tests).
+    #[cfg(test)]
+    pub fn scalar(&self, sql: &str) -> Result<i64, DaemonError> {
+        match self {
+            Store::Sqlite(s) => s.sql(|c| {
+                Ok(c.query_row(sql, [], |r| r.get::<_, Option<i64>>(0))?
+                    .unwrap_or(0))
+            }),
+            Store::Postgres(p) => p.scalar(sql),
+        }
+    }
+
+    /// A statement in plain SQL both backends understand (unit tests).
+    #[cfg(test)]
+    pub fn exec_sql(&self, sql: &str) -> Result<(), DaemonError> {
+        match self {
+            Store::Sqlite(s) => s.sql(|c| Ok(c.execute_batch(sql)?)),
+            Store::Postgres(p) => p.exec_sql(sql),
+        }
+    }
+
     /// Commits a single event with no other change; returns its id.
     pub fn append(&self, ev: NewEvent) -> Result<i64, DaemonError> {
         match self {

@@ -125,7 +125,7 @@ pub fn first_client(
     pool: &Pool,
     describe: &str,
 ) -> Result<deadpool_postgres::Object, DaemonError> {
-    rt.block_on(pool.get()).map_err(|e| {
+    super::tx::wait(rt, pool.get()).map_err(|e| {
         StoreError::Unavailable(format!(
             "cannot connect to PostgreSQL at {describe}: {e} (check [daemon.postgres] url, \
              password_file and ca_file, and that the server accepts this host)"
@@ -136,9 +136,15 @@ pub fn first_client(
 
 /// Applies the missing migrations, one replica at a time; refuses a newer database.
 pub fn migrate(tx: &PgTx<'_>) -> Result<i64, DaemonError> {
-    tx.exec("SELECT pg_advisory_lock($1)", &[&MIGRATE_LOCK])?;
+    tx.exec(
+        "SELECT pg_advisory_lock($1, hashtext(current_schema()))",
+        &[&MIGRATE_LOCK],
+    )?;
     let r = apply(tx);
-    let unlocked = tx.exec("SELECT pg_advisory_unlock($1)", &[&MIGRATE_LOCK]);
+    let unlocked = tx.exec(
+        "SELECT pg_advisory_unlock($1, hashtext(current_schema()))",
+        &[&MIGRATE_LOCK],
+    );
     let v = r?;
     unlocked?;
     Ok(v)

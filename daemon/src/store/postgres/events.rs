@@ -128,7 +128,10 @@ impl EventQueries for PgTx<'_> {
     }
 
     fn try_collect_lock(&self) -> Q<bool> {
-        let r = self.one("SELECT pg_try_advisory_xact_lock($1)", &[&PRUNE_LOCK])?;
+        let r = self.one(
+            "SELECT pg_try_advisory_xact_lock($1, hashtext(current_schema()))",
+            &[&PRUNE_LOCK],
+        )?;
         Ok(r.try_get(0)?)
     }
 }

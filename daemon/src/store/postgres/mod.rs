@@ -14,6 +14,8 @@ mod listen;
 mod page;
 mod raised;
 pub mod schema;
+#[cfg(test)]
+pub mod testing;
 mod tokens;
 mod tx;
 
@@ -83,8 +85,7 @@ impl PgStore {
 
     /// A pooled connection, or `unavailable` naming the store.
     fn client(&self) -> Result<deadpool_postgres::Object, DaemonError> {
-        self.handle()
-            .block_on(self.pool.get())
+        tx::wait(self.handle(), self.pool.get())
             .map_err(|e| StoreError::Unavailable(format!("{}: {e}", self.describe)).into())
     }
 
@@ -206,7 +207,10 @@ fn log(tx: &PgTx<'_>, events: &[NewEvent]) -> Result<(i64, u64), DaemonError> {
     if events.is_empty() {
         return Ok((0, 0));
     }
-    tx.exec("SELECT pg_advisory_xact_lock($1)", &[&schema::EVENTS_LOCK])?;
+    tx.exec(
+        "SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))",
+        &[&schema::EVENTS_LOCK],
+    )?;
     let (mut last, mut bytes) = (0, 0);
     let now = tc_core::now_ms();
     for ev in events {

@@ -73,12 +73,14 @@ pub const MIGRATIONS: &[&str] = &[
 /// The schema version this build writes.
 pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 
-/// The advisory lock key migrations run under ("tc-migr").
-pub const MIGRATE_LOCK: i64 = 0x0074_632d_6d69_6772;
-/// The advisory lock key one replica's collection and retention run under ("tc-prune").
-pub const PRUNE_LOCK: i64 = 0x0074_632d_7072_756e;
-/// The transaction lock every event insert takes, so event ids commit in id order and a
-/// reader of `id > N` never passes an id that commits later ("tc-event").
-pub const EVENTS_LOCK: i64 = 0x0074_632d_6576_656e;
+// Advisory locks are (class, hashtext(current_schema())): one ledger per schema, so two
+// ledgers in one database (or parallel tests) never wait on each other's locks.
+/// The advisory lock class migrations run under ("tcmg").
+pub const MIGRATE_LOCK: i32 = 0x7463_6d67;
+/// The lock class one replica's collection and retention run under ("tcpr").
+pub const PRUNE_LOCK: i32 = 0x7463_7072;
+/// The transaction lock class every event insert takes, so event ids commit in id order
+/// and a reader of `id > N` never passes an id that commits later ("tcev").
+pub const EVENTS_LOCK: i32 = 0x7463_6576;
 /// The channel each commit's newest event id is announced on.
 pub const CHANNEL: &str = "tc_events";

@@ -17,38 +17,48 @@ pub struct PgTx<'a> {
     pub(super) rt: &'a Handle,
 }
 
+/// Runs `f` to completion on this thread. The connections live on the store's runtime
+/// (entered here for the pool's timers), so this works on any thread: a blocking thread
+/// of tcd's runtime, a test's runtime worker, or no runtime at all. Unconstrained: on a
+/// runtime worker an exhausted co-op budget would defer the wake-up to that runtime,
+/// which this very call is blocking.
+pub fn wait<F: std::future::Future>(rt: &Handle, f: F) -> F::Output {
+    let _entered = rt.enter();
+    futures_executor::block_on(tokio::task::unconstrained(f))
+}
+
 impl PgTx<'_> {
     fn stmt(&self, sql: &str) -> Q<Statement> {
-        Ok(self.rt.block_on(self.client.prepare_cached(sql))?)
+        Ok(wait(self.rt, self.client.prepare_cached(sql))?)
     }
 
     /// At most one row.
     pub fn opt(&self, sql: &str, params: Params<'_>) -> Q<Option<Row>> {
         let st = self.stmt(sql)?;
-        Ok(self.rt.block_on(self.client.query_opt(&st, params))?)
+        Ok(wait(self.rt, self.client.query_opt(&st, params))?)
     }
 
     /// Exactly one row.
     pub fn one(&self, sql: &str, params: Params<'_>) -> Q<Row> {
         let st = self.stmt(sql)?;
-        Ok(self.rt.block_on(self.client.query_one(&st, params))?)
+        Ok(wait(self.rt, self.client.query_one(&st, params))?)
     }
 
     /// Every row.
     pub fn all(&self, sql: &str, params: Params<'_>) -> Q<Vec<Row>> {
         let st = self.stmt(sql)?;
-        Ok(self.rt.block_on(self.client.query(&st, params))?)
+        Ok(wait(self.rt, self.client.query(&st, params))?)
     }
 
     /// Rows changed.
     pub fn exec(&self, sql: &str, params: Params<'_>) -> Q<u64> {
         let st = self.stmt(sql)?;
-        Ok(self.rt.block_on(self.client.execute(&st, params))?)
+        Ok(wait(self.rt, self.client.execute(&st, params))?)
     }
 
     /// Statements without parameters (BEGIN, COMMIT, ROLLBACK).
     pub fn batch(&self, sql: &str) -> Q<()> {
-        Ok(self.rt.block_on(self.client.batch_execute(sql))?)
+        Ok(wait(self.rt, self.client.batch_execute(sql))?)
     }
 }
 
