@@ -111,7 +111,7 @@ impl Cluster {
         let pwfile = dir.path().join("superuser-password");
         std::fs::write(&pwfile, "superuser-only\n").unwrap();
         chown(&pwfile);
-        let mut c = Cluster {
+        let c = Cluster {
             dir,
             port: crate::free_port(),
             settings: settings.to_string(),
@@ -157,7 +157,7 @@ impl Cluster {
             .expect("setpriv")
     }
 
-    fn pg_ctl_start(&mut self) {
+    fn pg_ctl_start(&self) {
         let opts = format!(
             "-p {} -k {} -c listen_addresses=127.0.0.1 -c max_connections=300 {}",
             self.port,
@@ -194,7 +194,7 @@ impl Cluster {
     }
 
     /// Stops the server at once (no checkpoint, clients cut) and starts it again.
-    pub fn restart(&mut self) {
+    pub fn restart(&self) {
         self.stop("immediate");
         self.pg_ctl_start();
     }
@@ -209,7 +209,7 @@ impl Cluster {
     }
 
     /// Starts a stopped server again on the same port.
-    pub fn start_again(&mut self) {
+    pub fn start_again(&self) {
         self.pg_ctl_start();
     }
 

@@ -4,9 +4,11 @@
 //! One test binary; each module is one behaviour (tests/tests/README.md). Every test
 //! starts its own cluster (`tc_tests::postgres`) and skips, saying why, where it cannot.
 
+mod faults;
 mod keys;
 mod live;
 mod race;
+mod startup;
 
 use std::path::PathBuf;
 
