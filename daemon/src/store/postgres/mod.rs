@@ -28,7 +28,7 @@ pub use tx::PgTx;
 
 use crate::error::DaemonError;
 use crate::record::{EventRow, NewEvent};
-use crate::store::queries::{EventQueries, Tx};
+use crate::store::queries::Tx;
 use crate::store::signals::Signals;
 use crate::store::{StoreError, Written};
 
@@ -60,10 +60,7 @@ impl PgStore {
         let pool = conn.pool(cfg.pool_size as usize)?;
         let handle = rt.handle().clone();
         let client = connect::first_client(&handle, &pool, &describe)?;
-        let tx = PgTx {
-            client: &client,
-            rt: &handle,
-        };
+        let tx = PgTx::new(&client, &handle, false);
         let version = connect::migrate(&tx)?;
         connect::check_key(&tx, key_check, &describe)?;
         let replica = connect::register(&tx)?;
@@ -107,11 +104,7 @@ impl PgStore {
         f: impl FnOnce(&dyn Tx, &mut Vec<NewEvent>) -> Written<T>,
     ) -> Result<(Result<T, DaemonError>, i64), DaemonError> {
         let client = self.client()?;
-        let tx = PgTx {
-            client: &client,
-            rt: self.handle(),
-        };
-        tx.batch("BEGIN ISOLATION LEVEL READ COMMITTED")?;
+        let tx = PgTx::new(&client, self.handle(), true);
         let mut events = Vec::new();
         let done = f(&tx, &mut events).and_then(|r| {
             let (last, bytes) = log(&tx, &events)?;
@@ -120,13 +113,16 @@ impl PgStore {
         let (result, last, bytes) = match done {
             Ok(d) => d,
             Err(e) => {
-                if tx.batch("ROLLBACK").is_err() {
+                if tx.started() && tx.batch("ROLLBACK").is_err() {
                     // Never hand a connection in an unknown state back to the pool.
                     let _ = deadpool_postgres::Object::take(client);
                 }
                 return Err(e);
             }
         };
+        if !tx.started() {
+            return Ok((result, 0)); // nothing was sent: nothing to commit
+        }
         if let Err(e) = tx.batch("COMMIT") {
             let _ = deadpool_postgres::Object::take(client);
             // The commit may or may not have happened: whatever this write spent stays
@@ -148,10 +144,7 @@ impl PgStore {
         f: impl FnOnce(&dyn Tx) -> Result<T, DaemonError>,
     ) -> Result<T, DaemonError> {
         let client = self.client()?;
-        f(&PgTx {
-            client: &client,
-            rt: self.handle(),
-        })
+        f(&PgTx::new(&client, self.handle(), false))
     }
 
     /// Events with `id > after` (only `owner`'s if given).
@@ -176,20 +169,14 @@ impl PgStore {
             Ok(())
         })?;
         let client = self.client()?;
-        let tx = PgTx {
-            client: &client,
-            rt: self.handle(),
-        };
+        let tx = PgTx::new(&client, self.handle(), false);
         connect::seen(&tx, &self.replica)
     }
 
     /// Replicas that marked themselves seen within the last five minutes.
     pub fn replicas_seen(&self) -> Result<u64, DaemonError> {
         let client = self.client()?;
-        connect::replicas_seen(&PgTx {
-            client: &client,
-            rt: self.handle(),
-        })
+        connect::replicas_seen(&PgTx::new(&client, self.handle(), false))
     }
 }
 
@@ -201,26 +188,32 @@ impl Drop for PgStore {
     }
 }
 
-/// Inserts `events` under the events lock (ids then commit in id order) and announces
-/// the newest with NOTIFY (delivered at commit). Returns (last id, bytes).
+/// Inserts `events` under the events lock (ids then commit in id order), each announced
+/// with NOTIFY (delivered at commit): one `tc_log_event` round trip per event. Returns
+/// (last id, bytes).
 fn log(tx: &PgTx<'_>, events: &[NewEvent]) -> Result<(i64, u64), DaemonError> {
-    if events.is_empty() {
-        return Ok((0, 0));
-    }
-    tx.exec(
-        "SELECT pg_advisory_xact_lock($1, hashtext(current_schema()))",
-        &[&schema::EVENTS_LOCK],
-    )?;
     let (mut last, mut bytes) = (0, 0);
     let now = tc_core::now_ms();
     for ev in events {
         let detail = ev.detail_text();
-        last = tx.insert_event(ev, &detail, now)?;
+        let owner = ev.owner_uid().map(i64::from);
+        let row = tx.one(
+            "SELECT tc_log_event($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            &[
+                &schema::EVENTS_LOCK,
+                &now,
+                &ev.kind,
+                &ev.vault,
+                &ev.tool,
+                &ev.caller,
+                &ev.args_hash,
+                &ev.state_fp,
+                &detail,
+                &owner,
+            ],
+        )?;
+        last = row.try_get(0).map_err(StoreError::from)?;
         bytes += ev.size(&detail);
     }
-    tx.exec(
-        "SELECT pg_notify($1, $2)",
-        &[&schema::CHANNEL, &last.to_string()],
-    )?;
     Ok((last, bytes))
 }

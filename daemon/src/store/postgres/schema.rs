@@ -67,6 +67,20 @@ pub const MIGRATIONS: &[&str] = &[
         link_hash BYTEA PRIMARY KEY, uid BIGINT NOT NULL, request_id TEXT,
         expires_at BIGINT NOT NULL
     );
+    -- One round trip per event: the events lock (ids commit in id order), the insert,
+    -- and the NOTIFY other replicas' --follow streams wake on (sent at commit).
+    CREATE FUNCTION tc_log_event(p_lock INT, p_at BIGINT, p_kind TEXT, p_vault TEXT,
+        p_tool TEXT, p_caller TEXT, p_args TEXT, p_fp TEXT, p_detail TEXT, p_owner BIGINT)
+    RETURNS BIGINT LANGUAGE plpgsql AS $$
+    DECLARE new_id BIGINT;
+    BEGIN
+        PERFORM pg_advisory_xact_lock(p_lock, hashtext(current_schema()));
+        INSERT INTO events (at_ms, kind, vault, tool, caller, args_hash, state_fp, detail, owner_uid)
+        VALUES (p_at, p_kind, p_vault, p_tool, p_caller, p_args, p_fp, p_detail, p_owner)
+        RETURNING id INTO new_id;
+        PERFORM pg_notify('tc_events', new_id::TEXT);
+        RETURN new_id;
+    END $$;
     "#,
 ];
 

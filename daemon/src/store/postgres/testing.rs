@@ -49,10 +49,7 @@ impl PgStore {
     /// One number a test reads with plain SQL.
     pub fn scalar(&self, sql: &str) -> Result<i64, DaemonError> {
         let client = self.client()?;
-        let tx = PgTx {
-            client: &client,
-            rt: self.handle(),
-        };
+        let tx = PgTx::new(&client, self.handle(), false);
         let row = tx.one(sql, &[])?;
         Ok(row
             .try_get::<_, Option<i64>>(0)
@@ -63,10 +60,7 @@ impl PgStore {
     /// A statement a test runs with plain SQL.
     pub fn exec_sql(&self, sql: &str) -> Result<(), DaemonError> {
         let client = self.client()?;
-        let tx = PgTx {
-            client: &client,
-            rt: self.handle(),
-        };
+        let tx = PgTx::new(&client, self.handle(), false);
         Ok(tx.batch(sql)?)
     }
 }

@@ -15,6 +15,8 @@ pub type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
 pub struct PgTx<'a> {
     pub(super) client: &'a Object,
     pub(super) rt: &'a Handle,
+    /// `BEGIN` is due: it is pipelined with the first statement (one round trip less).
+    pub(super) begin: std::cell::Cell<bool>,
 }
 
 /// Runs `f` to completion on this thread. The connections live on the store's runtime
@@ -27,38 +29,71 @@ pub fn wait<F: std::future::Future>(rt: &Handle, f: F) -> F::Output {
     futures_executor::block_on(tokio::task::unconstrained(f))
 }
 
-impl PgTx<'_> {
+impl<'a> PgTx<'a> {
+    /// A transaction's handle on `client` (`begun`: send `BEGIN` with the first statement;
+    /// false for autocommit reads).
+    pub fn new(client: &'a Object, rt: &'a Handle, begun: bool) -> PgTx<'a> {
+        PgTx {
+            client,
+            rt,
+            begin: std::cell::Cell::new(begun),
+        }
+    }
+
+    /// Runs `f`, with the due `BEGIN` sent ahead of it on the same connection (requests
+    /// go out in the order they are first polled).
+    fn run<T>(
+        &self,
+        f: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+    ) -> Q<T> {
+        if self.begin.replace(false) {
+            let begin = self
+                .client
+                .batch_execute("BEGIN ISOLATION LEVEL READ COMMITTED");
+            let (b, r) = wait(self.rt, futures_util::future::join(begin, f));
+            b?;
+            return Ok(r?);
+        }
+        Ok(wait(self.rt, f)?)
+    }
+
+    /// Whether anything was sent since the transaction began (else there is nothing to
+    /// commit or roll back).
+    pub fn started(&self) -> bool {
+        !self.begin.get()
+    }
+
     fn stmt(&self, sql: &str) -> Q<Statement> {
-        Ok(wait(self.rt, self.client.prepare_cached(sql))?)
+        self.run(self.client.prepare_cached(sql))
     }
 
     /// At most one row.
     pub fn opt(&self, sql: &str, params: Params<'_>) -> Q<Option<Row>> {
         let st = self.stmt(sql)?;
-        Ok(wait(self.rt, self.client.query_opt(&st, params))?)
+        self.run(self.client.query_opt(&st, params))
     }
 
     /// Exactly one row.
     pub fn one(&self, sql: &str, params: Params<'_>) -> Q<Row> {
         let st = self.stmt(sql)?;
-        Ok(wait(self.rt, self.client.query_one(&st, params))?)
+        self.run(self.client.query_one(&st, params))
     }
 
     /// Every row.
     pub fn all(&self, sql: &str, params: Params<'_>) -> Q<Vec<Row>> {
         let st = self.stmt(sql)?;
-        Ok(wait(self.rt, self.client.query(&st, params))?)
+        self.run(self.client.query(&st, params))
     }
 
     /// Rows changed.
     pub fn exec(&self, sql: &str, params: Params<'_>) -> Q<u64> {
         let st = self.stmt(sql)?;
-        Ok(wait(self.rt, self.client.execute(&st, params))?)
+        self.run(self.client.execute(&st, params))
     }
 
     /// Statements without parameters (BEGIN, COMMIT, ROLLBACK).
     pub fn batch(&self, sql: &str) -> Q<()> {
-        Ok(wait(self.rt, self.client.batch_execute(sql))?)
+        self.run(self.client.batch_execute(sql))
     }
 }
 
