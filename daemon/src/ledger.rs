@@ -458,6 +458,10 @@ impl Ledger {
         b.check()?;
         let now = now_ms();
         self.store.write(|tx, evs| {
+            // The raised row first (locked on PostgreSQL), then tokens: the order every
+            // write touching both takes, so two replicas never wait on each other in a
+            // circle (the approved retry locks the row, then spends its token).
+            let _ = tx.raised_by_call(b)?;
             if !redemption_id.is_empty() {
                 // Only a live redemption of a token minted for this very call.
                 let n = match find_redemption(tx, redemption_id)? {
