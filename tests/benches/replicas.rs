@@ -8,14 +8,16 @@
 //! Per store: sequential redeem latency (p50/p99, one client), then redeems/s with 16
 //! concurrent clients spread over the replicas, and the CPU time tcd and PostgreSQL spent
 //! per redeem in that phase (from /proc). Knobs: `TC_BENCH_N` (sequential samples,
-//! default 1000), `TC_BENCH_CONC_TOTAL` (concurrent redeems, default 3000), `TCD_BIN`.
+//! default 1000), `TC_BENCH_CONC_TOTAL` (concurrent redeems, default 2400), `TCD_BIN`.
+//! Redeemed calls are recorded as run between timed batches (untimed), which keeps the
+//! raised requests under tcd's cap.
 
 use std::path::Path;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use tc_core::hash::sha256_hex;
-use tc_proto::v1::{Binding, MintRequest, RaiseRequest, RedeemRequest};
+use tc_proto::v1::{Binding, MintRequest, RaiseRequest, RecordConsumedRequest, RedeemRequest};
 use tc_tests::bench::{env_usize, release_binary, target_tempdir, us, Stats};
 use tc_tests::postgres::{key_file, replica_config, Cluster, PG_USER};
 use tc_tests::{Client, Daemon, DaemonOpts};
@@ -24,7 +26,7 @@ const CLIENTS: usize = 16;
 
 fn main() -> anyhow::Result<()> {
     let n = env_usize("TC_BENCH_N", 1000)?;
-    let total = env_usize("TC_BENCH_CONC_TOTAL", 3000)?;
+    let total = env_usize("TC_BENCH_CONC_TOTAL", 2400)?;
     let tcd = release_binary("tcd", "tcd", "replicas", "TCD_BIN")?;
     let tmp = target_tempdir(&tcd, "replicas")?;
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -145,15 +147,32 @@ async fn mint_all(
     Ok(out)
 }
 
-async fn redeem(c: &mut Client, t: &(String, Binding), fp: &str) -> anyhow::Result<()> {
-    c.redeem(RedeemRequest {
-        token: t.0.clone(),
-        binding: Some(t.1.clone()),
-        current_state_fp: fp.into(),
-        ..Default::default()
-    })
-    .await
-    .context("redeem")?;
+async fn redeem(c: &mut Client, t: &(String, Binding), fp: &str) -> anyhow::Result<String> {
+    let reply = c
+        .redeem(RedeemRequest {
+            token: t.0.clone(),
+            binding: Some(t.1.clone()),
+            current_state_fp: fp.into(),
+            ..Default::default()
+        })
+        .await
+        .context("redeem")?;
+    Ok(reply.into_inner().redemption_id)
+}
+
+/// Records each redeemed call as run (untimed): its raised row goes, so the next batch
+/// stays under tcd's cap of raised requests (`MAX_RAISED`).
+async fn consume(c: &mut Client, done: &[(Binding, String)], fp: &str) -> anyhow::Result<()> {
+    for (b, rid) in done {
+        c.record_consumed(RecordConsumedRequest {
+            binding: Some(b.clone()),
+            state_fp: fp.into(),
+            route: "cli_token".into(),
+            redemption_id: rid.clone(),
+        })
+        .await
+        .context("record consumed")?;
+    }
     Ok(())
 }
 
@@ -193,39 +212,63 @@ async fn measure(name: &str, daemons: &[Daemon], n: usize, total: usize) -> anyh
     for i in 0..CLIENTS {
         clients.push(daemons[i % daemons.len()].client().await);
     }
-    let seq = mint_all(&mut clients[0], 0, n + 50, &fp).await?;
+    // Batches of at most 500 outstanding raises (tcd holds at most 1000).
     let mut samples = Vec::with_capacity(n);
-    for (i, t) in seq.iter().enumerate() {
-        let at = Instant::now();
-        redeem(&mut clients[0], t, &fp).await?;
-        if i >= 50 {
-            samples.push(at.elapsed());
+    let mut next = 0;
+    while samples.len() < n {
+        let k = (n - samples.len()).min(500);
+        let warm = if next == 0 { 50 } else { 0 };
+        let batch = mint_all(&mut clients[0], next, k + warm, &fp).await?;
+        next += k + warm;
+        let mut done = Vec::new();
+        for (i, t) in batch.iter().enumerate() {
+            let at = Instant::now();
+            done.push((t.1.clone(), redeem(&mut clients[0], t, &fp).await?));
+            if i >= warm {
+                samples.push(at.elapsed());
+            }
         }
+        consume(&mut clients[0], &done, &fp).await?;
     }
     let s = Stats::of(&samples);
-    let per = total.div_ceil(CLIENTS);
-    let mut batches = Vec::new();
-    for (w, c) in clients.iter_mut().enumerate() {
-        batches.push(mint_all(c, 1_000_000 + w * per, per, &fp).await?);
+    let per_round = 480 / CLIENTS;
+    let (mut tcd_cpu, mut pg_cpu, mut busy, mut done) =
+        (Duration::ZERO, Duration::ZERO, Duration::ZERO, 0);
+    while done < total {
+        let mut batches = Vec::new();
+        for (w, c) in clients.iter_mut().enumerate() {
+            batches.push(mint_all(c, 1_000_000 + next + w * per_round, per_round, &fp).await?);
+        }
+        next += CLIENTS * per_round;
+        let (tcd0, pg0) = cpu(daemons);
+        let started = Instant::now();
+        let mut tasks = Vec::new();
+        for (mut c, batch) in clients.drain(..).zip(batches) {
+            let fp = fp.clone();
+            tasks.push(tokio::spawn(async move {
+                let mut ids = Vec::new();
+                for t in &batch {
+                    ids.push((t.1.clone(), redeem(&mut c, t, &fp).await?));
+                }
+                anyhow::Ok((c, ids))
+            }));
+        }
+        let mut finished = Vec::new();
+        for t in tasks {
+            finished.push(t.await??);
+        }
+        busy += started.elapsed();
+        let (tcd1, pg1) = cpu(daemons);
+        tcd_cpu += tcd1 - tcd0;
+        pg_cpu += pg1 - pg0;
+        for (mut c, ids) in finished {
+            done += ids.len();
+            consume(&mut c, &ids, &fp).await?;
+            clients.push(c);
+        }
     }
-    let (tcd0, pg0) = cpu(daemons);
-    let started = Instant::now();
-    let mut tasks = Vec::new();
-    for (mut c, batch) in clients.into_iter().zip(batches) {
-        let fp = fp.clone();
-        tasks.push(tokio::spawn(async move {
-            for t in &batch {
-                redeem(&mut c, t, &fp).await?;
-            }
-            anyhow::Ok(batch.len())
-        }));
-    }
-    let mut done = 0;
-    for t in tasks {
-        done += t.await??;
-    }
-    let secs = started.elapsed().as_secs_f64();
-    let (tcd1, pg1) = cpu(daemons);
+    let secs = busy.as_secs_f64();
+    let (tcd1, pg1, tcd0, pg0) = (tcd_cpu, pg_cpu, Duration::ZERO, Duration::ZERO);
     let per_ms = |d: Duration| d.as_secs_f64() * 1e6 / done as f64;
     println!(
         "{name:<12} redeem p50 {:>7.0} µs  p99 {:>7.0} µs | {CLIENTS} clients: {:>6.0} redeems/s, \
