@@ -387,3 +387,37 @@ mod mint {
         assert_eq!(tokens(&l), 1);
     }
 }
+
+/// Two stores on one PostgreSQL ledger (two replicas' pools, in effect): a code accepted
+/// through one is `factor_replayed` through the other, and wrong codes spread over both
+/// add up to the lock. Only with `TC_TEST_POSTGRES_URL` (a SQLite file has one writer).
+#[test]
+fn replicas_share_the_factor_on_postgres() {
+    if std::env::var("TC_TEST_POSTGRES_URL").map_or(true, |u| u.is_empty()) {
+        return;
+    }
+    let fx = Fx::new();
+    // The same temp dir names the same schema: a second pool on the same ledger.
+    let other = Store::for_test(fx._dir.path());
+    let on =
+        |s: &Store, code: &str, now: i64| s.write(|tx, evs| check(tx, evs, UID, Some(code), now));
+    let code = fx.code(NOW);
+    on(&fx.store, &code, NOW).unwrap();
+    assert_eq!(reason(on(&other, &code, NOW)), Reason::FactorReplayed);
+    let wrong = if fx.code(NOW) == "000000" {
+        "111111"
+    } else {
+        "000000"
+    };
+    let mut now = NOW;
+    let mut last = Reason::FactorInvalid;
+    for i in 0..LOCK_AFTER {
+        now += MAX_DELAY_MS + 1;
+        let s = if i % 2 == 0 { &other } else { &fx.store };
+        last = reason(on(s, wrong, now));
+    }
+    // The replay counted too: the lock came at the ninth wrong code at the latest.
+    assert_eq!(last, Reason::FactorLocked);
+    assert!(fx.row().locked);
+    assert_eq!(reason(on(&other, &fx.code(now), now)), Reason::FactorLocked);
+}
