@@ -4,6 +4,8 @@
 use super::*;
 use rusqlite::{params, Connection};
 
+use crate::seal;
+
 fn reason<T: std::fmt::Debug>(r: Result<T, DaemonError>) -> Reason {
     match r {
         Err(DaemonError::Refused { reason, .. }) => reason,

@@ -21,6 +21,7 @@ pub mod seal;
 pub mod secret;
 pub mod service;
 pub mod shutdown;
+pub mod states;
 pub mod store;
 
 use std::path::PathBuf;
