@@ -392,6 +392,9 @@ async fn status(socket: Target) -> Result<(), CliError> {
     let _ = writeln!(o, "mode:       {}", mode_line(&s.mode));
     let _ = writeln!(o, "socket:     {}", escape(&s.socket));
     let _ = writeln!(o, "cache dir:  {}", escape(&s.cache_dir));
+    if !s.store.is_empty() && s.store != "sqlite" {
+        let _ = writeln!(o, "store:      {}", escape(&s.store));
+    }
     let _ = writeln!(
         o,
         "key:        {}{}",

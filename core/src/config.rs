@@ -22,6 +22,7 @@ mod gate;
 mod http;
 mod http_auth;
 mod remote;
+mod store;
 mod validate;
 mod vault;
 pub use daemon::*;
@@ -30,6 +31,7 @@ pub use gate::*;
 pub use http::*;
 pub use http_auth::*;
 pub use remote::shown_url;
+pub use store::{PostgresConfig, StoreKind, DEFAULT_POOL_SIZE};
 pub use vault::*;
 
 /// The whole configuration file.

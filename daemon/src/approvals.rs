@@ -8,20 +8,16 @@
 //! the next retry raises a fresh one.
 
 use rand::Rng;
-use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::json;
 use tc_core::codes::events;
 use tc_core::{now_ms, Reason};
 
 use crate::error::DaemonError;
 use crate::factor::{self, Approver};
-use crate::ledger::{token_row, Binding, Ledger, Pending, TokenRow};
+use crate::ledger::{Binding, Ledger, Pending};
+pub use crate::record::{APPROVED, DECLINED, EXPIRED, PENDING};
+use crate::store::queries::{NewRaised, NewToken, RaisedRow as Row, TokenRow, Tx};
 use crate::store::NewEvent;
-
-pub const PENDING: &str = "pending";
-pub const APPROVED: &str = "approved";
-pub const DECLINED: &str = "declined";
-pub const EXPIRED: &str = "expired";
 
 /// Request ids: 8 characters without look-alikes (no 0/o, 1/l/i), ~8.5e11 of them.
 const ID_ALPHABET: &[u8] = b"23456789abcdefghjkmnpqrstuvwxyz";
@@ -96,71 +92,11 @@ pub struct Approved {
     pub expires_at_ms: i64,
 }
 
-/// A raised row as the operations read it.
-struct Row {
-    request_id: Option<String>,
-    binding: Binding,
-    state_fp: String,
-    expires_at: i64,
-    status: String,
-    reason: String,
-    token_id: Option<i64>,
-    uid: Option<u32>,
-    expired_logged: bool,
-}
-
-const ROW_COLS: &str = "request_id, vault, tool, caller, args_hash, state_fp, expires_at, status, \
-                        reason, token_id, raised_by_uid, expired_logged";
-
-fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<Row> {
-    Ok(Row {
-        request_id: r.get(0)?,
-        binding: Binding {
-            vault: r.get(1)?,
-            tool: r.get(2)?,
-            caller: r.get(3)?,
-            args_hash: r.get(4)?,
-        },
-        state_fp: r.get(5)?,
-        expires_at: r.get(6)?,
-        status: r.get(7)?,
-        reason: r.get(8)?,
-        token_id: r.get(9)?,
-        uid: r.get(10)?,
-        expired_logged: r.get(11)?,
-    })
-}
-
-fn by_call(tx: &Connection, b: &Binding) -> rusqlite::Result<Option<Row>> {
-    tx.prepare_cached(&format!(
-        "SELECT {ROW_COLS} FROM raised WHERE vault = ?1 AND caller = ?2 AND args_hash = ?3"
-    ))?
-    .query_row(params![b.vault, b.caller, b.args_hash], read_row)
-    .optional()
-}
-
-fn by_id(tx: &Connection, id: &str) -> rusqlite::Result<Option<Row>> {
-    tx.prepare_cached(&format!(
-        "SELECT {ROW_COLS} FROM raised WHERE request_id = ?1"
-    ))?
-    .query_row(params![id], read_row)
-    .optional()
-}
-
-fn token(tx: &Connection, id: Option<i64>) -> rusqlite::Result<Option<TokenRow>> {
-    let Some(id) = id else { return Ok(None) };
-    tx.prepare_cached(
-        "SELECT id, vault, tool, caller, args_hash, state_fp, expires_at, consumed_at, redeemed
-         FROM tokens WHERE id = ?1",
-    )?
-    .query_row(params![id], token_row)
-    .optional()
-}
-
-fn delete(tx: &Connection, b: &Binding) -> rusqlite::Result<()> {
-    tx.prepare_cached("DELETE FROM raised WHERE vault = ?1 AND caller = ?2 AND args_hash = ?3")?
-        .execute(params![b.vault, b.caller, b.args_hash])?;
-    Ok(())
+fn token(tx: &dyn Tx, id: Option<i64>) -> Result<Option<TokenRow>, DaemonError> {
+    match id {
+        Some(id) => Ok(tx.token_by_id(id)?),
+        None => Ok(None),
+    }
 }
 
 fn event(row: &Row, kind: &'static str, detail: serde_json::Value) -> NewEvent {
@@ -168,33 +104,26 @@ fn event(row: &Row, kind: &'static str, detail: serde_json::Value) -> NewEvent {
 }
 
 /// Logs `tc.elicit.expired` for an unanswered request, once.
-fn log_expired(tx: &Connection, evs: &mut Vec<NewEvent>, row: &Row) -> rusqlite::Result<()> {
+fn log_expired(tx: &dyn Tx, evs: &mut Vec<NewEvent>, row: &Row) -> Result<(), DaemonError> {
     if row.status == PENDING && !row.expired_logged {
         evs.push(event(
             row,
             events::EXPIRED,
             json!({ "request_id": row.request_id, "expired_at_ms": row.expires_at }),
         ));
-        tx.prepare_cached(
-            "UPDATE raised SET expired_logged = 1 WHERE vault = ?1 AND caller = ?2 AND args_hash = ?3",
-        )?
-        .execute(params![
-            row.binding.vault,
-            row.binding.caller,
-            row.binding.args_hash
-        ])?;
+        tx.mark_expired_logged(&row.binding)?;
     }
     Ok(())
 }
 
 /// A fresh id no live request has.
-fn new_id(tx: &Connection) -> Result<String, DaemonError> {
+fn new_id(tx: &dyn Tx) -> Result<String, DaemonError> {
     let mut rng = rand::rngs::OsRng;
     for _ in 0..16 {
         let id: String = (0..ID_LEN)
             .map(|_| ID_ALPHABET[rng.gen_range(0..ID_ALPHABET.len())] as char)
             .collect();
-        if by_id(tx, &id)?.is_none() {
+        if tx.raised_by_id(&id)?.is_none() {
             return Ok(id);
         }
     }
@@ -270,6 +199,22 @@ fn no_request(id: &str) -> DaemonError {
 }
 
 impl Ledger {
+    /// Records (replacing) the latest raised request for (vault, caller, args_hash), with
+    /// no arguments, coverage or peer (see [`Ledger::raise_request`]).
+    pub fn raise(
+        &self,
+        b: &Binding,
+        state_fp: &str,
+        summary: &str,
+    ) -> Result<(i64, i64), DaemonError> {
+        let text = RaiseText {
+            summary,
+            ..Default::default()
+        };
+        let r = self.raise_request(b, state_fp, &text, None)?;
+        Ok((r.raised_at_ms, r.expires_at_ms))
+    }
+
     /// Records the latest raised request for (vault, caller, args_hash). A request still
     /// pending for the same tool and target keeps its id (an approval the human is about
     /// to give stays valid); any other raise gets a new id. A declined request is not
@@ -298,7 +243,7 @@ impl Ledger {
         let now = now_ms();
         let exp = now + self.ttl_ms;
         self.store.write(|tx, evs| {
-            let old = by_call(tx, b)?;
+            let old = tx.raised_by_call(b)?;
             let keep = match &old {
                 Some(o) if o.expires_at > now && o.status == DECLINED => {
                     return Ok(Err(declined(&o.reason)));
@@ -307,7 +252,11 @@ impl Ledger {
                     log_expired(tx, evs, o)?;
                     None
                 }
-                Some(o) if o.status == PENDING && o.state_fp == state_fp && o.binding.tool == b.tool => {
+                Some(o)
+                    if o.status == PENDING
+                        && o.state_fp == state_fp
+                        && o.binding.tool == b.tool =>
+                {
                     o.request_id.clone()
                 }
                 _ => None,
@@ -319,23 +268,23 @@ impl Ledger {
                 Some(id) => id,
                 None => new_id(tx)?,
             };
-            tx.prepare_cached(
-                "INSERT INTO raised (vault, caller, args_hash, tool, state_fp, summary, raised_at, expires_at,
-                   request_id, args_json, covers, raised_by_uid, status, reason, token_id, expired_logged, preview)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 'pending', '', NULL, 0, ?13)
-                 ON CONFLICT (vault, caller, args_hash) DO UPDATE SET
-                   tool = excluded.tool, state_fp = excluded.state_fp, summary = excluded.summary,
-                   raised_at = excluded.raised_at, expires_at = excluded.expires_at,
-                   request_id = excluded.request_id, args_json = excluded.args_json,
-                   covers = excluded.covers, raised_by_uid = excluded.raised_by_uid,
-                   status = 'pending', reason = '', token_id = NULL, expired_logged = 0,
-                   preview = excluded.preview",
-            )?
-            .execute(params![
-                b.vault, b.caller, b.args_hash, b.tool, state_fp, summary, now, exp, id, args_json,
-                covers, uid, preview
-            ])?;
-            evs.push(b.event(events::REQUESTED, state_fp, json!({ "summary": summary, "request_id": id })));
+            tx.upsert_raised(&NewRaised {
+                binding: b,
+                state_fp,
+                summary: &summary,
+                raised_at: now,
+                expires_at: exp,
+                request_id: &id,
+                args_json: &args_json,
+                covers: &covers,
+                uid,
+                preview: &preview,
+            })?;
+            evs.push(b.event(
+                events::REQUESTED,
+                state_fp,
+                json!({ "summary": summary, "request_id": id }),
+            ));
             Ok(Ok(Raised {
                 request_id: id,
                 raised_at_ms: now,
@@ -363,7 +312,7 @@ impl Ledger {
         let mut secret = [0u8; 32];
         rand::RngCore::fill_bytes(&mut rand::rngs::OsRng, &mut secret);
         self.store.write(|tx, evs| {
-            let Some(row) = by_id(tx, id)? else {
+            let Some(row) = tx.raised_by_id(id)? else {
                 return Err(no_request(id));
             };
             // Another human's request is theirs to approve, with their own factor or
@@ -376,7 +325,8 @@ impl Ledger {
             if guarded && (approver.is_none() || approver != row.uid) {
                 return Err(no_request(id));
             }
-            let live = token(tx, row.token_id)?.is_some_and(|t| t.7.is_none() && t.6 > now);
+            let live = token(tx, row.token_id)?
+                .is_some_and(|t| t.consumed_at.is_none() && t.expires_at > now);
             match status_at(&row.status, row.expires_at, now) {
                 DECLINED => return Err(DaemonError::refused(
                     Reason::Declined,
@@ -403,16 +353,14 @@ impl Ledger {
             }
             let b = &row.binding;
             // The approval: a token row whose token nobody holds (a hash of random bytes).
-            tx.prepare_cached(
-                "INSERT INTO tokens (token_hash, vault, tool, caller, args_hash, state_fp, created_at, expires_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            )?
-            .execute(params![&secret[..], b.vault, b.tool, b.caller, b.args_hash, row.state_fp, now, exp])?;
-            let token_id = tx.last_insert_rowid();
-            tx.prepare_cached(
-                "UPDATE raised SET status = 'approved', token_id = ?2, expires_at = ?3 WHERE request_id = ?1",
-            )?
-            .execute(params![id, token_id, exp])?;
+            let token_id = tx.insert_token(&NewToken {
+                hash: &secret,
+                binding: b,
+                state_fp: &row.state_fp,
+                created_at: now,
+                expires_at: exp,
+            })?;
+            tx.set_approved(id, token_id, exp)?;
             evs.push(event(&row, events::APPROVED, json!({ "request_id": id, "uid": who.uid, "expires_at_ms": exp, "factor": proof.factor(), "credential": proof.credential() })));
             Ok(Ok(Approved { binding: b.clone(), state_fp: row.state_fp.clone(), expires_at_ms: exp }))
         })
@@ -430,7 +378,7 @@ impl Ledger {
         let now = now_ms();
         let guarded = self.mode() == tc_core::config::Mode::Guarded;
         self.store.write(|tx, evs| {
-            let Some(row) = by_id(tx, id)? else {
+            let Some(row) = tx.raised_by_id(id)? else {
                 return Err(no_request(id));
             };
             if guarded && uid != Some(0) && (uid.is_none() || uid != row.uid) {
@@ -446,7 +394,7 @@ impl Ledger {
                         "this request already expired unanswered; nothing waits to be declined",
                     ))
                 }
-                APPROVED if tok.as_ref().is_some_and(|t| t.7.is_some()) => {
+                APPROVED if tok.as_ref().is_some_and(|t| t.consumed_at.is_some()) => {
                     return Err(DaemonError::refused(
                         Reason::Spent,
                         "this approval was already used by the agent's retry; it cannot be declined now",
@@ -455,14 +403,9 @@ impl Ledger {
                 _ => {}
             }
             if let Some(t) = tok {
-                tx.prepare_cached("UPDATE tokens SET consumed_at = ?2 WHERE id = ?1 AND consumed_at IS NULL")?
-                    .execute(params![t.0, now])?;
+                tx.void_token(t.id, now)?;
             }
-            tx.prepare_cached(
-                "UPDATE raised SET status = 'declined', reason = ?2, token_id = NULL,
-                   expires_at = max(expires_at, ?3) WHERE request_id = ?1",
-            )?
-            .execute(params![id, reason, now + self.ttl_ms])?;
+            tx.set_declined(id, &reason, now + self.ttl_ms)?;
             evs.push(event(&row, events::DECLINED, json!({ "request_id": id, "reason": reason, "uid": uid, "by": "operator" })));
             Ok(Ok(()))
         })
@@ -483,7 +426,7 @@ impl Ledger {
         let now = now_ms();
         let nonce = crate::ledger::random_b64(16);
         self.store.write(|tx, evs| {
-            let Some(row) = by_call(tx, b)?.filter(|r| r.binding.tool == b.tool) else {
+            let Some(row) = tx.raised_by_call(b)?.filter(|r| r.binding.tool == b.tool) else {
                 return Err(not_approved());
             };
             match status_at(&row.status, row.expires_at, now) {
@@ -491,29 +434,29 @@ impl Ledger {
                 PENDING => return Err(not_approved()),
                 EXPIRED if row.status == DECLINED => {
                     // The decline lapsed: the next raise asks afresh.
-                    delete(tx, b)?;
+                    tx.delete_raised(b)?;
                     return Ok(Err(not_approved()));
                 }
                 EXPIRED => {
                     log_expired(tx, evs, &row)?;
-                    delete(tx, b)?;
+                    tx.delete_raised(b)?;
                     return Ok(Err(expired(row.status == APPROVED)));
                 }
                 _ => {}
             }
             let tok = token(tx, row.token_id)?;
-            let Some(t) = tok.filter(|t| t.7.is_none()) else {
+            let Some(t) = tok.filter(|t| t.consumed_at.is_none()) else {
                 // Used (a retry is running or ran), or voided by a secret rotation.
                 return Err(not_approved());
             };
-            if t.6 <= now {
-                delete(tx, b)?;
+            if t.expires_at <= now {
+                tx.delete_raised(b)?;
                 return Ok(Err(expired(true)));
             }
             let r = self.spend(tx, evs, t, b, current_fp, now, &nonce)?;
             if r.is_err() {
                 // Drifted (spent): the next retry raises a fresh request.
-                delete(tx, b)?;
+                tx.delete_raised(b)?;
             }
             Ok(r)
         })
@@ -523,63 +466,45 @@ impl Ledger {
     /// within the last hour (what `tcctl pending` and `ListPending` show).
     pub fn pending(&self, vault: &str) -> Result<Vec<Pending>, DaemonError> {
         let now = now_ms();
-        self.store.read(|c| {
-            let mut st = c.prepare_cached(
-                "SELECT r.vault, r.tool, r.caller, r.args_hash, r.state_fp, r.summary, r.raised_at, r.expires_at,
-                   EXISTS (SELECT 1 FROM tokens t WHERE t.vault = r.vault AND t.caller = r.caller
-                           AND t.args_hash = r.args_hash AND t.state_fp = r.state_fp AND t.created_at >= r.raised_at),
-                   coalesce(r.request_id, ''), r.status, r.args_json, r.covers, r.raised_by_uid, r.reason,
-                   r.preview
-                 FROM raised r WHERE r.expires_at > ?1 AND (?2 = '' OR r.vault = ?2)
-                 ORDER BY r.raised_at DESC",
-            )?;
-            let rows = st.query_map(params![now - EXPIRED_KEPT_MS, vault], |r| {
-                let status: String = r.get(10)?;
-                let expires_at_ms: i64 = r.get(7)?;
-                Ok(Pending {
-                    binding: Binding { vault: r.get(0)?, tool: r.get(1)?, caller: r.get(2)?, args_hash: r.get(3)? },
-                    state_fp: r.get(4)?,
-                    summary: r.get(5)?,
-                    raised_at_ms: r.get(6)?,
-                    expires_at_ms,
-                    // An approval is a token row too: "minted" means a `tcctl elicit` token.
-                    minted: r.get::<_, bool>(8)? && status != APPROVED,
-                    request_id: r.get(9)?,
-                    status: status_at(&status, expires_at_ms, now),
-                    args_json: r.get(11)?,
-                    covers: r.get(12)?,
-                    raised_by_uid: r.get(13)?,
-                    reason: r.get(14)?,
-                    preview: r.get(15)?,
-                })
-            })?;
-            Ok(rows.collect::<Result<_, _>>()?)
-        })
+        let rows = self
+            .store
+            .read(|c| Ok(c.pending_rows(now - EXPIRED_KEPT_MS, vault)?))?;
+        Ok(rows
+            .into_iter()
+            .map(|r| Pending {
+                // An approval is a token row too: "minted" means a `tcctl elicit` token.
+                minted: r.minted && r.status != APPROVED,
+                status: status_at(&r.status, r.expires_at, now),
+                binding: r.binding,
+                state_fp: r.state_fp,
+                summary: r.summary,
+                raised_at_ms: r.raised_at,
+                expires_at_ms: r.expires_at,
+                request_id: r.request_id,
+                args_json: r.args_json,
+                covers: r.covers,
+                raised_by_uid: r.uid,
+                reason: r.reason,
+                preview: r.preview,
+            })
+            .collect())
     }
 }
 
 /// Garbage collection of raised requests an hour past their expiry; an unanswered one
 /// nobody retried is logged as expired as it goes.
-pub(crate) fn sweep(tx: &Connection, evs: &mut Vec<NewEvent>, now: i64) -> Result<(), DaemonError> {
+pub(crate) fn sweep(tx: &dyn Tx, evs: &mut Vec<NewEvent>, now: i64) -> Result<(), DaemonError> {
     sweep_expired_before(tx, evs, now - EXPIRED_KEPT_MS)
 }
 
 /// Whether a new row fits under [`MAX_RAISED`]; at the cap, expired rows go at once
 /// (not an hour later) to make room, so only live requests can keep new ones out.
-fn room_for_one_more(
-    tx: &Connection,
-    evs: &mut Vec<NewEvent>,
-    now: i64,
-) -> Result<bool, DaemonError> {
-    let count = |tx: &Connection| -> rusqlite::Result<i64> {
-        tx.prepare_cached("SELECT count(*) FROM raised")?
-            .query_row([], |r| r.get(0))
-    };
-    if count(tx)? < MAX_RAISED {
+fn room_for_one_more(tx: &dyn Tx, evs: &mut Vec<NewEvent>, now: i64) -> Result<bool, DaemonError> {
+    if tx.count_raised()? < MAX_RAISED {
         return Ok(true);
     }
     sweep_expired_before(tx, evs, now)?;
-    Ok(count(tx)? < MAX_RAISED)
+    Ok(tx.count_raised()? < MAX_RAISED)
 }
 
 fn full() -> DaemonError {
@@ -593,21 +518,14 @@ fn full() -> DaemonError {
 }
 
 fn sweep_expired_before(
-    tx: &Connection,
+    tx: &dyn Tx,
     evs: &mut Vec<NewEvent>,
     cutoff: i64,
 ) -> Result<(), DaemonError> {
-    let old: Vec<Row> = tx
-        .prepare_cached(&format!(
-            "SELECT {ROW_COLS} FROM raised WHERE expires_at <= ?1 AND status = 'pending' AND expired_logged = 0"
-        ))?
-        .query_map(params![cutoff], read_row)?
-        .collect::<Result<_, _>>()?;
-    for row in &old {
+    for row in &tx.unlogged_expired(cutoff)? {
         log_expired(tx, evs, row)?;
     }
-    tx.prepare_cached("DELETE FROM raised WHERE expires_at <= ?1")?
-        .execute(params![cutoff])?;
+    tx.delete_raised_before(cutoff)?;
     Ok(())
 }
 

@@ -13,7 +13,7 @@ fn reason<T: std::fmt::Debug>(r: Result<T, DaemonError>) -> Reason {
 
 fn ledger() -> (tempfile::TempDir, Ledger) {
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("db")).unwrap();
+    let store = Store::for_test(dir.path());
     (dir, Ledger::new(store, Secret::ephemeral(), 300))
 }
 
@@ -362,22 +362,16 @@ fn raised_requests_are_capped_in_total_whatever_the_caller_names() {
     assert_eq!(reason(raise_as(&l, MAX_RAISED)), Reason::RateLimited);
     let again = raise_as(&l, 7).unwrap();
     assert_eq!(again.request_id, raise_as(&l, 7).unwrap().request_id);
-    let n: i64 = l
-        .store
-        .read(|c| Ok(c.query_row("SELECT count(*) FROM raised", [], |r| r.get(0))?))
-        .unwrap();
+    let n: i64 = l.store.scalar("SELECT count(*) FROM raised").unwrap();
     assert_eq!(n, MAX_RAISED);
 
     // Requests that expire at once: the cap sweeps them instead of refusing.
     let dir = tempfile::tempdir().unwrap();
-    let store = Store::open(&dir.path().join("db")).unwrap();
+    let store = Store::for_test(dir.path());
     let l = Ledger::new(store, Secret::ephemeral(), 0);
     for i in 0..=MAX_RAISED + 5 {
         raise_as(&l, i).unwrap();
     }
-    let n: i64 = l
-        .store
-        .read(|c| Ok(c.query_row("SELECT count(*) FROM raised", [], |r| r.get(0))?))
-        .unwrap();
+    let n: i64 = l.store.scalar("SELECT count(*) FROM raised").unwrap();
     assert!(n <= MAX_RAISED, "{n}");
 }

@@ -12,9 +12,9 @@ pub enum DaemonError {
     /// A domain refusal the client can act on.
     #[error("{message}")]
     Refused { reason: Reason, message: String },
-    /// SQLite failed (disk full, read-only, corruption).
+    /// The store failed (disk full, read-only, corruption, connection lost).
     #[error("database: {0}")]
-    Db(#[from] rusqlite::Error),
+    Store(#[from] crate::store::StoreError),
     /// Filesystem or other I/O failed.
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
@@ -30,6 +30,23 @@ impl DaemonError {
             reason,
             message: message.into(),
         }
+    }
+}
+
+impl From<rusqlite::Error> for DaemonError {
+    fn from(e: rusqlite::Error) -> Self {
+        DaemonError::Store(e.into())
+    }
+}
+
+/// Whether `e` means the database cannot be reached now (retry later), as opposed to a
+/// fault; the message names the store, never SQL or key material.
+fn unreachable(e: &crate::store::StoreError) -> bool {
+    use crate::store::StoreError;
+    match e {
+        StoreError::Unavailable(_) => true,
+        StoreError::Postgres(p) => p.is_closed() || p.as_db_error().is_none(),
+        _ => false,
     }
 }
 
@@ -68,16 +85,23 @@ impl From<DaemonError> for Status {
             DaemonError::Refused { reason, message } => {
                 tc_proto::refusal(code_for(reason), reason, message)
             }
-            DaemonError::Db(rusqlite::Error::SqliteFailure(f, _))
-                if matches!(
-                    f.code,
-                    rusqlite::ErrorCode::DiskFull | rusqlite::ErrorCode::ReadOnly
-                ) =>
+            DaemonError::Store(crate::store::StoreError::Sqlite(
+                rusqlite::Error::SqliteFailure(f, _),
+            )) if matches!(
+                f.code,
+                rusqlite::ErrorCode::DiskFull | rusqlite::ErrorCode::ReadOnly
+            ) =>
             {
                 tracing::error!(error = %f, "database cannot be written");
                 Status::resource_exhausted(
                     "tcd cannot write its database (disk full or read-only); nothing was recorded",
                 )
+            }
+            DaemonError::Store(e) if unreachable(&e) => {
+                tracing::error!(error = %e, "the store is unreachable");
+                Status::unavailable(format!(
+                    "tcd's ledger store is unreachable; nothing was recorded or spent ({e})"
+                ))
             }
             other => {
                 tracing::error!(error = %other, "internal error");

@@ -1,5 +1,5 @@
-//! The confirmation ledger: raised requests, single-use tokens, redemptions and their
-//! release, consumed request states, cursors. Every change commits with its event.
+//! The confirmation ledger: single-use tokens, their redemptions and release, what ran
+//! (states and cursors: `states.rs`; raised requests: `approvals.rs`). Each change commits with its event.
 //!
 //! - [`Ledger`]: the operations, synchronous (the service runs them on blocking threads).
 //! - [`Binding`]: vault, tool, caller, args_hash — what every confirmation is bound to.
@@ -10,112 +10,25 @@ use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
 use base64::Engine;
 use hmac::{Hmac, Mac};
 use rand::RngCore;
-use rusqlite::{params, OptionalExtension};
 use serde_json::json;
 use sha2::Sha256;
 use tc_core::codes::events;
 use tc_core::{now_ms, Reason};
 
 use crate::error::DaemonError;
-use crate::seal::{self, Sealed};
+pub use crate::record::Binding;
+use crate::record::{check_hash, NewEvent, DECLINED};
 use crate::secret::Secret;
-use crate::store::{NewEvent, Store};
+use crate::store::queries::{NewToken, TokenRow, Tx};
+use crate::store::{Store, Written};
 
 /// Cursors expire after ten minutes, independent of the confirmation TTL.
 pub const CURSOR_TTL_MS: i64 = 10 * 60 * 1000;
 const TOKEN_PREFIX: &str = "tct_";
 
-/// What every confirmation is bound to.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Binding {
-    pub vault: String,
-    pub tool: String,
-    pub caller: String,
-    pub args_hash: String,
-}
-
-impl Binding {
-    /// Refuses empty fields and malformed hashes before they reach the database.
-    pub fn check(&self) -> Result<(), DaemonError> {
-        // A guarded-mode caller carries its owner's " (uid N)" (at most 17 bytes more).
-        for (name, v, max) in [
-            ("vault", &self.vault, 256),
-            ("tool", &self.tool, 256),
-            ("caller", &self.caller, 256 + 17),
-        ] {
-            if v.is_empty() || v.len() > max {
-                return Err(DaemonError::refused(
-                    Reason::BadArgument,
-                    format!("{name} must be 1..=256 bytes"),
-                ));
-            }
-        }
-        check_hash("args_hash", &self.args_hash)
-    }
-
-    pub(crate) fn event(
-        &self,
-        kind: &'static str,
-        state_fp: &str,
-        detail: serde_json::Value,
-    ) -> NewEvent {
-        NewEvent {
-            kind,
-            vault: self.vault.clone(),
-            tool: self.tool.clone(),
-            caller: self.caller.clone(),
-            args_hash: self.args_hash.clone(),
-            state_fp: state_fp.to_string(),
-            detail,
-            // The store reads the owner from the qualified caller.
-            owner: None,
-        }
-    }
-}
-
-fn check_hash(name: &str, v: &str) -> Result<(), DaemonError> {
-    if tc_core::hash::is_sha256_hex(v) {
-        Ok(())
-    } else {
-        Err(DaemonError::refused(
-            Reason::BadArgument,
-            format!("{name} must be 64 lowercase hex digits"),
-        ))
-    }
-}
-
-/// A token row as `spend` reads it: id, vault, tool, caller, args_hash, state_fp,
-/// expires_at, consumed_at, redeemed.
-pub(crate) type TokenRow = (
-    i64,
-    String,
-    String,
-    String,
-    String,
-    String,
-    i64,
-    Option<i64>,
-    i64,
-);
-
-/// Reads a [`TokenRow`] from the columns in that order.
-pub(crate) fn token_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TokenRow> {
-    Ok((
-        r.get(0)?,
-        r.get(1)?,
-        r.get(2)?,
-        r.get(3)?,
-        r.get(4)?,
-        r.get(5)?,
-        r.get(6)?,
-        r.get(7)?,
-        r.get(8)?,
-    ))
-}
-
 /// What a redemption id names.
 enum Redemption {
-    /// The token's latest redemption, on the token with this rowid.
+    /// The token's latest redemption, on the token with this id.
     Latest(i64),
     /// An earlier redemption of a token that has been redeemed again since.
     Superseded,
@@ -123,42 +36,29 @@ enum Redemption {
 
 /// Resolves a redemption id. New ids are `<tokens.id>.<seq>.<random>` and need no index;
 /// ids issued before schema 3 have no '.' and are looked up in `legacy_redemptions`.
-fn find_redemption(
-    tx: &rusqlite::Connection,
-    redemption_id: &str,
-) -> Result<Option<Redemption>, DaemonError> {
+fn find_redemption(tx: &dyn Tx, redemption_id: &str) -> Result<Option<Redemption>, DaemonError> {
     let mut parts = redemption_id.splitn(3, '.');
     let (id, seq) = match (parts.next(), parts.next(), parts.next()) {
         (Some(id), Some(seq), Some(_)) => match (id.parse::<i64>(), seq.parse::<i64>()) {
             (Ok(id), Ok(seq)) => (id, Some(seq)),
             _ => return Ok(None),
         },
-        (Some(_), None, None) => {
-            let legacy: Option<i64> = tx
-                .prepare_cached("SELECT token_id FROM legacy_redemptions WHERE id = ?1")?
-                .query_row(params![redemption_id], |r| r.get(0))
-                .optional()?;
-            match legacy {
-                Some(id) => (id, None),
-                None => return Ok(None),
-            }
-        }
+        (Some(_), None, None) => match tx.legacy_redemption(redemption_id)? {
+            Some(id) => (id, None),
+            None => return Ok(None),
+        },
         _ => return Ok(None),
     };
-    let row: Option<(Option<String>, i64)> = tx
-        .prepare_cached("SELECT redemption_id, redeemed FROM tokens WHERE id = ?1")?
-        .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?)))
-        .optional()?;
-    let Some((latest, redeemed)) = row else {
+    let Some(row) = tx.redemption_of(id)? else {
         return Ok(None); // deleted by a secret rotation
     };
-    if latest.as_deref() == Some(redemption_id) {
+    if row.redemption_id.as_deref() == Some(redemption_id) {
         return Ok(Some(Redemption::Latest(id)));
     }
     Ok(match seq {
         // A legacy id the token no longer names was superseded.
         None => Some(Redemption::Superseded),
-        Some(s) if (1..redeemed).contains(&s) => Some(Redemption::Superseded),
+        Some(s) if (1..row.redeemed).contains(&s) => Some(Redemption::Superseded),
         Some(_) => None,
     })
 }
@@ -199,7 +99,7 @@ pub struct Pending {
 #[cfg(test)]
 pub(crate) fn scratch() -> (tempfile::TempDir, Ledger) {
     let dir = tempfile::tempdir().expect("tempdir");
-    let store = Store::open(&dir.path().join("db")).expect("store");
+    let store = Store::for_test(dir.path());
     (dir, Ledger::new(store, Secret::ephemeral(), 300))
 }
 
@@ -262,7 +162,7 @@ impl Ledger {
         Ledger { limits, ..self }
     }
 
-    fn keys<T>(&self, f: impl FnOnce(&Secret) -> T) -> T {
+    pub(crate) fn keys<T>(&self, f: impl FnOnce(&Secret) -> T) -> T {
         f(&self.secret.read().unwrap_or_else(|p| p.into_inner()))
     }
 
@@ -292,26 +192,6 @@ impl Ledger {
         })
     }
 
-    /// Records (replacing) the latest raised request for (vault, caller, args_hash), with
-    /// no arguments, coverage or peer (see [`Ledger::raise_request`]).
-    pub fn raise(
-        &self,
-        b: &Binding,
-        state_fp: &str,
-        summary: &str,
-    ) -> Result<(i64, i64), DaemonError> {
-        let r = self.raise_request(
-            b,
-            state_fp,
-            &crate::approvals::RaiseText {
-                summary,
-                ..Default::default()
-            },
-            None,
-        )?;
-        Ok((r.raised_at_ms, r.expires_at_ms))
-    }
-
     /// Mints a token for the retained raised request; with `pin`, only if the request's
     /// fingerprint is exactly `pin`. In guarded mode only with `approver`'s valid code,
     /// whose time step is spent in the same commit as the token is minted.
@@ -330,12 +210,7 @@ impl Ledger {
         let now = now_ms();
         let exp = now + self.ttl_ms;
         self.store.write(|tx, evs| {
-            let raised: Option<(String, String, i64, String)> = tx.prepare_cached(
-                "SELECT tool, state_fp, expires_at, status FROM raised WHERE vault = ?1 AND caller = ?2 AND args_hash = ?3",
-            )?
-            .query_row(params![b.vault, b.caller, b.args_hash], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?)))
-                .optional()?;
-            let Some((tool, fp, raised_exp, status)) = raised else {
+            let Some(raised) = tx.raised_by_call(b)? else {
                 return Err(DaemonError::refused(
                     Reason::NoRaisedRequest,
                     format!(
@@ -345,6 +220,8 @@ impl Ledger {
                     ),
                 ));
             };
+            let (tool, fp, raised_exp, status) =
+                (raised.binding.tool, raised.state_fp, raised.expires_at, raised.status);
             if raised_exp <= now {
                 return Err(DaemonError::refused(
                     Reason::NoRaisedRequest,
@@ -352,7 +229,7 @@ impl Ledger {
                 ));
             }
             // A "no" stands: neither route turns it into a yes (`approvals.rs`).
-            if status == crate::approvals::DECLINED {
+            if status == DECLINED {
                 return Err(DaemonError::refused(
                     Reason::Declined,
                     "the human declined this call; it cannot be approved afterwards",
@@ -382,11 +259,13 @@ impl Ledger {
                     return Ok(Err(e));
                 }
             }
-            tx.prepare_cached(
-                "INSERT INTO tokens (token_hash, vault, tool, caller, args_hash, state_fp, created_at, expires_at)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            )?
-            .execute(params![hash, b.vault, b.tool, b.caller, b.args_hash, fp, now, exp])?;
+            tx.insert_token(&NewToken {
+                hash: &hash,
+                binding: b,
+                state_fp: &fp,
+                created_at: now,
+                expires_at: exp,
+            })?;
             evs.push(b.event(events::MINTED, &fp, json!({ "expires_at_ms": exp })));
             Ok(Ok((token.clone(), exp, fp)))
         })
@@ -411,13 +290,7 @@ impl Ledger {
         let now = now_ms();
         let nonce = random_b64(16);
         self.store.write(|tx, evs| {
-            let row: Option<TokenRow> = tx.prepare_cached(
-                "SELECT id, vault, tool, caller, args_hash, state_fp, expires_at, consumed_at, redeemed
-                     FROM tokens WHERE token_hash = ?1",
-            )?
-            .query_row(params![hash], token_row)
-                .optional()?;
-            let Some(row) = row else {
+            let Some(row) = tx.token_by_hash(&hash)? else {
                 return Err(DaemonError::refused(
                     Reason::Unknown,
                     "unknown confirmation token (never issued here, voided by a secret rotation, or collected a week after it expired)",
@@ -433,15 +306,22 @@ impl Ledger {
     #[allow(clippy::too_many_arguments)]
     pub(crate) fn spend(
         &self,
-        tx: &rusqlite::Connection,
+        tx: &dyn Tx,
         evs: &mut Vec<NewEvent>,
         row: TokenRow,
         b: &Binding,
         current_fp: &str,
         now: i64,
         nonce: &str,
-    ) -> crate::store::Written<String> {
-        let (id, vault, tool, caller, args_hash, fp, exp, consumed, redeemed) = row;
+    ) -> Written<String> {
+        let TokenRow {
+            id,
+            binding: issued,
+            state_fp: fp,
+            expires_at: exp,
+            consumed_at: consumed,
+            redeemed,
+        } = row;
         if consumed.is_some() {
             return Err(DaemonError::refused(
                 Reason::Spent,
@@ -454,12 +334,6 @@ impl Ledger {
                 "this confirmation token has expired",
             ));
         }
-        let issued = Binding {
-            vault,
-            tool,
-            caller,
-            args_hash,
-        };
         if &issued != b {
             let mut fields = Vec::new();
             for (name, a, c) in [
@@ -490,12 +364,7 @@ impl Ledger {
         }
         if fp != current_fp {
             // Spent without a redemption: the latest one (if any) stays as it was.
-            let spent = tx
-                .prepare_cached(
-                    "UPDATE tokens SET consumed_at = ?2 WHERE id = ?1 AND consumed_at IS NULL",
-                )?
-                .execute(params![id, now])?;
-            if spent != 1 {
+            if !tx.spend_token(id, now, None)? {
                 return Err(DaemonError::refused(
                     Reason::Spent,
                     "this confirmation token was already used",
@@ -514,14 +383,7 @@ impl Ledger {
         let seq = redeemed + 1;
         let redemption = format!("{id}.{seq}.{nonce}");
         // Single use: exactly one row changes only while the token is unspent.
-        let spent = tx
-            .prepare_cached(
-                "UPDATE tokens SET consumed_at = ?2, redemption_id = ?3, redeemed = ?4,
-               released_at = NULL, final_at = NULL
-             WHERE id = ?1 AND consumed_at IS NULL",
-            )?
-            .execute(params![id, now, redemption, seq])?;
-        if spent != 1 {
+        if !tx.spend_token(id, now, Some((&redemption, seq)))? {
             return Err(DaemonError::refused(
                 Reason::Spent,
                 "this confirmation token was already used",
@@ -544,17 +406,22 @@ impl Ledger {
                 None => return Err(DaemonError::refused(Reason::Unknown, "no such redemption")),
                 // A token is only redeemed again after its previous redemption was released.
                 Some(Redemption::Superseded) => {
-                    return Err(DaemonError::refused(Reason::Spent, "this redemption was already released"))
+                    return Err(DaemonError::refused(
+                        Reason::Spent,
+                        "this redemption was already released",
+                    ))
                 }
                 Some(Redemption::Latest(id)) => id,
             };
-            type Row = (Option<i64>, Option<i64>, Binding);
-            let (released, fin, b): Row = tx.prepare_cached(
-                "SELECT released_at, final_at, vault, tool, caller, args_hash FROM tokens WHERE id = ?1",
-            )?
-            .query_row(params![id], |r| Ok((r.get(0)?, r.get(1)?, Binding { vault: r.get(2)?, tool: r.get(3)?, caller: r.get(4)?, args_hash: r.get(5)? })))?;
+            let Some(row) = tx.redemption_of(id)? else {
+                return Err(DaemonError::refused(Reason::Unknown, "no such redemption"));
+            };
+            let (released, fin, b) = (row.released_at, row.final_at, row.binding);
             if released.is_some() {
-                return Err(DaemonError::refused(Reason::Spent, "this redemption was already released"));
+                return Err(DaemonError::refused(
+                    Reason::Spent,
+                    "this redemption was already released",
+                ));
             }
             if fin.is_some() {
                 return Err(DaemonError::refused(
@@ -563,12 +430,18 @@ impl Ledger {
                 ));
             }
             // Expiry and binding are untouched: the token is exactly as minted.
-            tx.prepare_cached(
-                "UPDATE tokens SET consumed_at = NULL, released_at = ?3
-                 WHERE id = ?1 AND redemption_id = ?2 AND released_at IS NULL AND final_at IS NULL",
-            )?
-            .execute(params![id, redemption_id, now])?;
-            evs.push(b.event(events::RELEASED, "", json!({ "reason": why, "redemption_id": redemption_id })));
+            if tx.release_token(id, redemption_id, now)? != 1 {
+                // Released or run by a concurrent writer between the read and this update.
+                return Err(DaemonError::refused(
+                    Reason::Spent,
+                    "this redemption was already released or ran",
+                ));
+            }
+            evs.push(b.event(
+                events::RELEASED,
+                "",
+                json!({ "reason": why, "redemption_id": redemption_id }),
+            ));
             Ok(Ok(()))
         })
     }
@@ -584,12 +457,14 @@ impl Ledger {
         b.check()?;
         let now = now_ms();
         self.store.write(|tx, evs| {
+            // The raised row first (locked on PostgreSQL), then tokens: the order every
+            // write touching both takes, so two replicas never wait on each other in a
+            // circle (the approved retry locks the row, then spends its token).
+            let _ = tx.raised_by_call(b)?;
             if !redemption_id.is_empty() {
                 // Only a live redemption of a token minted for this very call.
                 let n = match find_redemption(tx, redemption_id)? {
-                    Some(Redemption::Latest(id)) => tx.prepare_cached("UPDATE tokens SET final_at = ?3
-                         WHERE id = ?1 AND redemption_id = ?2 AND final_at IS NULL AND released_at IS NULL
-                           AND vault = ?4 AND tool = ?5 AND caller = ?6 AND args_hash = ?7")?.execute(params![id, redemption_id, now, b.vault, b.tool, b.caller, b.args_hash])?,
+                    Some(Redemption::Latest(id)) => tx.finalize_redemption(id, redemption_id, b, now)?,
                     _ => 0,
                 };
                 if n != 1 {
@@ -599,17 +474,10 @@ impl Ledger {
                     ));
                 }
             }
-            tx.prepare_cached(
-                "DELETE FROM raised WHERE vault = ?1 AND caller = ?2 AND args_hash = ?3",
-            )?
-            .execute(params![b.vault, b.caller, b.args_hash])?;
+            tx.delete_raised(b)?;
             // One approval, one run: other tokens minted for the same call (the operator ran
             // `tcctl elicit` twice) are spent with it, so the next run needs a fresh approval.
-            let voided = tx.prepare_cached(
-                "UPDATE tokens SET consumed_at = ?5
-                 WHERE vault = ?1 AND tool = ?2 AND caller = ?3 AND args_hash = ?4 AND consumed_at IS NULL",
-            )?
-            .execute(params![b.vault, b.tool, b.caller, b.args_hash, now])?;
+            let voided = tx.void_call_tokens(b, now)?;
             evs.push(b.event(
                 events::CONSUMED,
                 state_fp,
@@ -619,250 +487,39 @@ impl Ledger {
         })
     }
 
-    fn seal_blob(
-        &self,
-        key: fn(&Secret) -> [u8; 32],
-        b: &Binding,
-        state_fp: &str,
-        inner: &[u8],
-        ttl_ms: i64,
-    ) -> (String, i64) {
-        let exp = now_ms() + ttl_ms;
-        let s = Sealed {
-            nonce: random_b64(16),
-            expires_at_ms: exp,
-            vault: b.vault.clone(),
-            tool: b.tool.clone(),
-            caller: b.caller.clone(),
-            args_hash: b.args_hash.clone(),
-            state_fp: state_fp.to_string(),
-            inner: seal::encode_inner(inner),
-        };
-        (seal::seal(&self.keys(key), &s), exp)
-    }
-
-    /// Authenticates a blob, then checks expiry, caller and request, in that order.
-    fn open_blob(
-        &self,
-        key: fn(&Secret) -> [u8; 32],
-        blob: &str,
-        b: &Binding,
-    ) -> Result<Sealed, DaemonError> {
-        let s = seal::open(&self.keys(key), blob)?;
-        if s.expires_at_ms <= now_ms() {
-            return Err(DaemonError::refused(Reason::Expired, "expired"));
-        }
-        if s.caller != b.caller {
-            return Err(DaemonError::refused(
-                Reason::Foreign,
-                "issued to another caller",
-            ));
-        }
-        if s.vault != b.vault || s.tool != b.tool || s.args_hash != b.args_hash {
-            return Err(DaemonError::refused(
-                Reason::RequestMismatch,
-                "issued for a different request",
-            ));
-        }
-        Ok(s)
-    }
-
-    /// Seals a 2026-07-28 requestState for `b` at `state_fp`.
-    pub fn seal_state(
-        &self,
-        b: &Binding,
-        state_fp: &str,
-        inner: &[u8],
-    ) -> Result<(String, i64), DaemonError> {
-        b.check()?;
-        check_hash("state_fp", state_fp)?;
-        let (blob, exp) = self.seal_blob(|s| s.keys.state, b, state_fp, inner, self.ttl_ms);
-        // Refused here, not at the round trip: `open` would refuse it as invalid.
-        if blob.len() > seal::MAX_SEALED_LEN {
-            return Err(DaemonError::refused(
-                Reason::BadArgument,
-                format!(
-                    "the state to seal is too large ({} bytes of inner state; a sealed state is at most {} bytes)",
-                    inner.len(),
-                    seal::MAX_SEALED_LEN
-                ),
-            ));
-        }
-        Ok((blob, exp))
-    }
-
-    /// Opens a requestState; with `consume`, marks it used (a second open is `spent`),
-    /// and with a non-empty `current_fp` refuses it as `replay_drift` when the target
-    /// changed since it was sealed (the state is spent either way).
-    pub fn open_state(
-        &self,
-        blob: &str,
-        b: &Binding,
-        consume: bool,
-        current_fp: &str,
-    ) -> Result<Sealed, DaemonError> {
-        b.check()?;
-        if !current_fp.is_empty() {
-            check_hash("current_state_fp", current_fp)?;
-        }
-        let s = match self.open_blob(|s| s.keys.state, blob, b) {
-            Ok(s) => s,
-            Err(e) => {
-                if let DaemonError::Refused { reason, .. } = &e {
-                    if self.may_record(&b.vault, &b.caller, events::REFUSED) {
-                        self.store.append(b.event(
-                            events::REFUSED,
-                            "",
-                            json!({ "reason": reason.as_str(), "what": "request_state" }),
-                        ))?;
-                    }
-                }
-                return Err(e);
-            }
-        };
-        if consume {
-            let now = now_ms();
-            self.store.write(|tx, evs| {
-                let n = tx.prepare_cached(
-                    "INSERT INTO consumed_states (nonce, consumed_at, expires_at) VALUES (?1, ?2, ?3)
-                     ON CONFLICT (nonce) DO NOTHING",
-                )?
-                .execute(params![s.nonce, now, s.expires_at_ms])?;
-                if n == 1 {
-                    if !current_fp.is_empty() && current_fp != s.state_fp {
-                        evs.push(b.event(events::REPLAY_DRIFT, current_fp, json!({ "approved_state_fp": s.state_fp, "what": "request_state" })));
-                        return Ok(Err(DaemonError::refused(
-                            Reason::ReplayDrift,
-                            "the target changed since the confirmation was requested; nothing was applied and the confirmation is spent",
-                        )));
-                    }
-                    return Ok(Ok(()));
-                }
-                // A spent state can be replayed at will.
-                if self.may_record(&b.vault, &b.caller, events::REFUSED) {
-                    evs.push(b.event(events::REFUSED, &s.state_fp, json!({ "reason": "spent", "what": "request_state" })));
-                }
-                Ok(Err(DaemonError::refused(Reason::Spent, "this requestState was already used to authorize a call")))
-            })?;
-        }
-        Ok(s)
-    }
-
-    /// Seals a paging cursor (10-minute expiry).
-    pub fn seal_cursor(&self, b: &Binding, position: &[u8]) -> Result<(String, i64), DaemonError> {
-        b.check()?;
-        Ok(self.seal_blob(|s| s.keys.cursor, b, "", position, CURSOR_TTL_MS))
-    }
-
-    /// Opens a cursor; each refusal is logged as `tc.cursor.rejected`.
-    pub fn open_cursor(&self, blob: &str, b: &Binding) -> Result<Vec<u8>, DaemonError> {
-        b.check()?;
-        match self
-            .open_blob(|s| s.keys.cursor, blob, b)
-            .and_then(|s| Ok(seal::decode_inner(&s.inner)?))
-        {
-            Ok(p) => Ok(p),
-            Err(e) => {
-                if let DaemonError::Refused { reason, .. } = &e {
-                    if self.may_record(&b.vault, &b.caller, events::CURSOR_REJECTED) {
-                        self.store.append(b.event(
-                            events::CURSOR_REJECTED,
-                            "",
-                            json!({ "reason": reason.as_str() }),
-                        ))?;
-                    }
-                }
-                Err(e)
-            }
-        }
-    }
-
     /// (pending requests, live tokens, events) for `Status`.
     pub fn counts(&self) -> Result<(u64, u64, u64), DaemonError> {
         let now = now_ms();
         self.store
-            .read(|c| {
-                let q = |sql: &str| {
-                    c.prepare_cached(sql)?
-                        .query_row(params![now], |r| r.get::<_, i64>(0))
-                        .map(|v| v as u64)
-                };
-                Ok((
-                    q("SELECT count(*) FROM raised WHERE expires_at > ?1")?,
-                    q("SELECT count(*) FROM tokens WHERE consumed_at IS NULL AND expires_at > ?1")?,
-                ))
-            })
+            .read(|c| Ok((c.live_raised(now)?, c.live_tokens(now)?)))
             .and_then(|(raised, live)| Ok((raised, live, self.store.event_count()?)))
     }
 
     /// Replaces the secret; every outstanding token, state and cursor stops verifying.
     pub fn rotate_secret(&self) -> Result<u64, DaemonError> {
+        if self.store.is_shared() {
+            return Err(DaemonError::refused(
+                Reason::NotPermitted,
+                "this tcd is one replica of a ledger shared on PostgreSQL: rotating its key alone \
+                 would leave the other replicas on the old one. To rotate: stop every replica; write \
+                 one new key (head -c 32 /dev/urandom > FILE; chmod 600 FILE) to each replica's \
+                 [daemon.postgres] secret_file; run `DELETE FROM tc_meta WHERE name = 'key_check'` \
+                 on the database; start the replicas again (outstanding confirmations are void)",
+            ));
+        }
         let mut secret = self.secret.write().unwrap_or_else(|p| p.into_inner());
         secret
             .rotate()
             .map_err(|e| DaemonError::Internal(e.to_string()))?;
         drop(secret);
         self.store.write(|tx, evs| {
-            match tx
-                .prepare_cached("DELETE FROM tokens WHERE consumed_at IS NULL")?
-                .execute([])
-            {
-                Ok(n) => {
-                    evs.push(NewEvent {
-                        kind: events::SECRET_ROTATED,
-                        detail: json!({ "voided_tokens": n }),
-                        ..Default::default()
-                    });
-                    Ok(Ok(n as u64))
-                }
-                Err(e) => Err(e.into()),
-            }
-        })
-    }
-
-    /// Deletes rows nothing can use any more: request-state nonces a day past their
-    /// expiry (the seal's own expiry already refuses those states), raised requests an
-    /// hour past expiry (`mint` refuses them at expiry; kept that hour so a retry is told
-    /// "expired" rather than asked afresh; kept longer, a flood of raises at the rate
-    /// limit would pile up a day of them), and tokens [`TOKEN_RETENTION_MS`] past both their
-    /// expiry and their last redemption. Events are pruned by `retention.rs`.
-    pub fn gc(&self) -> Result<(), DaemonError> {
-        self.gc_at(now_ms())
-    }
-
-    fn gc_at(&self, now: i64) -> Result<(), DaemonError> {
-        self.store.write(|tx, evs| {
-            // Raised requests: an hour past expiry, logging the unanswered ones as expired.
-            crate::approvals::sweep(tx, evs, now)?;
-            let r = (|| {
-                // A day past expiry, not at it: if the wall clock steps back after a
-                // collection, an already used state would otherwise open again.
-                tx.prepare_cached("DELETE FROM consumed_states WHERE expires_at <= ?1")?
-                    .execute(params![now - 86_400_000])?;
-                // A deleted token is refused as `unknown` instead of `spent`: refused all
-                // the same. Its redemption can no longer be released or recorded, which
-                // only a call running for longer than the retention would notice.
-                let old = now - TOKEN_RETENTION_MS;
-                let tokens = tx
-                    .prepare_cached(
-                        // The newest row stays: ids are max(id)+1, and a reused id would
-                        // make an old redemption id name a new token.
-                        "DELETE FROM tokens WHERE expires_at < ?1
-                           AND (consumed_at IS NULL OR consumed_at < ?1)
-                           AND (released_at IS NULL OR released_at < ?1)
-                           AND id < (SELECT max(id) FROM tokens)",
-                    )?
-                    .execute(params![old])?;
-                if tokens > 0 {
-                    tx.prepare_cached(
-                        "DELETE FROM legacy_redemptions
-                         WHERE token_id NOT IN (SELECT id FROM tokens)",
-                    )?
-                    .execute([])?;
-                }
-                Ok::<_, rusqlite::Error>(())
-            })();
-            r.map(Ok).map_err(DaemonError::from)
+            let n = tx.delete_unspent_tokens()?;
+            evs.push(NewEvent {
+                kind: events::SECRET_ROTATED,
+                detail: json!({ "voided_tokens": n }),
+                ..Default::default()
+            });
+            Ok(Ok(n))
         })
     }
 
@@ -898,363 +555,5 @@ impl Ledger {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use rusqlite::Connection;
-
-    fn reason<T: std::fmt::Debug>(r: Result<T, DaemonError>) -> Reason {
-        match r {
-            Err(DaemonError::Refused { reason, .. }) => reason,
-            other => panic!("expected a refusal, got {other:?}"),
-        }
-    }
-
-    /// A schema-2 database (tokens + a separate `redemptions` table) with tokens in every
-    /// state migrates to schema 3 (and on to the current one) with each token's state intact: what was spent stays
-    /// spent, what was released redeems again, a final redemption cannot be released, and
-    /// the old redemption ids still release (once) or are refused as before.
-    #[test]
-    fn schema_2_tokens_and_redemptions_survive_migrations_3_and_4() {
-        let dir = tempfile::tempdir().unwrap();
-        let secret = Secret::load_or_create(dir.path()).unwrap();
-        let hash = |t: &str| {
-            let mut m = <Hmac<Sha256> as Mac>::new_from_slice(&secret.keys.token).unwrap();
-            m.update(t.as_bytes());
-            m.finalize().into_bytes().to_vec()
-        };
-        let b = Binding {
-            vault: "v".into(),
-            tool: "t".into(),
-            caller: "c".into(),
-            args_hash: tc_core::hash::sha256_hex(b"args"),
-        };
-        let fp = tc_core::hash::sha256_hex(b"fp");
-        let now = now_ms();
-        let exp = now + 3_600_000;
-        let db = dir.path().join("cache.db");
-        {
-            let c = Connection::open(&db).unwrap();
-            c.execute_batch(crate::store::MIGRATIONS[0]).unwrap();
-            c.execute_batch(crate::store::MIGRATIONS[1]).unwrap();
-            c.pragma_update(None, "user_version", 2).unwrap();
-            for id in [1, 2, 7] {
-                c.execute(
-                    "INSERT INTO events (id, at_ms, kind, vault, tool, caller, args_hash, state_fp, detail)
-                     VALUES (?1, 0, 'old', '', '', '', '', '', '{}')",
-                    params![id],
-                )
-                .unwrap();
-            }
-            // (token, consumed, tokens.redemption_id, [(redemption, released, final)])
-            type Fixture<'a> = (&'a str, bool, Option<&'a str>, Vec<(&'a str, bool, bool)>);
-            let fixtures: Vec<Fixture> = vec![
-                ("tct_spent", true, Some("rA"), vec![("rA", false, false)]),
-                ("tct_released", false, None, vec![("rB", true, false)]),
-                ("tct_final", true, Some("rC"), vec![("rC", false, true)]),
-                ("tct_fresh", false, None, vec![]),
-                (
-                    "tct_twice",
-                    true,
-                    Some("rD2"),
-                    vec![("rD1", true, false), ("rD2", false, false)],
-                ),
-            ];
-            for (tok, consumed, rid, reds) in fixtures {
-                c.execute(
-                    "INSERT INTO tokens (token_hash, vault, tool, caller, args_hash, state_fp,
-                       created_at, expires_at, consumed_at, redemption_id)
-                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                    params![
-                        hash(tok),
-                        b.vault,
-                        b.tool,
-                        b.caller,
-                        b.args_hash,
-                        fp,
-                        now,
-                        exp,
-                        consumed.then_some(now),
-                        rid
-                    ],
-                )
-                .unwrap();
-                for (id, released, fin) in reds {
-                    c.execute(
-                        "INSERT INTO redemptions (id, token_hash, redeemed_at, released_at, final_at)
-                         VALUES (?1, ?2, ?3, ?4, ?5)",
-                        params![
-                            id,
-                            hash(tok),
-                            now,
-                            released.then_some(now),
-                            fin.then_some(now)
-                        ],
-                    )
-                    .unwrap();
-                }
-            }
-        }
-        let store = Store::open(&db).unwrap();
-        let l = Ledger::new(store, Secret::load_or_create(dir.path()).unwrap(), 300);
-        // The audit log keeps its ids, and new events continue after them.
-        let old: Vec<i64> = l
-            .store
-            .events_after(0, 10)
-            .unwrap()
-            .iter()
-            .map(|e| e.id)
-            .collect();
-        assert_eq!(old, vec![1, 2, 7]);
-        let v: i64 = l
-            .store
-            .read(|c| Ok(c.pragma_query_value(None, "user_version", |r| r.get(0))?))
-            .unwrap();
-        assert_eq!(v as usize, crate::store::SCHEMA_VERSION);
-
-        // Spent stays spent; its redemption releases once, then the token redeems again.
-        assert_eq!(reason(l.redeem("tct_spent", &b, &fp)), Reason::Spent);
-        l.release("rA", "test").unwrap();
-        assert_eq!(reason(l.release("rA", "test")), Reason::Spent);
-        let again = l.redeem("tct_spent", &b, &fp).unwrap();
-        assert_eq!(reason(l.release("rA", "test")), Reason::Spent);
-        assert_eq!(reason(l.redeem("tct_spent", &b, &fp)), Reason::Spent);
-
-        // Released stays released (once), and redeems again.
-        assert_eq!(reason(l.release("rB", "test")), Reason::Spent);
-        let rb2 = l.redeem("tct_released", &b, &fp).unwrap();
-        assert_eq!(reason(l.release("rB", "test")), Reason::Spent);
-        l.release(&rb2, "test").unwrap();
-
-        // Final cannot be released; the token stays spent.
-        assert_eq!(reason(l.release("rC", "test")), Reason::Spent);
-        assert_eq!(reason(l.redeem("tct_final", &b, &fp)), Reason::Spent);
-
-        // Redeemed twice: the first redemption was released, the second is live.
-        assert_eq!(reason(l.release("rD1", "test")), Reason::Spent);
-        l.release("rD2", "test").unwrap();
-
-        // Once the handler ran, the redemption is final (no release).
-        l.consumed(&b, &fp, "test", &again).unwrap();
-        assert_eq!(reason(l.release(&again, "test")), Reason::Spent);
-
-        let next = l.store.events_after(7, 1).unwrap();
-        assert_eq!(next[0].id, 8, "{next:?}");
-
-        // Unknown ids stay unknown, new-format or not.
-        assert_eq!(reason(l.release("nope", "test")), Reason::Unknown);
-        assert_eq!(reason(l.release("999.1.x", "test")), Reason::Unknown);
-        assert_eq!(reason(l.release("", "test")), Reason::Unknown);
-
-        // The original expiry came through the migration untouched.
-        let exps: Vec<i64> = l
-            .store
-            .read(|c| {
-                let mut st = c.prepare("SELECT expires_at FROM tokens")?;
-                let rows = st.query_map([], |r| r.get(0))?;
-                Ok(rows.collect::<Result<_, _>>()?)
-            })
-            .unwrap();
-        assert_eq!(exps, vec![exp; 5]);
-    }
-
-    /// A ledger on a fresh database with a per-process key and a 300 s TTL.
-    fn ledger() -> (tempfile::TempDir, Ledger) {
-        let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("db")).unwrap();
-        (dir, Ledger::new(store, Secret::ephemeral(), 300))
-    }
-
-    fn call(n: u8) -> Binding {
-        Binding {
-            vault: "v".into(),
-            tool: "t".into(),
-            caller: "c".into(),
-            args_hash: tc_core::hash::sha256_hex(&[n]),
-        }
-    }
-
-    /// Garbage collection deletes tokens only once they are past their expiry and their
-    /// last redemption by the retention, keeps the newest row (ids must not be reused),
-    /// and a deleted token is still refused.
-    #[test]
-    fn gc_deletes_only_tokens_past_the_retention() {
-        let (_dir, l) = ledger();
-        let fp = tc_core::hash::sha256_hex(b"fp");
-        let mut tokens = Vec::new();
-        for n in 0..3 {
-            l.raise(&call(n), &fp, "s").unwrap();
-            tokens.push(l.mint(&call(n), None, &Default::default()).unwrap().0);
-        }
-        l.redeem(&tokens[0], &call(0), &fp).unwrap();
-        let rows = || -> i64 {
-            l.store
-                .read(|c| Ok(c.query_row("SELECT count(*) FROM tokens", [], |r| r.get(0))?))
-                .unwrap()
-        };
-        let now = now_ms();
-        l.gc_at(now).unwrap();
-        l.gc_at(now + 300_000 + TOKEN_RETENTION_MS - 60_000)
-            .unwrap();
-        assert_eq!(rows(), 3, "nothing is old enough yet");
-        assert_eq!(reason(l.redeem(&tokens[0], &call(0), &fp)), Reason::Spent);
-
-        l.gc_at(now + 300_000 + TOKEN_RETENTION_MS + 60_000)
-            .unwrap();
-        assert_eq!(
-            rows(),
-            1,
-            "the spent and the expired token go, the newest row stays"
-        );
-        assert_eq!(reason(l.redeem(&tokens[0], &call(0), &fp)), Reason::Unknown);
-        assert_eq!(reason(l.redeem(&tokens[1], &call(1), &fp)), Reason::Unknown);
-        // The kept row is the newest, so the next token gets a fresh id.
-        let newest: i64 = l
-            .store
-            .read(|c| Ok(c.query_row("SELECT max(id) FROM tokens", [], |r| r.get(0))?))
-            .unwrap();
-        l.raise(&call(9), &fp, "s").unwrap();
-        let t = l.mint(&call(9), None, &Default::default()).unwrap().0;
-        let r = l.redeem(&t, &call(9), &fp).unwrap();
-        assert!(r.starts_with(&format!("{}.", newest + 1)), "{r}");
-    }
-
-    /// A used request state stays recorded for a day past its expiry, so a wall clock
-    /// stepped back after a collection cannot make it open again.
-    #[test]
-    fn gc_keeps_used_states_a_day_past_their_expiry() {
-        let (_dir, l) = ledger();
-        let fp = tc_core::hash::sha256_hex(b"fp");
-        let (blob, exp) = l.seal_state(&call(1), &fp, b"inner").unwrap();
-        l.open_state(&blob, &call(1), true, &fp).unwrap();
-        let rows = || -> i64 {
-            l.store
-                .read(
-                    |c| Ok(c.query_row("SELECT count(*) FROM consumed_states", [], |r| r.get(0))?),
-                )
-                .unwrap()
-        };
-        l.gc_at(exp + 3_600_000).unwrap();
-        assert_eq!(rows(), 1);
-        assert_eq!(
-            reason(l.open_state(&blob, &call(1), true, &fp)),
-            Reason::Spent
-        );
-        l.gc_at(exp + 86_400_000 + 1).unwrap();
-        assert_eq!(rows(), 0);
-    }
-
-    /// An inner state too large to come back through `open` is refused when sealing, with
-    /// its size, instead of being handed out and refused as `invalid` on the way back; the
-    /// largest that fits opens with its bytes intact.
-    #[test]
-    fn a_state_too_large_to_open_is_refused_when_sealed() {
-        let (_dir, l) = ledger();
-        let fp = tc_core::hash::sha256_hex(b"fp");
-        let big = vec![b'x'; seal::MAX_SEALED_LEN];
-        match l.seal_state(&call(1), &fp, &big) {
-            Err(DaemonError::Refused { reason, message }) => {
-                assert_eq!(reason, Reason::BadArgument);
-                assert!(message.contains(&big.len().to_string()), "{message}");
-            }
-            other => panic!("sealed {:?}", other.map(|(b, _)| b.len())),
-        }
-        let fits = vec![b'y'; 30 * 1024];
-        let (blob, _) = l.seal_state(&call(1), &fp, &fits).unwrap();
-        let s = l.open_state(&blob, &call(1), false, "").unwrap();
-        assert_eq!(seal::decode_inner(&s.inner).unwrap(), fits);
-    }
-
-    /// A redeem changes no indexed column of `tokens` (each index would be one more page
-    /// in its fsync), and the per-call lookups use `tokens_args` instead of a table scan.
-    #[test]
-    fn redeem_rewrites_no_index_and_call_lookups_are_indexed() {
-        let (_dir, l) = ledger();
-        let (indexed, partial, plans) = l
-            .store
-            .read(|c| {
-                let mut cols = Vec::new();
-                let mut partial = Vec::new();
-                let mut list =
-                    c.prepare("SELECT name, partial FROM pragma_index_list('tokens')")?;
-                let idx: Vec<(String, bool)> = list
-                    .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?
-                    .collect::<Result<_, _>>()?;
-                for (name, p) in idx {
-                    if p {
-                        partial.push(name.clone());
-                    }
-                    let mut info = c.prepare("SELECT name FROM pragma_index_info(?1)")?;
-                    let names: Vec<String> = info
-                        .query_map([&name], |r| r.get(0))?
-                        .collect::<Result<_, _>>()?;
-                    cols.extend(names);
-                }
-                let mut plans = Vec::new();
-                for sql in [
-                    "UPDATE tokens SET consumed_at = 1 WHERE vault = 'v' AND tool = 't'
-                       AND caller = 'c' AND args_hash = 'a' AND consumed_at IS NULL",
-                    "SELECT 1 FROM tokens t WHERE t.vault = 'v' AND t.caller = 'c'
-                       AND t.args_hash = 'a' AND t.state_fp = 'f' AND t.created_at >= 0",
-                ] {
-                    let mut st = c.prepare(&format!("EXPLAIN QUERY PLAN {sql}"))?;
-                    let detail: Vec<String> =
-                        st.query_map([], |r| r.get(3))?.collect::<Result<_, _>>()?;
-                    plans.push(detail.join("; "));
-                }
-                Ok((cols, partial, plans))
-            })
-            .unwrap();
-        for col in [
-            "consumed_at",
-            "redemption_id",
-            "redeemed",
-            "released_at",
-            "final_at",
-        ] {
-            assert!(
-                !indexed.iter().any(|c| c == col),
-                "{col} is indexed: {indexed:?}"
-            );
-        }
-        assert!(partial.is_empty(), "partial indexes on tokens: {partial:?}");
-        for plan in plans {
-            assert!(plan.contains("USING INDEX tokens_args"), "{plan}");
-        }
-    }
-
-    /// A release hands back the token with its original expiry, once per redemption; a
-    /// forged id naming the token's row with the current sequence number is unknown.
-    #[test]
-    fn release_once_per_redemption_and_forged_ids_are_unknown() {
-        let (_dir, l) = ledger();
-        let b = Binding {
-            vault: "v".into(),
-            tool: "t".into(),
-            caller: "c".into(),
-            args_hash: tc_core::hash::sha256_hex(b"args"),
-        };
-        let fp = tc_core::hash::sha256_hex(b"fp");
-        l.raise(&b, &fp, "s").unwrap();
-        let (token, exp, _) = l.mint(&b, None, &Default::default()).unwrap();
-        let r1 = l.redeem(&token, &b, &fp).unwrap();
-        let forged = format!("{}forged", &r1[..r1.rfind('.').unwrap() + 1]);
-        assert_eq!(reason(l.release(&forged, "x")), Reason::Unknown);
-        l.release(&r1, "x").unwrap();
-        assert_eq!(reason(l.release(&r1, "x")), Reason::Spent);
-        let r2 = l.redeem(&token, &b, &fp).unwrap();
-        assert_ne!(r1, r2);
-        assert_eq!(reason(l.release(&r1, "x")), Reason::Spent);
-        assert_eq!(reason(l.redeem(&token, &b, &fp)), Reason::Spent);
-        l.release(&r2, "x").unwrap();
-        let after: i64 = l
-            .store
-            .read(|c| Ok(c.query_row("SELECT expires_at FROM tokens", [], |r| r.get(0))?))
-            .unwrap();
-        assert_eq!(after, exp);
-        // A drift spends the token and leaves the released redemption released.
-        let other = tc_core::hash::sha256_hex(b"other");
-        assert_eq!(reason(l.redeem(&token, &b, &other)), Reason::ReplayDrift);
-        assert_eq!(reason(l.release(&r2, "x")), Reason::Spent);
-        assert_eq!(reason(l.redeem(&token, &b, &fp)), Reason::Spent);
-    }
-}
+#[path = "ledger_tests.rs"]
+mod tests;

@@ -15,11 +15,13 @@ pub mod ledger;
 pub mod limits;
 pub mod listener;
 pub mod page;
+pub mod record;
 pub mod retention;
 pub use tc_seal as seal;
 pub mod secret;
 pub mod service;
 pub mod shutdown;
+pub mod states;
 pub mod store;
 
 use std::path::PathBuf;
@@ -127,6 +129,28 @@ fn unwritable(dir: &std::path::Path) -> String {
     }
 }
 
+/// The store the config names: `<cache_dir>/cache.db`, or the PostgreSQL ledger (connected,
+/// migrated and key-checked on a blocking thread). Also returns what the log line names.
+async fn open_store(
+    pg: Option<&tc_core::config::PostgresConfig>,
+    cache_dir: &std::path::Path,
+    secret: &Secret,
+) -> anyhow::Result<(Store, String)> {
+    let Some(pg) = pg else {
+        let db = cache_dir.join("cache.db");
+        let store = Store::open(&db).map_err(|e| {
+            anyhow::anyhow!("cannot open {}: {e}{}", db.display(), unwritable(cache_dir))
+        })?;
+        return Ok((store, db.display().to_string()));
+    };
+    let (pg, check) = (pg.clone(), secret.keys.check);
+    let opened = tokio::task::spawn_blocking(move || store::postgres::PgStore::open(&pg, &check))
+        .await
+        .context("opening the PostgreSQL store")??;
+    let what = opened.describe.clone();
+    Ok((Store::Postgres(opened), what))
+}
+
 /// Garbage collection: every minute (and once at start) the ledger's expired rows and the
 /// events retention lets go; in between, retention alone whenever a commit pushed the
 /// log past its size cap by an eighth (at most once a second), so a flood is pruned
@@ -140,7 +164,11 @@ async fn collect(ledger: Arc<Ledger>, policy: retention::Retention) {
         };
         if full {
             let l = ledger.clone();
-            if let Err(e) = ledger.store.call(move || l.gc()).await {
+            let upkeep = move || {
+                l.store.refresh()?;
+                l.gc()
+            };
+            if let Err(e) = ledger.store.call(upkeep).await {
                 tracing::warn!(error = %e, "garbage collection failed");
             }
         }
@@ -179,24 +207,22 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
     let page_addr = page::listen_addr(&cfg.approvals)?;
     fsutil::ensure_private_dir(&cache_dir)
         .with_context(|| format!("cache directory {}", cache_dir.display()))?;
-    let secret = if opts.ephemeral {
-        Secret::ephemeral()
-    } else {
-        Secret::load_or_create(&cache_dir)?
+    let pg = cfg.daemon.postgres();
+    let secret = match pg {
+        Some(_) if opts.ephemeral => anyhow::bail!(
+            "--ephemeral cannot serve a ledger shared on PostgreSQL: every replica must use the \
+             same [daemon.postgres] secret_file"
+        ),
+        Some(p) => Secret::load_shared(&p.secret_file)?,
+        None if opts.ephemeral => Secret::ephemeral(),
+        None => Secret::load_or_create(&cache_dir)?,
     };
     eprintln!(
         "{}; {}",
         secret.source.elicit_line(),
         mode_line(cfg.daemon.mode)
     );
-    let db = cache_dir.join("cache.db");
-    let store = Store::open(&db).map_err(|e| {
-        anyhow::anyhow!(
-            "cannot open {}: {e}{}",
-            db.display(),
-            unwritable(&cache_dir)
-        )
-    })?;
+    let (store, db) = open_store(pg, &cache_dir, &secret).await?;
     let runner = tokio::spawn(store.runner()?);
     let retention = retention::Retention::from_config(&cfg.daemon);
     store.set_prune_threshold(retention::wake_threshold(retention.max_bytes));
@@ -275,7 +301,7 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
         }
     };
     let incoming = UnixListenerStream::new(bound.listener).map(move |c| c.map(|s| cut.wrap(s)));
-    tracing::info!(socket = %socket.display(), activated = bound.activated, db = %db.display(), "tcd ready");
+    tracing::info!(socket = %socket.display(), activated = bound.activated, db = %db, "tcd ready");
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
     let server = tonic::transport::Server::builder()
         .layer(auth)

@@ -1,26 +1,16 @@
-//! Retention of the audit log: events older than `events_max_age_days`, or beyond
-//! `events_max_bytes`, are pruned oldest first in bounded batches on the store thread.
+//! Collection: the ledger's expired rows ([`Ledger::gc`]) and retention of the audit log
+//! (events older than `events_max_age_days`, or beyond `events_max_bytes`, oldest first).
 //!
 //! - [`Retention`]: the policy; [`prune_batch`]: one batch (one savepoint of a group);
 //!   [`prune`]: batches until nothing more is due, counted and logged.
-//! - Only events are pruned: raised requests, tokens and consumed states (what a pending
-//!   confirmation or a single-use check needs) have their own collection in the ledger,
+//! - Only events are pruned by retention: raised requests, tokens and consumed states
+//!   (what a pending confirmation or a single-use check needs) are collected by `gc`,
 //!   and nothing in them is derived from events.
 
-use rusqlite::{params, Connection};
-
 use crate::error::DaemonError;
-use crate::ledger::Ledger;
-
-/// Fixed bytes counted per event on top of its fields (rowid, timestamp, record header).
-pub const ROW_OVERHEAD: u64 = 64;
-
-/// The SQL expression of one event's size as retention counts it: the UTF-8 bytes of its
-/// fields plus [`ROW_OVERHEAD`] (`store.rs` counts inserts the same way).
-pub const EVENT_BYTES: &str = "(length(CAST(kind AS BLOB)) + length(CAST(vault AS BLOB))
-    + length(CAST(tool AS BLOB)) + length(CAST(caller AS BLOB))
-    + length(CAST(args_hash AS BLOB)) + length(CAST(state_fp AS BLOB))
-    + length(CAST(detail AS BLOB)) + 64)";
+use crate::ledger::{Ledger, TOKEN_RETENTION_MS};
+pub use crate::record::{pruned_key, ROW_OVERHEAD};
+use crate::store::queries::Tx;
 
 /// At most this many events are deleted per batch (one savepoint, a few ms): a redeem
 /// queued behind a batch waits for that little, never for the whole prune.
@@ -46,14 +36,6 @@ impl Retention {
             max_bytes: d.events_max_bytes,
         }
     }
-}
-
-/// The counter key of events pruned for `reason` (`age` or `size`).
-pub fn pruned_key(reason: &str) -> (String, String) {
-    (
-        "tc_events_pruned_total".into(),
-        format!("reason=\"{reason}\""),
-    )
 }
 
 /// What one batch (or a whole prune) deleted.
@@ -82,29 +64,21 @@ impl Pruned {
 /// deleted newest row would hand its id out again (and `Status.events`, the number of
 /// events ever written, would go back).
 pub fn prune_batch(
-    conn: &Connection,
+    tx: &dyn Tx,
     now_ms: i64,
     policy: Retention,
     live_bytes: u64,
-) -> Result<Pruned, rusqlite::Error> {
+) -> Result<Pruned, DaemonError> {
+    if !tx.try_collect_lock()? {
+        return Ok(Pruned::default()); // another replica is pruning
+    }
     let cutoff = now_ms.saturating_sub(policy.max_age_ms);
-    let mut st = conn.prepare_cached(&format!(
-        "SELECT id, at_ms, kind, {EVENT_BYTES} FROM events
-         WHERE id < (SELECT max(id) FROM events) ORDER BY id LIMIT ?1"
-    ))?;
-    let rows = st.query_map(params![BATCH as i64], |r| {
-        Ok((
-            r.get::<_, i64>(0)?,
-            r.get::<_, i64>(1)?,
-            r.get::<_, String>(2)?,
-            r.get::<_, i64>(3)?,
-        ))
-    })?;
+    let rows = tx.oldest_events(BATCH as u32)?;
     let mut out = Pruned::default();
     let mut last = None;
     let mut kinds: Vec<(String, &'static str)> = Vec::new();
     for row in rows {
-        let (id, at_ms, kind, bytes) = row?;
+        let (id, at_ms, kind, bytes) = (row.id, row.at_ms, row.kind, row.bytes);
         let reason = if at_ms < cutoff {
             "age"
         } else if live_bytes.saturating_sub(out.bytes) > policy.max_bytes {
@@ -117,24 +91,49 @@ pub fn prune_batch(
         } else {
             out.size += 1;
         }
-        out.bytes += bytes as u64;
+        out.bytes += bytes;
         last = Some(id);
         kinds.push((kind, reason));
     }
     let Some(last) = last else {
         return Ok(out);
     };
-    conn.prepare_cached("DELETE FROM events WHERE id <= ?1")?
-        .execute(params![last])?;
-    let mut add = conn.prepare_cached(
-        "INSERT INTO events_pruned (kind, reason, n) VALUES (?1, ?2, 1)
-         ON CONFLICT (kind, reason) DO UPDATE SET n = n + 1",
-    )?;
+    tx.delete_events_through(last)?;
     for (kind, reason) in &kinds {
-        add.execute(params![kind, reason])?;
+        tx.count_pruned(kind, reason)?;
     }
     out.more = out.rows() == BATCH as u64;
     Ok(out)
+}
+
+impl Ledger {
+    /// Deletes rows nothing can use any more: request-state nonces a day past their
+    /// expiry (the seal's own expiry already refuses those states), raised requests an
+    /// hour past expiry (`mint` refuses them at expiry; kept that hour so a retry is told
+    /// "expired" rather than asked afresh; kept longer, a flood of raises at the rate
+    /// limit would pile up a day of them), and tokens [`TOKEN_RETENTION_MS`] past both their
+    /// expiry and their last redemption. Events are pruned by `retention.rs`.
+    pub fn gc(&self) -> Result<(), DaemonError> {
+        self.gc_at(tc_core::now_ms())
+    }
+
+    pub(crate) fn gc_at(&self, now: i64) -> Result<(), DaemonError> {
+        self.store.write(|tx, evs| {
+            if !tx.try_collect_lock()? {
+                return Ok(Ok(())); // another replica is collecting
+            }
+            // Raised requests: an hour past expiry, logging the unanswered ones as expired.
+            crate::approvals::sweep(tx, evs, now)?;
+            // A day past expiry, not at it: if the wall clock steps back after a
+            // collection, an already used state would otherwise open again.
+            tx.collect_states(now - 86_400_000)?;
+            // A deleted token is refused as `unknown` instead of `spent`: refused all the
+            // same. Its redemption can no longer be released or recorded, which only a call
+            // running for longer than the retention would notice.
+            tx.collect_tokens(now - TOKEN_RETENTION_MS)?;
+            Ok(Ok(()))
+        })
+    }
 }
 
 /// Prunes batch by batch (each its own store job, so redeems interleave) until nothing
@@ -191,7 +190,7 @@ mod tests {
     const DAY: i64 = 86_400_000;
 
     fn ledger(dir: &std::path::Path) -> Arc<Ledger> {
-        let store = Store::open(&dir.join("cache.db")).unwrap();
+        let store = Store::for_test(dir);
         Arc::new(Ledger::new(store, Secret::ephemeral(), 300))
     }
 
@@ -221,13 +220,9 @@ mod tests {
 
     fn age_all_but_last(l: &Ledger, by_ms: i64) {
         l.store
-            .write(|c, _| {
-                c.execute(
-                    "UPDATE events SET at_ms = at_ms - ?1 WHERE id < (SELECT max(id) FROM events)",
-                    [by_ms],
-                )?;
-                Ok(Ok(()))
-            })
+            .exec_sql(&format!(
+                "UPDATE events SET at_ms = at_ms - {by_ms} WHERE id < (SELECT max(id) FROM events)"
+            ))
             .unwrap();
     }
 

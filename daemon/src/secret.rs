@@ -2,7 +2,8 @@
 //! hash, a request state and a cursor can never stand in for one another.
 //!
 //! - [`Secret`]: loads or creates `<cache_dir>/server-secrets/server.key` (O_EXCL, 0600),
-//!   or a per-process random key with `--ephemeral`.
+//!   loads the `secret_file` replicas of one PostgreSQL ledger share, or a per-process
+//!   random key with `--ephemeral`.
 //! - [`Keys`]: the derived HMAC keys.
 
 use std::fs::{self, OpenOptions};
@@ -19,12 +20,16 @@ const LABEL_TOKEN: &[u8] = b"tc/v1/token-hash";
 const LABEL_STATE: &[u8] = b"tc/v1/request-state";
 const LABEL_CURSOR: &[u8] = b"tc/v1/cursor";
 const LABEL_BEARER: &[u8] = b"tc/v1/http-bearer";
+/// The fixed label whose HMAC under the secret PostgreSQL keeps as the key check.
+const LABEL_CHECK: &[u8] = b"tc/v1/key-check";
 
 /// Where the key material came from; printed in the `elicit:` startup line.
 #[derive(Debug, Clone)]
 pub enum KeySource {
     /// `<cache_dir>/server-secrets/server.key`.
     File(PathBuf),
+    /// `[daemon.postgres] secret_file`, shared by every replica (never rotated by tcd).
+    Shared(PathBuf),
     /// `--ephemeral`: random, this process only.
     Ephemeral,
 }
@@ -37,6 +42,10 @@ impl KeySource {
                 "elicit: request-state, cursor and token codecs keyed from {} (stable across restarts)",
                 p.parent().map(|d| d.display().to_string()).unwrap_or_default()
             ),
+            KeySource::Shared(p) => format!(
+                "elicit: request-state, cursor and token codecs keyed from {} (shared by every replica of the PostgreSQL ledger)",
+                p.display()
+            ),
             KeySource::Ephemeral => "elicit: request-state, cursor and token codecs keyed from a per-process random key \
                  (--ephemeral): confirmations do not survive a restart and are not shared between processes"
                 .to_string(),
@@ -46,7 +55,7 @@ impl KeySource {
     /// Short form for `Status`.
     pub fn describe(&self) -> String {
         match self {
-            KeySource::File(p) => p.display().to_string(),
+            KeySource::File(p) | KeySource::Shared(p) => p.display().to_string(),
             KeySource::Ephemeral => "ephemeral".into(),
         }
     }
@@ -59,6 +68,8 @@ pub struct Keys {
     pub cursor: [u8; 32],
     /// Signs the HS256 bearer tokens of HTTP callers (`MintToken`, `bearer.rs`).
     pub bearer: [u8; 32],
+    /// HMAC(secret, [`LABEL_CHECK`]): what a shared ledger compares replicas' keys by.
+    pub check: [u8; 32],
 }
 
 impl Keys {
@@ -75,6 +86,12 @@ impl Keys {
             state: expand(LABEL_STATE),
             cursor: expand(LABEL_CURSOR),
             bearer: expand(LABEL_BEARER),
+            check: {
+                use hmac::{Hmac, Mac};
+                let mut m = <Hmac<Sha256> as Mac>::new_from_slice(secret).expect("any key length");
+                m.update(LABEL_CHECK);
+                m.finalize().into_bytes().into()
+            },
         }
     }
 }
@@ -149,6 +166,24 @@ impl Secret {
         Ok(Secret {
             keys: Keys::derive(&bytes),
             source: KeySource::File(path),
+        })
+    }
+
+    /// Loads a provisioned key file (32 bytes, mode 0600) that is never created here.
+    pub fn load_shared(path: &Path) -> Result<Secret, SecretError> {
+        let Some(bytes) = read_secret(path)? else {
+            return Err(SecretError::Io {
+                path: path.to_path_buf(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no such file: provision it once (head -c 32 /dev/urandom > FILE; chmod 600 FILE) \
+                     and give every replica the same copy",
+                ),
+            });
+        };
+        Ok(Secret {
+            keys: Keys::derive(&bytes),
+            source: KeySource::Shared(path.to_path_buf()),
         })
     }
 

@@ -170,7 +170,9 @@ impl Confirm for Service {
         &self,
         _: Request<v1::StatusRequest>,
     ) -> Result<Response<v1::StatusReply>, Status> {
-        let (pending, live, events) = self.run(|l| l.counts()).await?;
+        let (pending, live, events, store) = self
+            .run(|l| l.counts().map(|(p, t, e)| (p, t, e, l.store.describe())))
+            .await?;
         let src = self.ledger.key_source();
         Ok(Response::new(v1::StatusReply {
             version: env!("CARGO_PKG_VERSION").into(),
@@ -185,6 +187,7 @@ impl Confirm for Service {
             events,
             elicit_ttl_seconds: self.ledger.ttl_seconds(),
             mode: self.ledger.mode().as_str().into(),
+            store,
         }))
     }
 

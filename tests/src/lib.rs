@@ -11,6 +11,7 @@ pub mod http;
 pub mod issuer;
 pub mod page;
 pub mod piped;
+pub mod postgres;
 pub mod pty;
 pub mod rmcp_client;
 pub mod rmcp_http;

@@ -46,6 +46,10 @@ pub struct DaemonConfig {
     /// `personal` (default: tcd runs as you) or `guarded` (tcd runs as its own system user
     /// from the root-owned /etc/tc/config.toml, and every approval needs a factor).
     pub mode: Mode,
+    /// `sqlite` (default) or `postgres`; a `[daemon.postgres]` table alone means postgres.
+    pub store: Option<super::StoreKind>,
+    /// `[daemon.postgres]`: the shared ledger of several replicas (`config/store.rs`).
+    pub postgres: Option<super::PostgresConfig>,
 }
 
 /// Who tcd serves and what an approval needs.
@@ -148,6 +152,8 @@ impl Default for DaemonConfig {
             rate_limit_per_minute: DEFAULT_RATE_LIMIT_PER_MINUTE,
             rate_limit_burst: DEFAULT_RATE_LIMIT_BURST,
             mode: Mode::Personal,
+            store: None,
+            postgres: None,
         }
     }
 }

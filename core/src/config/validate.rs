@@ -46,6 +46,7 @@ impl Config {
     pub fn validate(&self) -> Result<(), ConfigError> {
         let mut found = Findings::default();
         self.check_daemon(&mut found);
+        self.check_store(&mut found);
         let mut ids = HashSet::new();
         for (i, v) in self.vaults.iter().enumerate() {
             found.vault = Some(v.id.clone());

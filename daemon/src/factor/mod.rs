@@ -7,18 +7,16 @@
 //!
 //! Events carry the uid and counts, never a code or the secret.
 
-pub mod store;
 pub mod totp;
 
 use rand::RngCore;
-use rusqlite::Connection;
 use serde_json::json;
 use tc_core::codes::events;
 use tc_core::Reason;
 
 use crate::error::DaemonError;
+use crate::store::queries::{FactorRow as Row, Tx};
 use crate::store::{NewEvent, Written};
-use store::Row;
 use totp::Match;
 
 /// Who approves (Mint, Approve): the peer's uid and, in guarded mode, the code they typed.
@@ -71,7 +69,7 @@ fn not_enrolled(uid: u32) -> DaemonError {
 /// accepted step is recorded in the same commit as the approval it authorises. `Ok(Err)`
 /// refuses *and commits* (a failure is counted even though nothing is approved).
 pub fn check(
-    tx: &Connection,
+    tx: &dyn Tx,
     evs: &mut Vec<NewEvent>,
     uid: u32,
     code: Option<&str>,
@@ -83,7 +81,7 @@ pub fn check(
             "guarded mode: an approval needs your code (tcctl reads it from your terminal)",
         )));
     };
-    let Some(mut row) = store::load(tx, uid)?.filter(|r| r.confirmed) else {
+    let Some(mut row) = tx.load_factor(uid, true)?.filter(|r| r.confirmed) else {
         return Ok(Err(not_enrolled(uid)));
     };
     Ok(attempt(tx, evs, uid, &mut row, code, now_ms)?.map(|_| ()))
@@ -93,7 +91,7 @@ pub fn check(
 /// code), then the window; records the outcome in `row` and in the table. Returns the
 /// accepted step.
 fn attempt(
-    tx: &Connection,
+    tx: &dyn Tx,
     evs: &mut Vec<NewEvent>,
     uid: u32,
     row: &mut Row,
@@ -122,7 +120,7 @@ fn attempt(
             row.last_step = step;
             row.failures = 0;
             row.next_try_at = 0;
-            store::save(tx, uid, row)?;
+            tx.save_factor(uid, row)?;
             return Ok(Ok(step));
         }
         // Counted like a wrong code: a replay flood locks, and never fills the log.
@@ -158,7 +156,7 @@ fn attempt(
         row.next_try_at = now_ms + delay_ms(row.failures);
         refusal
     };
-    store::save(tx, uid, row)?;
+    tx.save_factor(uid, row)?;
     Ok(Err(refusal))
 }
 
@@ -176,7 +174,7 @@ fn locked(uid: u32) -> DaemonError {
 /// until [`confirm`]. Returns the `otpauth://` URI (labelled `label`) and the base32
 /// secret: the only time either leaves tcd.
 pub fn enroll(
-    tx: &Connection,
+    tx: &dyn Tx,
     evs: &mut Vec<NewEvent>,
     uid: u32,
     label: &str,
@@ -184,9 +182,8 @@ pub fn enroll(
 ) -> Result<(String, String), DaemonError> {
     let mut secret = vec![0u8; totp::SECRET_LEN];
     rand::rngs::OsRng.fill_bytes(&mut secret);
-    let replaced = store::load(tx, uid)?.is_some();
-    store::save(
-        tx,
+    let replaced = tx.load_factor(uid, true)?.is_some();
+    tx.save_factor(
         uid,
         &Row {
             secret: secret.clone(),
@@ -208,13 +205,13 @@ pub fn enroll(
 /// Confirms the factor [`enroll`] generated for `uid` with a code from the human's app;
 /// wrong codes count, delay and lock as in [`check`].
 pub fn confirm(
-    tx: &Connection,
+    tx: &dyn Tx,
     evs: &mut Vec<NewEvent>,
     uid: u32,
     code: &str,
     now_ms: i64,
 ) -> Written<()> {
-    let Some(mut row) = store::load(tx, uid)? else {
+    let Some(mut row) = tx.load_factor(uid, true)? else {
         return Ok(Err(DaemonError::refused(
             Reason::NotEnrolled,
             format!("uid {uid} has no factor to confirm; run `sudo tcctl enroll totp` first"),
@@ -230,7 +227,7 @@ pub fn confirm(
         Err(e) => Ok(Err(e)),
         Ok(_) => {
             row.confirmed = true;
-            store::save(tx, uid, &row)?;
+            tx.save_factor(uid, &row)?;
             evs.push(event(
                 events::FACTOR_ENROLLED,
                 json!({ "uid": uid, "confirmed": true }),
@@ -241,8 +238,8 @@ pub fn confirm(
 }
 
 /// Lifts the lock (and the failure count and delay) of `uid`'s factor.
-pub fn unlock(tx: &Connection, evs: &mut Vec<NewEvent>, uid: u32) -> Result<(), DaemonError> {
-    let Some(mut row) = store::load(tx, uid)? else {
+pub fn unlock(tx: &dyn Tx, evs: &mut Vec<NewEvent>, uid: u32) -> Result<(), DaemonError> {
+    let Some(mut row) = tx.load_factor(uid, true)? else {
         return Err(DaemonError::refused(
             Reason::NotEnrolled,
             format!("uid {uid} has no factor"),
@@ -252,7 +249,7 @@ pub fn unlock(tx: &Connection, evs: &mut Vec<NewEvent>, uid: u32) -> Result<(), 
     row.locked = false;
     row.failures = 0;
     row.next_try_at = 0;
-    store::save(tx, uid, &row)?;
+    tx.save_factor(uid, &row)?;
     evs.push(event(
         events::FACTOR_UNLOCKED,
         json!({ "uid": uid, "was_locked": was_locked }),

@@ -26,14 +26,14 @@ impl Fx {
     /// steps T−1 and T are still unused).
     fn new() -> Fx {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("cache.db")).unwrap();
+        let store = Store::for_test(dir.path());
         let (uri, b32) = store
             .write(|tx, evs| Ok(Ok(enroll(tx, evs, UID, "alice", NOW - 60_000)?)))
             .unwrap();
         assert!(uri.starts_with("otpauth://totp/tc:alice?secret="), "{uri}");
         assert!(uri.contains(&b32));
         let secret = store
-            .read(|tx| Ok(store::load(tx, UID)?.unwrap().secret))
+            .read(|tx| Ok(tx.load_factor(UID, false)?.unwrap().secret))
             .unwrap();
         assert_eq!(secret.len(), 20);
         assert_eq!(totp::base32(&secret), b32);
@@ -65,7 +65,7 @@ impl Fx {
 
     fn row(&self) -> Row {
         self.store
-            .read(|tx| Ok(store::load(tx, UID)?.unwrap()))
+            .read(|tx| Ok(tx.load_factor(UID, false)?.unwrap()))
             .unwrap()
     }
 
@@ -292,7 +292,7 @@ mod mint {
 
     fn ledger(mode: Mode) -> (tempfile::TempDir, Ledger, Vec<u8>, Binding) {
         let dir = tempfile::tempdir().unwrap();
-        let store = Store::open(&dir.path().join("cache.db")).unwrap();
+        let store = Store::for_test(dir.path());
         let l = Ledger::new(store, crate::secret::Secret::ephemeral(), 300).with_mode(mode);
         let now = tc_core::now_ms();
         l.store
@@ -300,7 +300,7 @@ mod mint {
             .unwrap();
         let secret = l
             .store
-            .read(|tx| Ok(store::load(tx, UID)?.unwrap().secret))
+            .read(|tx| Ok(tx.load_factor(UID, false)?.unwrap().secret))
             .unwrap();
         // Confirmed with a step long gone, so the current ones are fresh.
         let old = now - 10 * totp::PERIOD_MS;
@@ -319,9 +319,7 @@ mod mint {
     }
 
     fn tokens(l: &Ledger) -> i64 {
-        l.store
-            .read(|tx| Ok(tx.query_row("SELECT count(*) FROM tokens", [], |r| r.get(0))?))
-            .unwrap()
+        l.store.scalar("SELECT count(*) FROM tokens").unwrap()
     }
 
     fn approver(code: Option<String>) -> Approver {
@@ -345,7 +343,7 @@ mod mint {
         assert_eq!(tokens(&l), 0);
         let row = l
             .store
-            .read(|tx| Ok(store::load(tx, UID)?.unwrap()))
+            .read(|tx| Ok(tx.load_factor(UID, false)?.unwrap()))
             .unwrap();
         assert_eq!(row.failures, 1, "the refused mint committed its failure");
         // Past the delay, the right code mints once and its step is spent with it.
@@ -357,7 +355,7 @@ mod mint {
         assert_eq!(tokens(&l), 1);
         let row = l
             .store
-            .read(|tx| Ok(store::load(tx, UID)?.unwrap()))
+            .read(|tx| Ok(tx.load_factor(UID, false)?.unwrap()))
             .unwrap();
         assert!(row.last_step >= totp::step_of(now), "{row:?}");
         assert_eq!(
@@ -388,4 +386,38 @@ mod mint {
         l.mint(&b, None, &approver(None)).unwrap();
         assert_eq!(tokens(&l), 1);
     }
+}
+
+/// Two stores on one PostgreSQL ledger (two replicas' pools, in effect): a code accepted
+/// through one is `factor_replayed` through the other, and wrong codes spread over both
+/// add up to the lock. Only with `TC_TEST_POSTGRES_URL` (a SQLite file has one writer).
+#[test]
+fn replicas_share_the_factor_on_postgres() {
+    if std::env::var("TC_TEST_POSTGRES_URL").map_or(true, |u| u.is_empty()) {
+        return;
+    }
+    let fx = Fx::new();
+    // The same temp dir names the same schema: a second pool on the same ledger.
+    let other = Store::for_test(fx._dir.path());
+    let on =
+        |s: &Store, code: &str, now: i64| s.write(|tx, evs| check(tx, evs, UID, Some(code), now));
+    let code = fx.code(NOW);
+    on(&fx.store, &code, NOW).unwrap();
+    assert_eq!(reason(on(&other, &code, NOW)), Reason::FactorReplayed);
+    let wrong = if fx.code(NOW) == "000000" {
+        "111111"
+    } else {
+        "000000"
+    };
+    let mut now = NOW;
+    let mut last = Reason::FactorInvalid;
+    for i in 0..LOCK_AFTER {
+        now += MAX_DELAY_MS + 1;
+        let s = if i % 2 == 0 { &other } else { &fx.store };
+        last = reason(on(s, wrong, now));
+    }
+    // The replay counted too: the lock came at the ninth wrong code at the latest.
+    assert_eq!(last, Reason::FactorLocked);
+    assert!(fx.row().locked);
+    assert_eq!(reason(on(&other, &fx.code(now), now)), Reason::FactorLocked);
 }

@@ -3,7 +3,6 @@
 //! the human it was issued for; single use; ten minutes.
 
 use rand::Rng;
-use rusqlite::params;
 use sha2::{Digest, Sha256};
 use tc_core::now_ms;
 
@@ -45,19 +44,7 @@ pub fn issue(l: &Ledger, owner: u32) -> Result<(String, i64), DaemonError> {
     let now = now_ms();
     let exp = now + TTL_MS;
     l.store.write(|tx, _| {
-        tx.execute(
-            "DELETE FROM passkey_codes WHERE expires_at <= ?1",
-            params![now],
-        )?;
-        tx.execute(
-            "DELETE FROM passkey_codes WHERE code_hash IN (SELECT code_hash FROM passkey_codes
-             WHERE owner_uid = ?2 ORDER BY expires_at DESC LIMIT -1 OFFSET ?1)",
-            params![MAX_LIVE - 1, owner],
-        )?;
-        tx.execute(
-            "INSERT INTO passkey_codes (code_hash, expires_at, owner_uid) VALUES (?1, ?2, ?3)",
-            params![hash(&raw), exp, owner],
-        )?;
+        tx.insert_code(&hash(&raw), exp, owner, MAX_LIVE, now)?;
         Ok(Ok(()))
     })?;
     Ok((shown, exp))
@@ -67,24 +54,13 @@ pub fn issue(l: &Ledger, owner: u32) -> Result<(String, i64), DaemonError> {
 /// (it is not theirs to spend).
 pub fn redeem(l: &Ledger, code: &str, owner: u32) -> Result<bool, DaemonError> {
     let now = now_ms();
-    l.store.write(|tx, _| {
-        let n = tx.execute(
-            "DELETE FROM passkey_codes WHERE code_hash = ?1 AND expires_at > ?2 AND owner_uid = ?3",
-            params![hash(code), now, owner],
-        )?;
-        Ok(Ok(n == 1))
-    })
+    l.store
+        .write(|tx, _| Ok(Ok(tx.spend_code(&hash(code), now, owner)?)))
 }
 
 /// Voids `owner`'s outstanding codes (too many wrong ones were typed in their sessions).
 pub fn void(l: &Ledger, owner: u32) -> Result<(), DaemonError> {
-    l.store.write(|tx, _| {
-        tx.execute(
-            "DELETE FROM passkey_codes WHERE owner_uid = ?1",
-            params![owner],
-        )?;
-        Ok(Ok(()))
-    })
+    l.store.write(|tx, _| Ok(Ok(tx.void_codes(owner)?)))
 }
 
 #[cfg(test)]

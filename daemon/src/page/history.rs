@@ -1,7 +1,6 @@
 //! The page's history: the answered, expired and consumed requests from the audit log,
 //! newest first, escaped for display.
 
-use rusqlite::params;
 use serde::Serialize;
 use tc_core::codes::events;
 use tc_core::display::escape;
@@ -61,27 +60,9 @@ fn row(at_ms: i64, kind: &str, v: String, t: String, c: String, detail: &str) ->
 
 /// The latest history rows, only `owner`'s when given (runs on the store thread).
 pub fn recent(l: &Ledger, owner: Option<u32>) -> Result<Vec<HistoryRow>, DaemonError> {
-    l.store.read(|c| {
-        let mut st = c.prepare_cached(
-            "SELECT at_ms, kind, vault, tool, caller, detail FROM events
-             WHERE kind IN (?1, ?2, ?3, ?4) AND (?6 IS NULL OR owner_uid = ?6)
-             ORDER BY id DESC LIMIT ?5",
-        )?;
-        let rows = st.query_map(
-            params![KINDS[0], KINDS[1], KINDS[2], KINDS[3], LIMIT, owner],
-            |r| {
-                let kind: String = r.get(1)?;
-                let detail: String = r.get(5)?;
-                Ok(row(
-                    r.get(0)?,
-                    &kind,
-                    r.get(2)?,
-                    r.get(3)?,
-                    r.get(4)?,
-                    &detail,
-                ))
-            },
-        )?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    })
+    let rows = l.store.read(|c| Ok(c.history(&KINDS, LIMIT, owner)?))?;
+    Ok(rows
+        .into_iter()
+        .map(|r| row(r.at_ms, &r.kind, r.vault, r.tool, r.caller, &r.detail))
+        .collect())
 }

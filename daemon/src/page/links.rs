@@ -4,7 +4,6 @@
 //! session commits a `tc.page.opened` event with it.
 
 use rand::RngCore;
-use rusqlite::{params, OptionalExtension};
 use sha2::{Digest, Sha256};
 use tc_core::now_ms;
 
@@ -43,16 +42,8 @@ pub fn mint(
     let now = now_ms();
     let exp = now + TTL_MS;
     l.store.write(|tx, _| {
-        tx.execute("DELETE FROM page_links WHERE expires_at <= ?1", params![now])?;
-        tx.execute(
-            "DELETE FROM page_links WHERE uid = ?1 AND link_hash IN (SELECT link_hash FROM page_links
-             WHERE uid = ?1 ORDER BY expires_at DESC LIMIT -1 OFFSET ?2)",
-            params![uid, MAX_PER_UID - 1],
-        )?;
-        tx.execute(
-            "INSERT INTO page_links (link_hash, uid, request_id, expires_at) VALUES (?1, ?2, ?3, ?4)",
-            params![hash(&token), uid, request_id, exp],
-        )?;
+        let link = (uid, request_id, exp);
+        tx.insert_link(&hash(&token), &link, MAX_PER_UID, now)?;
         Ok(Ok(()))
     })?;
     Ok((token, exp))
@@ -67,14 +58,7 @@ pub fn spend(l: &Ledger, token: &str, peer: u32) -> Result<Option<Opened>, Daemo
     }
     let now = now_ms();
     l.store.write(|tx, evs| {
-        let row: Option<(u32, Option<String>, i64)> = tx
-            .query_row(
-                "DELETE FROM page_links WHERE link_hash = ?1 AND uid = ?2
-                 RETURNING uid, request_id, expires_at",
-                params![hash(token), peer],
-                |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)),
-            )
-            .optional()?;
+        let row = tx.take_link(&hash(token), peer)?;
         let opened = row
             .filter(|(_, _, exp)| *exp > now)
             .map(|(uid, request_id, _)| Opened { uid, request_id });

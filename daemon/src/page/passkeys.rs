@@ -2,7 +2,6 @@
 //! verification required) and the `passkeys` table (public credentials only), each
 //! owned by one human and, in guarded mode, inactive until that human confirms it.
 
-use rusqlite::{params, Connection, OptionalExtension};
 use serde_json::json;
 use tc_core::codes::events;
 use tc_core::{now_ms, Reason};
@@ -12,6 +11,7 @@ use webauthn_rs::{Webauthn, WebauthnBuilder};
 use crate::error::DaemonError;
 use crate::factor;
 use crate::ledger::Ledger;
+use crate::store::queries::{NewPasskey, PasskeyRow, Tx};
 use crate::store::NewEvent;
 
 /// The relying party: `localhost` (WebAuthn takes no IP address), origin
@@ -39,73 +39,29 @@ fn internal(e: impl std::fmt::Display) -> DaemonError {
 }
 
 /// A registered passkey as `tcctl passkey list` shows it.
-#[derive(Debug, Clone)]
-pub struct Listed {
-    pub credential: String,
-    pub name: String,
-    pub owner: Option<u32>,
-    pub active: bool,
-    pub created_at_ms: i64,
-    pub last_used_at_ms: Option<i64>,
-}
-
-/// The rows that may approve for `?2` (`?1`: guarded mode; personal mode has one human).
-macro_rules! usable_rows {
-    () => {
-        "FROM passkeys WHERE active = 1 AND (?1 = 0 OR owner_uid = ?2)"
-    };
-}
+pub type Listed = PasskeyRow;
 
 /// The passkeys that may approve for `uid`: active ones of that human (personal mode:
 /// every active one, there being one human).
 pub fn usable(l: &Ledger, uid: u32) -> Result<Vec<Passkey>, DaemonError> {
     let guarded = l.mode() == tc_core::config::Mode::Guarded;
-    l.store.read(|c| {
-        let mut st = c.prepare_cached(concat!(
-            "SELECT passkey ",
-            usable_rows!(),
-            " ORDER BY created_at"
-        ))?;
-        let rows = st.query_map(params![guarded, uid], |r| r.get::<_, String>(0))?;
-        let mut out = Vec::new();
-        for r in rows {
-            out.push(serde_json::from_str(&r?).map_err(internal)?);
-        }
-        Ok(out)
-    })
+    let texts = l.store.read(|c| Ok(c.usable_passkeys(guarded, uid)?))?;
+    texts
+        .iter()
+        .map(|t| serde_json::from_str(t).map_err(internal))
+        .collect()
 }
 
 /// Every passkey `viewer` may see: their own (root, or `None`: all).
 pub fn list(l: &Ledger, viewer: Option<u32>) -> Result<Vec<Listed>, DaemonError> {
-    l.store.read(|c| {
-        let mut st = c.prepare_cached(
-            "SELECT cred_id, name, owner_uid, active, created_at, last_used_at FROM passkeys
-             WHERE ?1 IS NULL OR owner_uid = ?1 ORDER BY created_at",
-        )?;
-        let rows = st.query_map(params![viewer], |r| {
-            Ok(Listed {
-                credential: r.get(0)?,
-                name: r.get(1)?,
-                owner: r.get(2)?,
-                active: r.get(3)?,
-                created_at_ms: r.get(4)?,
-                last_used_at_ms: r.get(5)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
-    })
+    l.store.read(|c| Ok(c.list_passkeys(viewer)?))
 }
 
 /// How many passkeys may approve for `uid` (those [`usable`] returns, counted by SQLite:
 /// the page's state asks on every commit and tick).
 pub fn count(l: &Ledger, uid: u32) -> Result<u32, DaemonError> {
     let guarded = l.mode() == tc_core::config::Mode::Guarded;
-    l.store.read(|c| {
-        Ok(
-            c.prepare_cached(concat!("SELECT count(*) ", usable_rows!()))?
-                .query_row(params![guarded, uid], |r| r.get::<_, u32>(0))?,
-        )
-    })
+    l.store.read(|c| Ok(c.count_usable_passkeys(guarded, uid)?))
 }
 
 /// Stores a newly registered passkey of `owner` (active at once in personal mode; in
@@ -118,16 +74,16 @@ pub fn add(l: &Ledger, pk: &Passkey, name: &str, owner: u32) -> Result<String, D
     let active = l.mode() != tc_core::config::Mode::Guarded;
     let now = now_ms();
     l.store.write(|tx, evs| {
-        tx.execute(
-            "DELETE FROM passkeys WHERE active = 0 AND created_at <= ?1",
-            params![now - UNCONFIRMED_TTL_MS],
-        )?;
-        let n = tx.execute(
-            "INSERT INTO passkeys (cred_id, name, passkey, created_at, owner_uid, active)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (cred_id) DO NOTHING",
-            params![id, name, text, now, owner, active],
-        )?;
-        if n == 0 {
+        tx.drop_unconfirmed_passkeys(now - UNCONFIRMED_TTL_MS)?;
+        let added = tx.insert_passkey(&NewPasskey {
+            credential: &id,
+            name: &name,
+            passkey: &text,
+            created_at: now,
+            owner,
+            active,
+        })?;
+        if !added {
             return Ok(Err(DaemonError::refused(
                 Reason::BadArgument,
                 "this passkey is already registered",
@@ -155,11 +111,7 @@ fn event(kind: &'static str, owner: u32, detail: serde_json::Value) -> NewEvent 
 type Found = (String, Option<u32>, bool);
 
 /// The one passkey `prefix` names among those `who` may manage (root: all).
-fn find(
-    tx: &Connection,
-    prefix: &str,
-    who: u32,
-) -> Result<Result<Found, DaemonError>, DaemonError> {
+fn find(tx: &dyn Tx, prefix: &str, who: u32) -> Result<Result<Found, DaemonError>, DaemonError> {
     let prefix = prefix.trim().to_ascii_lowercase();
     if prefix.len() < MIN_PREFIX || !prefix.bytes().all(|b| b.is_ascii_hexdigit()) {
         return Ok(Err(DaemonError::refused(
@@ -167,15 +119,7 @@ fn find(
             format!("name the passkey by its credential id or its first {MIN_PREFIX}+ hex digits (`tcctl passkey list`)"),
         )));
     }
-    let mut st = tx.prepare_cached(
-        "SELECT cred_id, owner_uid, active FROM passkeys
-         WHERE substr(cred_id, 1, length(?1)) = ?1 AND (?2 = 0 OR owner_uid = ?2) LIMIT 2",
-    )?;
-    let rows: Vec<Found> = st
-        .query_map(params![prefix, who], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
-        })?
-        .collect::<Result<_, _>>()?;
+    let rows: Vec<Found> = tx.passkeys_by_prefix(&prefix, who)?;
     Ok(match rows.as_slice() {
         [one] => Ok(one.clone()),
         [] => Err(DaemonError::refused(
@@ -226,11 +170,7 @@ pub fn confirm(
                 return Ok(Err(e));
             }
         }
-        let n = tx.execute(
-            "UPDATE passkeys SET active = 1 WHERE cred_id = ?1 AND created_at > ?2",
-            params![id, now - UNCONFIRMED_TTL_MS],
-        )?;
-        if n != 1 {
+        if !tx.activate_passkey(&id, now - UNCONFIRMED_TTL_MS)? {
             return Ok(Err(DaemonError::refused(
                 Reason::Expired,
                 "this registration waited too long: remove it and register again",
@@ -252,7 +192,7 @@ pub fn remove(l: &Ledger, prefix: &str, who: u32) -> Result<String, DaemonError>
             Ok(f) => f,
             Err(e) => return Ok(Err(e)),
         };
-        tx.execute("DELETE FROM passkeys WHERE cred_id = ?1", params![id])?;
+        tx.delete_passkey(&id)?;
         evs.push(event(
             events::PASSKEY_REMOVED,
             owner.unwrap_or(who),
@@ -264,14 +204,7 @@ pub fn remove(l: &Ledger, prefix: &str, who: u32) -> Result<String, DaemonError>
 
 /// The owner of an active credential (after a verified assertion), `None` when unknown.
 pub fn owner(l: &Ledger, cred: &str) -> Result<Option<Option<u32>>, DaemonError> {
-    l.store.read(|c| {
-        Ok(c.query_row(
-            "SELECT owner_uid FROM passkeys WHERE cred_id = ?1 AND active = 1",
-            params![cred],
-            |r| r.get::<_, Option<u32>>(0),
-        )
-        .optional()?)
-    })
+    l.store.read(|c| Ok(c.passkey_owner(cred)?))
 }
 
 /// After a verified assertion: the credential's new counter (a clone's lower one was
@@ -279,21 +212,12 @@ pub fn owner(l: &Ledger, cred: &str) -> Result<Option<Option<u32>>, DaemonError>
 pub fn used(l: &Ledger, res: &AuthenticationResult) -> Result<(), DaemonError> {
     let id = hex::encode::<&[u8]>(res.cred_id().as_ref());
     l.store.write(|tx, _| {
-        let text: Option<String> = tx
-            .query_row(
-                "SELECT passkey FROM passkeys WHERE cred_id = ?1",
-                params![id],
-                |r| r.get(0),
-            )
-            .ok();
+        let text = tx.passkey_text(&id)?;
         let Some(text) = text else { return Ok(Ok(())) };
         let mut pk: Passkey = serde_json::from_str(&text).map_err(internal)?;
         pk.update_credential(res);
         let text = serde_json::to_string(&pk).map_err(internal)?;
-        tx.execute(
-            "UPDATE passkeys SET passkey = ?2, last_used_at = ?3 WHERE cred_id = ?1",
-            params![id, text, now_ms()],
-        )?;
+        tx.update_passkey(&id, &text, now_ms())?;
         Ok(Ok(()))
     })
 }

@@ -1,0 +1,137 @@
+//! PostgreSQL: [`EventQueries`]. Ids come from an identity column; writers insert their
+//! events under one transaction lock (`schema::EVENTS_LOCK`), so ids commit in order.
+
+use super::schema::PRUNE_LOCK;
+use super::tx::{uid, PgTx};
+use crate::record::{EventRow, NewEvent};
+use crate::store::queries::{EventQueries, EventSize, HistoryRow, Q};
+
+/// One event's size as retention counts it ([`NewEvent::size`] counts inserts alike).
+const EVENT_BYTES: &str = "(octet_length(kind) + octet_length(vault) + octet_length(tool)
+    + octet_length(caller) + octet_length(args_hash) + octet_length(state_fp)
+    + octet_length(detail) + 64)";
+
+impl EventQueries for PgTx<'_> {
+    fn insert_event(&self, ev: &NewEvent, detail: &str, at_ms: i64) -> Q<i64> {
+        let owner = ev.owner_uid().map(uid);
+        let r = self.one(
+            "INSERT INTO events (at_ms, kind, vault, tool, caller, args_hash, state_fp, detail, owner_uid)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+            &[
+                &at_ms, &ev.kind, &ev.vault, &ev.tool, &ev.caller, &ev.args_hash, &ev.state_fp,
+                &detail, &owner,
+            ],
+        )?;
+        Ok(r.try_get(0)?)
+    }
+
+    fn events_after(&self, after: i64, limit: u32, owner: Option<u32>) -> Q<Vec<EventRow>> {
+        let owner = owner.map(uid);
+        let rows = self.all(
+            "SELECT id, at_ms, kind, vault, tool, caller, args_hash, state_fp, detail
+             FROM events WHERE id > $1 AND ($3::BIGINT IS NULL OR owner_uid = $3)
+             ORDER BY id LIMIT $2",
+            &[&after, &i64::from(limit), &owner],
+        )?;
+        rows.iter()
+            .map(|r| {
+                Ok(EventRow {
+                    id: r.try_get(0)?,
+                    at_ms: r.try_get(1)?,
+                    kind: r.try_get(2)?,
+                    vault: r.try_get(3)?,
+                    tool: r.try_get(4)?,
+                    caller: r.try_get(5)?,
+                    args_hash: r.try_get(6)?,
+                    state_fp: r.try_get(7)?,
+                    detail: r.try_get(8)?,
+                })
+            })
+            .collect()
+    }
+
+    fn max_event_id(&self) -> Q<i64> {
+        Ok(self
+            .one("SELECT coalesce(max(id), 0)::BIGINT FROM events", &[])?
+            .try_get(0)?)
+    }
+
+    fn history(&self, kinds: &[&str], limit: u32, owner: Option<u32>) -> Q<Vec<HistoryRow>> {
+        let owner = owner.map(uid);
+        let rows = self.all(
+            "SELECT at_ms, kind, vault, tool, caller, detail FROM events
+             WHERE kind = ANY($1) AND ($3::BIGINT IS NULL OR owner_uid = $3)
+             ORDER BY id DESC LIMIT $2",
+            &[&kinds, &i64::from(limit), &owner],
+        )?;
+        rows.iter()
+            .map(|r| {
+                Ok(HistoryRow {
+                    at_ms: r.try_get(0)?,
+                    kind: r.try_get(1)?,
+                    vault: r.try_get(2)?,
+                    tool: r.try_get(3)?,
+                    caller: r.try_get(4)?,
+                    detail: r.try_get(5)?,
+                })
+            })
+            .collect()
+    }
+
+    fn oldest_events(&self, limit: u32) -> Q<Vec<EventSize>> {
+        let sql = format!(
+            "SELECT id, at_ms, kind, {EVENT_BYTES}::BIGINT FROM events
+             WHERE id < (SELECT max(id) FROM events) ORDER BY id LIMIT $1"
+        );
+        let rows = self.all(&sql, &[&i64::from(limit)])?;
+        rows.iter()
+            .map(|r| {
+                Ok(EventSize {
+                    id: r.try_get(0)?,
+                    at_ms: r.try_get(1)?,
+                    kind: r.try_get(2)?,
+                    bytes: r.try_get::<_, i64>(3)? as u64,
+                })
+            })
+            .collect()
+    }
+
+    fn delete_events_through(&self, id: i64) -> Q<()> {
+        self.exec("DELETE FROM events WHERE id <= $1", &[&id])
+            .map(|_| ())
+    }
+
+    fn count_pruned(&self, kind: &str, reason: &str) -> Q<()> {
+        self.exec(
+            "INSERT INTO events_pruned (kind, reason, n) VALUES ($1, $2, 1)
+             ON CONFLICT (kind, reason) DO UPDATE SET n = events_pruned.n + 1",
+            &[&kind, &reason],
+        )
+        .map(|_| ())
+    }
+
+    fn event_totals(&self) -> Q<Vec<(String, u64, String)>> {
+        let rows = self.all(
+            "SELECT kind, sum(n)::BIGINT, '' FROM (SELECT kind, count(*) AS n FROM events GROUP BY kind
+               UNION ALL SELECT kind, n FROM events_pruned) k GROUP BY kind
+             UNION ALL SELECT '', sum(n)::BIGINT, reason FROM events_pruned GROUP BY reason",
+            &[],
+        )?;
+        rows.iter()
+            .map(|r| Ok((r.try_get(0)?, r.try_get::<_, i64>(1)? as u64, r.try_get(2)?)))
+            .collect()
+    }
+
+    fn event_bytes(&self) -> Q<u64> {
+        let sql = format!("SELECT coalesce(sum({EVENT_BYTES}), 0)::BIGINT FROM events");
+        Ok(self.one(&sql, &[])?.try_get::<_, i64>(0)? as u64)
+    }
+
+    fn try_collect_lock(&self) -> Q<bool> {
+        let r = self.one(
+            "SELECT pg_try_advisory_xact_lock($1, hashtext(current_schema()))",
+            &[&PRUNE_LOCK],
+        )?;
+        Ok(r.try_get(0)?)
+    }
+}

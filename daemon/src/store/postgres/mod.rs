@@ -1,0 +1,219 @@
+//! The PostgreSQL backend: one database shared by several tcd replicas. Each write is one
+//! READ COMMITTED transaction on a pooled connection; commits are announced with NOTIFY.
+//!
+//! - [`PgStore`]: connects (TLS via rustls with `ca_file`), migrates under an advisory
+//!   lock, checks that this replica's key is the one the database was keyed with, and
+//!   runs the rules' transactions ([`PgTx`]) on blocking threads.
+//! - `listen`: a dedicated LISTEN connection that wakes `--follow` streams on any
+//!   replica's commit, reconnecting with backoff.
+
+mod connect;
+mod events;
+mod factors;
+mod listen;
+mod page;
+mod raised;
+pub mod schema;
+#[cfg(test)]
+pub mod testing;
+mod tokens;
+mod tx;
+
+use std::sync::Arc;
+
+use deadpool_postgres::Pool;
+use tc_core::config::PostgresConfig;
+
+pub use tx::PgTx;
+
+use crate::error::DaemonError;
+use crate::record::{EventRow, NewEvent};
+use crate::store::queries::Tx;
+use crate::store::signals::Signals;
+use crate::store::{StoreError, Written};
+
+/// The ledger in PostgreSQL, as one replica sees it.
+pub struct PgStore {
+    /// Drives the pool's connections and the LISTEN task (shut down in the background
+    /// on drop, so a store can be dropped from any context).
+    rt: Option<tokio::runtime::Runtime>,
+    pool: Pool,
+    signals: Arc<Signals>,
+    /// "host:port/database, schema N", for `tcctl status` and errors.
+    pub(crate) describe: String,
+    /// This replica's row in `replicas`.
+    replica: String,
+}
+
+impl PgStore {
+    /// Connects, migrates, checks the key (`key_check`: the HMAC of a fixed label under
+    /// the replica's key) and starts listening. Blocks; call it outside any runtime's
+    /// worker (tcd: before serving, from a blocking section).
+    pub fn open(cfg: &PostgresConfig, key_check: &[u8; 32]) -> Result<PgStore, DaemonError> {
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("tcd-pg")
+            .enable_all()
+            .build()?;
+        let conn = connect::Connector::new(cfg)?;
+        let describe = conn.describe();
+        let pool = conn.pool(cfg.pool_size as usize)?;
+        let handle = rt.handle().clone();
+        let client = connect::first_client(&handle, &pool, &describe)?;
+        let tx = PgTx::new(&client, &handle, false);
+        let version = connect::migrate(&tx)?;
+        connect::check_key(&tx, key_check, &describe)?;
+        let replica = connect::register(&tx)?;
+        let signals = Arc::new(Signals::load(&tx)?);
+        drop(client);
+        handle.spawn(listen::run(conn, signals.clone(), describe.clone()));
+        Ok(PgStore {
+            rt: Some(rt),
+            pool,
+            signals,
+            describe: format!("postgresql {describe}, schema {version}"),
+            replica,
+        })
+    }
+
+    fn handle(&self) -> &tokio::runtime::Handle {
+        self.rt.as_ref().expect("running until dropped").handle()
+    }
+
+    /// A pooled connection, or `unavailable` naming the store.
+    fn client(&self) -> Result<deadpool_postgres::Object, DaemonError> {
+        tx::wait(self.handle(), self.pool.get())
+            .map_err(|e| StoreError::Unavailable(format!("{}: {e}", self.describe)).into())
+    }
+
+    /// Runs `f` on a blocking thread of the caller's runtime; resolves after its commit.
+    pub fn call<T: Send + 'static>(
+        &self,
+        f: impl FnOnce() -> Result<T, DaemonError> + Send + 'static,
+    ) -> impl std::future::Future<Output = Result<T, DaemonError>> + Send + 'static {
+        let job = tokio::task::spawn_blocking(f);
+        async move {
+            job.await
+                .map_err(|e| DaemonError::Internal(format!("a store job died: {e}")))?
+        }
+    }
+
+    /// One transaction: `f`'s changes and its events commit together (or not at all).
+    pub fn write_logged<T>(
+        &self,
+        f: impl FnOnce(&dyn Tx, &mut Vec<NewEvent>) -> Written<T>,
+    ) -> Result<(Result<T, DaemonError>, i64), DaemonError> {
+        let client = self.client()?;
+        let tx = PgTx::new(&client, self.handle(), true);
+        let mut events = Vec::new();
+        let done = f(&tx, &mut events).and_then(|r| {
+            let (last, bytes) = log(&tx, &events)?;
+            Ok((r, last, bytes))
+        });
+        let (result, last, bytes) = match done {
+            Ok(d) => d,
+            Err(e) => {
+                if tx.started() && tx.batch("ROLLBACK").is_err() {
+                    // Never hand a connection in an unknown state back to the pool.
+                    let _ = deadpool_postgres::Object::take(client);
+                }
+                return Err(e);
+            }
+        };
+        if !tx.started() {
+            return Ok((result, 0)); // nothing was sent: nothing to commit
+        }
+        if let Err(e) = tx.batch("COMMIT") {
+            let _ = deadpool_postgres::Object::take(client);
+            // The commit may or may not have happened: whatever this write spent stays
+            // spent from the caller's point of view (it is told to stop, never to run).
+            return Err(StoreError::Unavailable(format!(
+                "{}: the commit's outcome is unknown ({e}); treated as spent, nothing runs",
+                self.describe
+            ))
+            .into());
+        }
+        self.signals.count(&events, bytes);
+        self.signals.committed(last);
+        Ok((result, last))
+    }
+
+    /// A read outside any transaction (each statement sees what is committed).
+    pub fn read<T>(
+        &self,
+        f: impl FnOnce(&dyn Tx) -> Result<T, DaemonError>,
+    ) -> Result<T, DaemonError> {
+        let client = self.client()?;
+        f(&PgTx::new(&client, self.handle(), false))
+    }
+
+    /// Events with `id > after` (only `owner`'s if given).
+    pub fn events_for(
+        &self,
+        after: i64,
+        limit: u32,
+        owner: Option<u32>,
+    ) -> Result<Vec<EventRow>, DaemonError> {
+        self.read(|c| Ok(c.events_after(after, limit, owner)?))
+    }
+
+    /// Counters, the log's size and the commit signal (this replica's).
+    pub fn signals(&self) -> &Arc<Signals> {
+        &self.signals
+    }
+
+    /// Re-reads the log's size (other replicas write it too) and marks this replica seen.
+    pub fn refresh(&self) -> Result<(), DaemonError> {
+        self.read(|c| {
+            self.signals.set_event_bytes(c.event_bytes()?);
+            Ok(())
+        })?;
+        let client = self.client()?;
+        let tx = PgTx::new(&client, self.handle(), false);
+        connect::seen(&tx, &self.replica)
+    }
+
+    /// Replicas that marked themselves seen within the last five minutes.
+    pub fn replicas_seen(&self) -> Result<u64, DaemonError> {
+        let client = self.client()?;
+        connect::replicas_seen(&PgTx::new(&client, self.handle(), false))
+    }
+}
+
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        if let Some(rt) = self.rt.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+/// Inserts `events` under the events lock (ids then commit in id order), each announced
+/// with NOTIFY (delivered at commit): one `tc_log_event` round trip per event. Returns
+/// (last id, bytes).
+fn log(tx: &PgTx<'_>, events: &[NewEvent]) -> Result<(i64, u64), DaemonError> {
+    let (mut last, mut bytes) = (0, 0);
+    let now = tc_core::now_ms();
+    for ev in events {
+        let detail = ev.detail_text();
+        let owner = ev.owner_uid().map(i64::from);
+        let row = tx.one(
+            "SELECT tc_log_event($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+            &[
+                &schema::EVENTS_LOCK,
+                &now,
+                &ev.kind,
+                &ev.vault,
+                &ev.tool,
+                &ev.caller,
+                &ev.args_hash,
+                &ev.state_fp,
+                &detail,
+                &owner,
+            ],
+        )?;
+        last = row.try_get(0).map_err(StoreError::from)?;
+        bytes += ev.size(&detail);
+    }
+    Ok((last, bytes))
+}

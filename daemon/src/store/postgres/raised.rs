@@ -1,0 +1,161 @@
+//! PostgreSQL: [`RaisedQueries`]. A write reads its raised row `FOR UPDATE`, so two
+//! replicas answering the same request (approve, decline, a retry) take turns on it.
+
+use tokio_postgres::Row;
+
+use super::tx::{uid, uid_of, PgTx};
+use crate::record::Binding;
+use crate::store::queries::{NewRaised, PendingRow, RaisedQueries, RaisedRow, Q};
+
+const ROW_COLS: &str = "request_id, vault, tool, caller, args_hash, state_fp, expires_at, status, \
+                        reason, token_id, raised_by_uid, expired_logged";
+
+fn read_row(r: &Row) -> Q<RaisedRow> {
+    Ok(RaisedRow {
+        request_id: r.try_get(0)?,
+        binding: Binding {
+            vault: r.try_get(1)?,
+            tool: r.try_get(2)?,
+            caller: r.try_get(3)?,
+            args_hash: r.try_get(4)?,
+        },
+        state_fp: r.try_get(5)?,
+        expires_at: r.try_get(6)?,
+        status: r.try_get(7)?,
+        reason: r.try_get(8)?,
+        token_id: r.try_get(9)?,
+        uid: uid_of(r.try_get(10)?),
+        expired_logged: r.try_get(11)?,
+    })
+}
+
+fn pending_row(r: &Row) -> Q<PendingRow> {
+    Ok(PendingRow {
+        binding: Binding {
+            vault: r.try_get(0)?,
+            tool: r.try_get(1)?,
+            caller: r.try_get(2)?,
+            args_hash: r.try_get(3)?,
+        },
+        state_fp: r.try_get(4)?,
+        summary: r.try_get(5)?,
+        raised_at: r.try_get(6)?,
+        expires_at: r.try_get(7)?,
+        minted: r.try_get(8)?,
+        request_id: r.try_get(9)?,
+        status: r.try_get(10)?,
+        args_json: r.try_get(11)?,
+        covers: r.try_get(12)?,
+        uid: uid_of(r.try_get(13)?),
+        reason: r.try_get(14)?,
+        preview: r.try_get(15)?,
+    })
+}
+
+impl RaisedQueries for PgTx<'_> {
+    fn raised_by_call(&self, b: &Binding) -> Q<Option<RaisedRow>> {
+        let sql = format!(
+            "SELECT {ROW_COLS} FROM raised WHERE vault = $1 AND caller = $2 AND args_hash = $3 FOR UPDATE"
+        );
+        let row = self.opt(&sql, &[&b.vault, &b.caller, &b.args_hash])?;
+        row.as_ref().map(read_row).transpose()
+    }
+
+    fn raised_by_id(&self, id: &str) -> Q<Option<RaisedRow>> {
+        let sql = format!("SELECT {ROW_COLS} FROM raised WHERE request_id = $1 FOR UPDATE");
+        self.opt(&sql, &[&id])?.as_ref().map(read_row).transpose()
+    }
+
+    fn upsert_raised(&self, r: &NewRaised<'_>) -> Q<()> {
+        let b = r.binding;
+        let raiser = r.uid.map(uid);
+        self.exec(
+            "INSERT INTO raised (vault, caller, args_hash, tool, state_fp, summary, raised_at, expires_at,
+               request_id, args_json, covers, raised_by_uid, status, reason, token_id, expired_logged, preview)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'pending', '', NULL, false, $13)
+             ON CONFLICT (vault, caller, args_hash) DO UPDATE SET
+               tool = excluded.tool, state_fp = excluded.state_fp, summary = excluded.summary,
+               raised_at = excluded.raised_at, expires_at = excluded.expires_at,
+               request_id = excluded.request_id, args_json = excluded.args_json,
+               covers = excluded.covers, raised_by_uid = excluded.raised_by_uid,
+               status = 'pending', reason = '', token_id = NULL, expired_logged = false,
+               preview = excluded.preview",
+            &[
+                &b.vault, &b.caller, &b.args_hash, &b.tool, &r.state_fp, &r.summary, &r.raised_at,
+                &r.expires_at, &r.request_id, &r.args_json, &r.covers, &raiser, &r.preview,
+            ],
+        )?;
+        Ok(())
+    }
+
+    fn delete_raised(&self, b: &Binding) -> Q<()> {
+        self.exec(
+            "DELETE FROM raised WHERE vault = $1 AND caller = $2 AND args_hash = $3",
+            &[&b.vault, &b.caller, &b.args_hash],
+        )
+        .map(|_| ())
+    }
+
+    fn mark_expired_logged(&self, b: &Binding) -> Q<()> {
+        self.exec(
+            "UPDATE raised SET expired_logged = true WHERE vault = $1 AND caller = $2 AND args_hash = $3",
+            &[&b.vault, &b.caller, &b.args_hash],
+        )
+        .map(|_| ())
+    }
+
+    fn count_raised(&self) -> Q<i64> {
+        Ok(self.one("SELECT count(*) FROM raised", &[])?.try_get(0)?)
+    }
+
+    fn live_raised(&self, now: i64) -> Q<u64> {
+        let r = self.one("SELECT count(*) FROM raised WHERE expires_at > $1", &[&now])?;
+        Ok(r.try_get::<_, i64>(0)? as u64)
+    }
+
+    fn set_approved(&self, id: &str, token_id: i64, exp: i64) -> Q<()> {
+        self.exec(
+            "UPDATE raised SET status = 'approved', token_id = $2, expires_at = $3 WHERE request_id = $1",
+            &[&id, &token_id, &exp],
+        )
+        .map(|_| ())
+    }
+
+    fn set_declined(&self, id: &str, reason: &str, until: i64) -> Q<()> {
+        self.exec(
+            "UPDATE raised SET status = 'declined', reason = $2, token_id = NULL,
+               expires_at = GREATEST(expires_at, $3) WHERE request_id = $1",
+            &[&id, &reason, &until],
+        )
+        .map(|_| ())
+    }
+
+    fn unlogged_expired(&self, cutoff: i64) -> Q<Vec<RaisedRow>> {
+        let sql = format!(
+            "SELECT {ROW_COLS} FROM raised
+             WHERE expires_at <= $1 AND status = 'pending' AND NOT expired_logged FOR UPDATE"
+        );
+        self.all(&sql, &[&cutoff])?.iter().map(read_row).collect()
+    }
+
+    fn delete_raised_before(&self, cutoff: i64) -> Q<()> {
+        self.exec("DELETE FROM raised WHERE expires_at <= $1", &[&cutoff])
+            .map(|_| ())
+    }
+
+    fn pending_rows(&self, since: i64, vault: &str) -> Q<Vec<PendingRow>> {
+        self.all(
+            "SELECT r.vault, r.tool, r.caller, r.args_hash, r.state_fp, r.summary, r.raised_at, r.expires_at,
+               EXISTS (SELECT 1 FROM tokens t WHERE t.vault = r.vault AND t.caller = r.caller
+                       AND t.args_hash = r.args_hash AND t.state_fp = r.state_fp AND t.created_at >= r.raised_at),
+               coalesce(r.request_id, ''), r.status, r.args_json, r.covers, r.raised_by_uid, r.reason,
+               r.preview
+             FROM raised r WHERE r.expires_at > $1 AND ($2 = '' OR r.vault = $2)
+             ORDER BY r.raised_at DESC",
+            &[&since, &vault],
+        )?
+        .iter()
+        .map(pending_row)
+        .collect()
+    }
+}

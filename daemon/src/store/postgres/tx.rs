@@ -1,0 +1,108 @@
+//! One PostgreSQL transaction as the rules see it ([`PgTx`]): a pooled connection and the
+//! backend's runtime, each query run to completion (the rules are synchronous).
+
+use deadpool_postgres::Object;
+use tokio::runtime::Handle;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Row, Statement};
+
+use crate::store::queries::Q;
+
+/// The parameters of one query.
+pub type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
+
+/// A connection inside `BEGIN … COMMIT` (or autocommit, for reads).
+pub struct PgTx<'a> {
+    pub(super) client: &'a Object,
+    pub(super) rt: &'a Handle,
+    /// `BEGIN` is due: it is pipelined with the first statement (one round trip less).
+    pub(super) begin: std::cell::Cell<bool>,
+}
+
+/// Runs `f` to completion on this thread. The connections live on the store's runtime
+/// (entered here for the pool's timers), so this works on any thread: a blocking thread
+/// of tcd's runtime, a test's runtime worker, or no runtime at all. Unconstrained: on a
+/// runtime worker an exhausted co-op budget would defer the wake-up to that runtime,
+/// which this very call is blocking.
+pub fn wait<F: std::future::Future>(rt: &Handle, f: F) -> F::Output {
+    let _entered = rt.enter();
+    futures_executor::block_on(tokio::task::unconstrained(f))
+}
+
+impl<'a> PgTx<'a> {
+    /// A transaction's handle on `client` (`begun`: send `BEGIN` with the first statement;
+    /// false for autocommit reads).
+    pub fn new(client: &'a Object, rt: &'a Handle, begun: bool) -> PgTx<'a> {
+        PgTx {
+            client,
+            rt,
+            begin: std::cell::Cell::new(begun),
+        }
+    }
+
+    /// Runs `f`, with the due `BEGIN` sent ahead of it on the same connection (requests
+    /// go out in the order they are first polled).
+    fn run<T>(
+        &self,
+        f: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+    ) -> Q<T> {
+        if self.begin.replace(false) {
+            let begin = self
+                .client
+                .batch_execute("BEGIN ISOLATION LEVEL READ COMMITTED");
+            let (b, r) = wait(self.rt, futures_util::future::join(begin, f));
+            b?;
+            return Ok(r?);
+        }
+        Ok(wait(self.rt, f)?)
+    }
+
+    /// Whether anything was sent since the transaction began (else there is nothing to
+    /// commit or roll back).
+    pub fn started(&self) -> bool {
+        !self.begin.get()
+    }
+
+    fn stmt(&self, sql: &str) -> Q<Statement> {
+        self.run(self.client.prepare_cached(sql))
+    }
+
+    /// At most one row.
+    pub fn opt(&self, sql: &str, params: Params<'_>) -> Q<Option<Row>> {
+        let st = self.stmt(sql)?;
+        self.run(self.client.query_opt(&st, params))
+    }
+
+    /// Exactly one row.
+    pub fn one(&self, sql: &str, params: Params<'_>) -> Q<Row> {
+        let st = self.stmt(sql)?;
+        self.run(self.client.query_one(&st, params))
+    }
+
+    /// Every row.
+    pub fn all(&self, sql: &str, params: Params<'_>) -> Q<Vec<Row>> {
+        let st = self.stmt(sql)?;
+        self.run(self.client.query(&st, params))
+    }
+
+    /// Rows changed.
+    pub fn exec(&self, sql: &str, params: Params<'_>) -> Q<u64> {
+        let st = self.stmt(sql)?;
+        self.run(self.client.execute(&st, params))
+    }
+
+    /// Statements without parameters (BEGIN, COMMIT, ROLLBACK).
+    pub fn batch(&self, sql: &str) -> Q<()> {
+        self.run(self.client.batch_execute(sql))
+    }
+}
+
+/// A uid as stored (BIGINT).
+pub fn uid(u: u32) -> i64 {
+    i64::from(u)
+}
+
+/// A stored uid back (`None` for NULL or anything out of range).
+pub fn uid_of(v: Option<i64>) -> Option<u32> {
+    v.and_then(|v| u32::try_from(v).ok())
+}

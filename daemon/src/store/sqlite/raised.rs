@@ -1,0 +1,169 @@
+//! SQLite: the raised-request queries of [`RaisedQueries`] (the `raised` table, one row
+//! per (vault, caller, args_hash)).
+
+use rusqlite::{params, Connection, OptionalExtension};
+
+use crate::record::Binding;
+use crate::store::queries::{NewRaised, PendingRow, RaisedQueries, RaisedRow, Q};
+
+const ROW_COLS: &str = "request_id, vault, tool, caller, args_hash, state_fp, expires_at, status, \
+                        reason, token_id, raised_by_uid, expired_logged";
+
+fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RaisedRow> {
+    Ok(RaisedRow {
+        request_id: r.get(0)?,
+        binding: Binding {
+            vault: r.get(1)?,
+            tool: r.get(2)?,
+            caller: r.get(3)?,
+            args_hash: r.get(4)?,
+        },
+        state_fp: r.get(5)?,
+        expires_at: r.get(6)?,
+        status: r.get(7)?,
+        reason: r.get(8)?,
+        token_id: r.get(9)?,
+        uid: r.get(10)?,
+        expired_logged: r.get(11)?,
+    })
+}
+
+fn pending_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PendingRow> {
+    Ok(PendingRow {
+        binding: Binding {
+            vault: r.get(0)?,
+            tool: r.get(1)?,
+            caller: r.get(2)?,
+            args_hash: r.get(3)?,
+        },
+        state_fp: r.get(4)?,
+        summary: r.get(5)?,
+        raised_at: r.get(6)?,
+        expires_at: r.get(7)?,
+        minted: r.get(8)?,
+        request_id: r.get(9)?,
+        status: r.get(10)?,
+        args_json: r.get(11)?,
+        covers: r.get(12)?,
+        uid: r.get(13)?,
+        reason: r.get(14)?,
+        preview: r.get(15)?,
+    })
+}
+
+impl RaisedQueries for Connection {
+    fn raised_by_call(&self, b: &Binding) -> Q<Option<RaisedRow>> {
+        Ok(self
+            .prepare_cached(&format!(
+                "SELECT {ROW_COLS} FROM raised WHERE vault = ?1 AND caller = ?2 AND args_hash = ?3"
+            ))?
+            .query_row(params![b.vault, b.caller, b.args_hash], read_row)
+            .optional()?)
+    }
+
+    fn raised_by_id(&self, id: &str) -> Q<Option<RaisedRow>> {
+        Ok(self
+            .prepare_cached(&format!(
+                "SELECT {ROW_COLS} FROM raised WHERE request_id = ?1"
+            ))?
+            .query_row(params![id], read_row)
+            .optional()?)
+    }
+
+    fn upsert_raised(&self, r: &NewRaised<'_>) -> Q<()> {
+        let b = r.binding;
+        self.prepare_cached(
+            "INSERT INTO raised (vault, caller, args_hash, tool, state_fp, summary, raised_at, expires_at,
+               request_id, args_json, covers, raised_by_uid, status, reason, token_id, expired_logged, preview)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 'pending', '', NULL, 0, ?13)
+             ON CONFLICT (vault, caller, args_hash) DO UPDATE SET
+               tool = excluded.tool, state_fp = excluded.state_fp, summary = excluded.summary,
+               raised_at = excluded.raised_at, expires_at = excluded.expires_at,
+               request_id = excluded.request_id, args_json = excluded.args_json,
+               covers = excluded.covers, raised_by_uid = excluded.raised_by_uid,
+               status = 'pending', reason = '', token_id = NULL, expired_logged = 0,
+               preview = excluded.preview",
+        )?
+        .execute(params![
+            b.vault, b.caller, b.args_hash, b.tool, r.state_fp, r.summary, r.raised_at,
+            r.expires_at, r.request_id, r.args_json, r.covers, r.uid, r.preview
+        ])?;
+        Ok(())
+    }
+
+    fn delete_raised(&self, b: &Binding) -> Q<()> {
+        self.prepare_cached(
+            "DELETE FROM raised WHERE vault = ?1 AND caller = ?2 AND args_hash = ?3",
+        )?
+        .execute(params![b.vault, b.caller, b.args_hash])?;
+        Ok(())
+    }
+
+    fn mark_expired_logged(&self, b: &Binding) -> Q<()> {
+        self.prepare_cached(
+            "UPDATE raised SET expired_logged = 1 WHERE vault = ?1 AND caller = ?2 AND args_hash = ?3",
+        )?
+        .execute(params![b.vault, b.caller, b.args_hash])?;
+        Ok(())
+    }
+
+    fn count_raised(&self) -> Q<i64> {
+        Ok(self
+            .prepare_cached("SELECT count(*) FROM raised")?
+            .query_row([], |r| r.get(0))?)
+    }
+
+    fn live_raised(&self, now: i64) -> Q<u64> {
+        Ok(self
+            .prepare_cached("SELECT count(*) FROM raised WHERE expires_at > ?1")?
+            .query_row(params![now], |r| r.get::<_, i64>(0))? as u64)
+    }
+
+    fn set_approved(&self, id: &str, token_id: i64, exp: i64) -> Q<()> {
+        self.prepare_cached(
+            "UPDATE raised SET status = 'approved', token_id = ?2, expires_at = ?3 WHERE request_id = ?1",
+        )?
+        .execute(params![id, token_id, exp])?;
+        Ok(())
+    }
+
+    fn set_declined(&self, id: &str, reason: &str, until: i64) -> Q<()> {
+        self.prepare_cached(
+            "UPDATE raised SET status = 'declined', reason = ?2, token_id = NULL,
+               expires_at = max(expires_at, ?3) WHERE request_id = ?1",
+        )?
+        .execute(params![id, reason, until])?;
+        Ok(())
+    }
+
+    fn unlogged_expired(&self, cutoff: i64) -> Q<Vec<RaisedRow>> {
+        Ok(self
+            .prepare_cached(&format!(
+                "SELECT {ROW_COLS} FROM raised
+                 WHERE expires_at <= ?1 AND status = 'pending' AND expired_logged = 0"
+            ))?
+            .query_map(params![cutoff], read_row)?
+            .collect::<Result<_, _>>()?)
+    }
+
+    fn delete_raised_before(&self, cutoff: i64) -> Q<()> {
+        self.prepare_cached("DELETE FROM raised WHERE expires_at <= ?1")?
+            .execute(params![cutoff])?;
+        Ok(())
+    }
+
+    fn pending_rows(&self, since: i64, vault: &str) -> Q<Vec<PendingRow>> {
+        Ok(self
+            .prepare_cached(
+                "SELECT r.vault, r.tool, r.caller, r.args_hash, r.state_fp, r.summary, r.raised_at, r.expires_at,
+                   EXISTS (SELECT 1 FROM tokens t WHERE t.vault = r.vault AND t.caller = r.caller
+                           AND t.args_hash = r.args_hash AND t.state_fp = r.state_fp AND t.created_at >= r.raised_at),
+                   coalesce(r.request_id, ''), r.status, r.args_json, r.covers, r.raised_by_uid, r.reason,
+                   r.preview
+                 FROM raised r WHERE r.expires_at > ?1 AND (?2 = '' OR r.vault = ?2)
+                 ORDER BY r.raised_at DESC",
+            )?
+            .query_map(params![since, vault], pending_row)?
+            .collect::<Result<_, _>>()?)
+    }
+}

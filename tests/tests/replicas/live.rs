@@ -1,0 +1,94 @@
+//! Live across replicas: a request raised through replica A reaches `events --follow` on
+//! replica B at once (LISTEN/NOTIFY), and an approval given on B lets the retry through A
+//! run once.
+
+use std::time::Duration;
+
+use tc_core::codes::events;
+use tc_proto::v1;
+use tc_tests::{binding, h, Reason};
+
+use super::Replicas;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_raise_on_one_replica_reaches_follow_on_another_and_its_approval_runs_once() {
+    let Some(r) = Replicas::start(2) else { return };
+    let clients = r.clients().await;
+    let (mut a, mut b) = (clients[0].clone(), clients[1].clone());
+    let mut follow = b
+        .list_events(v1::ListEventsRequest {
+            after_id: 0,
+            limit: 0,
+            follow: true,
+        })
+        .await
+        .expect("follow")
+        .into_inner();
+    let call = binding("v", "t", "c", "live");
+    let fp = h("fp");
+    let raised = a
+        .raise(v1::RaiseRequest {
+            binding: Some(call.clone()),
+            state_fp: fp.clone(),
+            summary: "live".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("raise")
+        .into_inner();
+    // Waits on the stream itself (bounded): B has no other way to learn of A's commit.
+    let seen = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let e = follow.message().await.expect("stream").expect("event");
+            if e.kind == events::REQUESTED {
+                return e;
+            }
+        }
+    })
+    .await
+    .expect("B's follow stream shows A's raise");
+    assert!(seen.detail_json.contains(&raised.request_id), "{seen:?}");
+    // B's pending list has it too, and B approves it.
+    let pending = b
+        .list_pending(v1::ListPendingRequest::default())
+        .await
+        .expect("pending")
+        .into_inner();
+    assert!(format!("{pending:?}").contains(&raised.request_id));
+    b.approve(v1::ApproveRequest {
+        request_id: raised.request_id.clone(),
+        factor: None,
+    })
+    .await
+    .expect("approve on B");
+    let retry = |mut c: tc_tests::Client| {
+        let (call, fp) = (call.clone(), fp.clone());
+        async move {
+            c.redeem(v1::RedeemRequest {
+                token: String::new(),
+                binding: Some(call),
+                current_state_fp: fp,
+                approved_request: true,
+            })
+            .await
+        }
+    };
+    retry(a.clone()).await.expect("the retry through A runs");
+    let again = retry(a.clone()).await;
+    assert_eq!(
+        again.as_ref().err().and_then(tc_tests::reason_of),
+        Some(Reason::NotApproved),
+        "{again:?}"
+    );
+    let redeemed = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let e = follow.message().await.expect("stream").expect("event");
+            if e.kind == events::REDEEMED {
+                return e;
+            }
+        }
+    })
+    .await
+    .expect("B's stream shows A's redemption");
+    assert_eq!(redeemed.args_hash, call.args_hash);
+}
