@@ -217,3 +217,16 @@ fn log(tx: &PgTx<'_>, events: &[NewEvent]) -> Result<(i64, u64), DaemonError> {
     }
     Ok((last, bytes))
 }
+
+/// The four binding columns of a row, from column `at` on (vault, tool, caller, args_hash).
+pub(super) fn binding_at(
+    r: &tokio_postgres::Row,
+    at: usize,
+) -> crate::store::queries::Q<crate::record::Binding> {
+    Ok(crate::record::Binding {
+        vault: r.try_get(at)?,
+        tool: r.try_get(at + 1)?,
+        caller: r.try_get(at + 2)?,
+        args_hash: r.try_get(at + 3)?,
+    })
+}

@@ -13,12 +13,7 @@ const ROW_COLS: &str = "request_id, vault, tool, caller, args_hash, state_fp, ex
 fn read_row(r: &Row) -> Q<RaisedRow> {
     Ok(RaisedRow {
         request_id: r.try_get(0)?,
-        binding: Binding {
-            vault: r.try_get(1)?,
-            tool: r.try_get(2)?,
-            caller: r.try_get(3)?,
-            args_hash: r.try_get(4)?,
-        },
+        binding: super::binding_at(r, 1)?,
         state_fp: r.try_get(5)?,
         expires_at: r.try_get(6)?,
         status: r.try_get(7)?,
@@ -31,12 +26,7 @@ fn read_row(r: &Row) -> Q<RaisedRow> {
 
 fn pending_row(r: &Row) -> Q<PendingRow> {
     Ok(PendingRow {
-        binding: Binding {
-            vault: r.try_get(0)?,
-            tool: r.try_get(1)?,
-            caller: r.try_get(2)?,
-            args_hash: r.try_get(3)?,
-        },
+        binding: super::binding_at(r, 0)?,
         state_fp: r.try_get(4)?,
         summary: r.try_get(5)?,
         raised_at: r.try_get(6)?,

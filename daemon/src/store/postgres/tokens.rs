@@ -15,12 +15,7 @@ const TOKEN_COLS: &str =
 fn token_row(r: &Row) -> Q<TokenRow> {
     Ok(TokenRow {
         id: r.try_get(0)?,
-        binding: Binding {
-            vault: r.try_get(1)?,
-            tool: r.try_get(2)?,
-            caller: r.try_get(3)?,
-            args_hash: r.try_get(4)?,
-        },
+        binding: super::binding_at(r, 1)?,
         state_fp: r.try_get(5)?,
         expires_at: r.try_get(6)?,
         consumed_at: r.try_get(7)?,
@@ -89,12 +84,7 @@ impl TokenQueries for PgTx<'_> {
             redeemed: r.try_get(1)?,
             released_at: r.try_get(2)?,
             final_at: r.try_get(3)?,
-            binding: Binding {
-                vault: r.try_get(4)?,
-                tool: r.try_get(5)?,
-                caller: r.try_get(6)?,
-                args_hash: r.try_get(7)?,
-            },
+            binding: super::binding_at(&r, 4)?,
         }))
     }
 

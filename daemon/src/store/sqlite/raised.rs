@@ -12,12 +12,7 @@ const ROW_COLS: &str = "request_id, vault, tool, caller, args_hash, state_fp, ex
 fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RaisedRow> {
     Ok(RaisedRow {
         request_id: r.get(0)?,
-        binding: Binding {
-            vault: r.get(1)?,
-            tool: r.get(2)?,
-            caller: r.get(3)?,
-            args_hash: r.get(4)?,
-        },
+        binding: super::binding_at(r, 1)?,
         state_fp: r.get(5)?,
         expires_at: r.get(6)?,
         status: r.get(7)?,
@@ -30,12 +25,7 @@ fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RaisedRow> {
 
 fn pending_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PendingRow> {
     Ok(PendingRow {
-        binding: Binding {
-            vault: r.get(0)?,
-            tool: r.get(1)?,
-            caller: r.get(2)?,
-            args_hash: r.get(3)?,
-        },
+        binding: super::binding_at(r, 0)?,
         state_fp: r.get(4)?,
         summary: r.get(5)?,
         raised_at: r.get(6)?,

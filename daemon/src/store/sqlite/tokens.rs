@@ -12,12 +12,7 @@ const TOKEN_COLS: &str =
 fn token_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TokenRow> {
     Ok(TokenRow {
         id: r.get(0)?,
-        binding: Binding {
-            vault: r.get(1)?,
-            tool: r.get(2)?,
-            caller: r.get(3)?,
-            args_hash: r.get(4)?,
-        },
+        binding: super::binding_at(r, 1)?,
         state_fp: r.get(5)?,
         expires_at: r.get(6)?,
         consumed_at: r.get(7)?,
@@ -96,12 +91,7 @@ impl TokenQueries for Connection {
                     redeemed: r.get(1)?,
                     released_at: r.get(2)?,
                     final_at: r.get(3)?,
-                    binding: Binding {
-                        vault: r.get(4)?,
-                        tool: r.get(5)?,
-                        caller: r.get(6)?,
-                        args_hash: r.get(7)?,
-                    },
+                    binding: super::binding_at(r, 4)?,
                 })
             })
             .optional()?)

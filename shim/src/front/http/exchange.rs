@@ -73,25 +73,9 @@ pub async fn post(
 async fn stateless(f: &Arc<Front>, caller: &str, h: &HeaderMap, parsed: Parsed) -> Response {
     let msg = parsed.msg();
     let id = msg.get("id").filter(|i| !i.is_null()).cloned();
-    if let Err((code, why)) = modern::check_request(msg) {
-        let id = id.unwrap_or(Value::Null);
-        let status = match code {
-            modern::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
-            _ => StatusCode::BAD_REQUEST,
-        };
-        return rpc_error(status, &id, code, why);
-    }
-    let params = match modern::check_headers(h, msg) {
+    let params = match check_modern(h, msg, id.as_ref()) {
         Ok(p) => p,
-        Err(why) => {
-            let id = id.unwrap_or(Value::Null);
-            return rpc_error(
-                StatusCode::BAD_REQUEST,
-                &id,
-                modern::HEADER_MISMATCH,
-                why.to_string(),
-            );
-        }
+        Err(refused) => return *refused,
     };
     let (Some(id), Some(_)) = (id, msg.get("method")) else {
         // No client notification means anything on this wire (cancelling is closing the
@@ -131,6 +115,32 @@ async fn stateless(f: &Arc<Front>, caller: &str, h: &HeaderMap, parsed: Parsed) 
         Err(Refused::Busy) => unreachable_busy(&id),
         Err(Refused::Gone) => unavailable(&anyhow::anyhow!("the conversation just ended")),
     }
+}
+
+/// What a 2026-07-28 message must pass before a conversation sees it: its request shape
+/// and its routing headers. Its `Mcp-Param-*` headers, or the refusal to send.
+fn check_modern(
+    h: &HeaderMap,
+    msg: &Value,
+    id: Option<&Value>,
+) -> Result<modern::SentParams, Box<Response>> {
+    let id = id.cloned().unwrap_or(Value::Null);
+    if let Err((code, why)) = modern::check_request(msg) {
+        let status = match code {
+            modern::METHOD_NOT_FOUND => StatusCode::NOT_FOUND,
+            _ => StatusCode::BAD_REQUEST,
+        };
+        return Err(Box::new(rpc_error(status, &id, code, why)));
+    }
+    modern::check_headers(h, msg).map_err(|why| {
+        let code = modern::HEADER_MISMATCH;
+        Box::new(rpc_error(
+            StatusCode::BAD_REQUEST,
+            &id,
+            code,
+            why.to_string(),
+        ))
+    })
 }
 
 /// A 2025-era message: `initialize` opens a session; anything else needs one.
