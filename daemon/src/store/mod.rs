@@ -7,6 +7,7 @@
 
 pub mod postgres;
 pub mod queries;
+pub mod rows;
 pub mod signals;
 pub mod sqlite;
 

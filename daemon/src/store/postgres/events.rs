@@ -5,6 +5,7 @@ use super::schema::PRUNE_LOCK;
 use super::tx::{uid, PgTx};
 use crate::record::{EventRow, NewEvent};
 use crate::store::queries::{EventQueries, EventSize, HistoryRow, Q};
+use crate::store::rows::{self, EVENT_COLS, HISTORY_COLS};
 
 /// One event's size as retention counts it ([`NewEvent::size`] counts inserts alike).
 const EVENT_BYTES: &str = "(octet_length(kind) + octet_length(vault) + octet_length(tool)
@@ -27,27 +28,12 @@ impl EventQueries for PgTx<'_> {
 
     fn events_after(&self, after: i64, limit: u32, owner: Option<u32>) -> Q<Vec<EventRow>> {
         let owner = owner.map(uid);
-        let rows = self.all(
-            "SELECT id, at_ms, kind, vault, tool, caller, args_hash, state_fp, detail
-             FROM events WHERE id > $1 AND ($3::BIGINT IS NULL OR owner_uid = $3)
-             ORDER BY id LIMIT $2",
-            &[&after, &i64::from(limit), &owner],
-        )?;
-        rows.iter()
-            .map(|r| {
-                Ok(EventRow {
-                    id: r.try_get(0)?,
-                    at_ms: r.try_get(1)?,
-                    kind: r.try_get(2)?,
-                    vault: r.try_get(3)?,
-                    tool: r.try_get(4)?,
-                    caller: r.try_get(5)?,
-                    args_hash: r.try_get(6)?,
-                    state_fp: r.try_get(7)?,
-                    detail: r.try_get(8)?,
-                })
-            })
-            .collect()
+        let sql = format!(
+            "SELECT {EVENT_COLS} FROM events
+             WHERE id > $1 AND ($3::BIGINT IS NULL OR owner_uid = $3) ORDER BY id LIMIT $2"
+        );
+        let found = self.all(&sql, &[&after, &i64::from(limit), &owner])?;
+        found.iter().map(rows::event_row).collect()
     }
 
     fn max_event_id(&self) -> Q<i64> {
@@ -58,24 +44,13 @@ impl EventQueries for PgTx<'_> {
 
     fn history(&self, kinds: &[&str], limit: u32, owner: Option<u32>) -> Q<Vec<HistoryRow>> {
         let owner = owner.map(uid);
-        let rows = self.all(
-            "SELECT at_ms, kind, vault, tool, caller, detail FROM events
+        let sql = format!(
+            "SELECT {HISTORY_COLS} FROM events
              WHERE kind = ANY($1) AND ($3::BIGINT IS NULL OR owner_uid = $3)
-             ORDER BY id DESC LIMIT $2",
-            &[&kinds, &i64::from(limit), &owner],
-        )?;
-        rows.iter()
-            .map(|r| {
-                Ok(HistoryRow {
-                    at_ms: r.try_get(0)?,
-                    kind: r.try_get(1)?,
-                    vault: r.try_get(2)?,
-                    tool: r.try_get(3)?,
-                    caller: r.try_get(4)?,
-                    detail: r.try_get(5)?,
-                })
-            })
-            .collect()
+             ORDER BY id DESC LIMIT $2"
+        );
+        let found = self.all(&sql, &[&kinds, &i64::from(limit), &owner])?;
+        found.iter().map(rows::history_row).collect()
     }
 
     fn oldest_events(&self, limit: u32) -> Q<Vec<EventSize>> {
@@ -83,17 +58,8 @@ impl EventQueries for PgTx<'_> {
             "SELECT id, at_ms, kind, {EVENT_BYTES}::BIGINT FROM events
              WHERE id < (SELECT max(id) FROM events) ORDER BY id LIMIT $1"
         );
-        let rows = self.all(&sql, &[&i64::from(limit)])?;
-        rows.iter()
-            .map(|r| {
-                Ok(EventSize {
-                    id: r.try_get(0)?,
-                    at_ms: r.try_get(1)?,
-                    kind: r.try_get(2)?,
-                    bytes: r.try_get::<_, i64>(3)? as u64,
-                })
-            })
-            .collect()
+        let found = self.all(&sql, &[&i64::from(limit)])?;
+        found.iter().map(rows::event_size).collect()
     }
 
     fn delete_events_through(&self, id: i64) -> Q<()> {

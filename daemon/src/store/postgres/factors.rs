@@ -4,28 +4,16 @@
 
 use super::tx::{uid, PgTx};
 use crate::store::queries::{FactorQueries, FactorRow, Q};
+use crate::store::rows::{self, FACTOR_COLS};
 
 impl FactorQueries for PgTx<'_> {
     fn load_factor(&self, who: u32, for_update: bool) -> Q<Option<FactorRow>> {
-        let sql = if for_update {
-            "SELECT secret, confirmed, last_step, failures, next_try_at, locked, enrolled_at
-             FROM factors WHERE uid = $1 FOR UPDATE"
-        } else {
-            "SELECT secret, confirmed, last_step, failures, next_try_at, locked, enrolled_at
-             FROM factors WHERE uid = $1"
-        };
-        let Some(r) = self.opt(sql, &[&uid(who)])? else {
-            return Ok(None);
-        };
-        Ok(Some(FactorRow {
-            secret: r.try_get(0)?,
-            confirmed: r.try_get(1)?,
-            last_step: r.try_get(2)?,
-            failures: u32::try_from(r.try_get::<_, i64>(3)?).unwrap_or(u32::MAX),
-            next_try_at: r.try_get(4)?,
-            locked: r.try_get(5)?,
-            enrolled_at: r.try_get(6)?,
-        }))
+        let lock = if for_update { " FOR UPDATE" } else { "" };
+        let sql = format!("SELECT {FACTOR_COLS} FROM factors WHERE uid = $1{lock}");
+        self.opt(&sql, &[&uid(who)])?
+            .as_ref()
+            .map(rows::factor_row)
+            .transpose()
     }
 
     fn save_factor(&self, who: u32, row: &FactorRow) -> Q<()> {

@@ -27,7 +27,7 @@ use tc_core::config::PostgresConfig;
 pub use tx::PgTx;
 
 use crate::error::DaemonError;
-use crate::record::{EventRow, NewEvent};
+use crate::record::NewEvent;
 use crate::store::queries::Tx;
 use crate::store::signals::Signals;
 use crate::store::{StoreError, Written};
@@ -147,16 +147,6 @@ impl PgStore {
         f(&PgTx::new(&client, self.handle(), false))
     }
 
-    /// Events with `id > after` (only `owner`'s if given).
-    pub fn events_for(
-        &self,
-        after: i64,
-        limit: u32,
-        owner: Option<u32>,
-    ) -> Result<Vec<EventRow>, DaemonError> {
-        self.read(|c| Ok(c.events_after(after, limit, owner)?))
-    }
-
     /// Counters, the log's size and the commit signal (this replica's).
     pub fn signals(&self) -> &Arc<Signals> {
         &self.signals
@@ -216,17 +206,4 @@ fn log(tx: &PgTx<'_>, events: &[NewEvent]) -> Result<(i64, u64), DaemonError> {
         bytes += ev.size(&detail);
     }
     Ok((last, bytes))
-}
-
-/// The four binding columns of a row, from column `at` on (vault, tool, caller, args_hash).
-pub(super) fn binding_at(
-    r: &tokio_postgres::Row,
-    at: usize,
-) -> crate::store::queries::Q<crate::record::Binding> {
-    Ok(crate::record::Binding {
-        vault: r.try_get(at)?,
-        tool: r.try_get(at + 1)?,
-        caller: r.try_get(at + 2)?,
-        args_hash: r.try_get(at + 3)?,
-    })
 }

@@ -3,6 +3,7 @@
 
 use super::tx::{uid, uid_of, PgTx};
 use crate::store::queries::{LinkRow, NewPasskey, PageQueries, PasskeyRow, Q};
+use crate::store::rows::{self, PASSKEY_COLS};
 
 impl PageQueries for PgTx<'_> {
     fn usable_passkeys(&self, guarded: bool, who: u32) -> Q<Vec<String>> {
@@ -23,23 +24,9 @@ impl PageQueries for PgTx<'_> {
     }
 
     fn list_passkeys(&self, viewer: Option<u32>) -> Q<Vec<PasskeyRow>> {
-        let rows = self.all(
-            "SELECT cred_id, name, owner_uid, active, created_at, last_used_at FROM passkeys
-             WHERE $1::BIGINT IS NULL OR owner_uid = $1 ORDER BY created_at",
-            &[&viewer.map(uid)],
-        )?;
-        rows.iter()
-            .map(|r| {
-                Ok(PasskeyRow {
-                    credential: r.try_get(0)?,
-                    name: r.try_get(1)?,
-                    owner: uid_of(r.try_get(2)?),
-                    active: r.try_get(3)?,
-                    created_at_ms: r.try_get(4)?,
-                    last_used_at_ms: r.try_get(5)?,
-                })
-            })
-            .collect()
+        let sql = format!("SELECT {PASSKEY_COLS} FROM passkeys WHERE $1::BIGINT IS NULL OR owner_uid = $1 ORDER BY created_at");
+        let found = self.all(&sql, &[&viewer.map(uid)])?;
+        found.iter().map(rows::passkey_row).collect()
     }
 
     fn drop_unconfirmed_passkeys(&self, before: i64) -> Q<()> {

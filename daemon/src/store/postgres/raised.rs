@@ -1,59 +1,26 @@
 //! PostgreSQL: [`RaisedQueries`]. A write reads its raised row `FOR UPDATE`, so two
 //! replicas answering the same request (approve, decline, a retry) take turns on it.
 
-use tokio_postgres::Row;
-
-use super::tx::{uid, uid_of, PgTx};
+use super::tx::{uid, PgTx};
 use crate::record::Binding;
 use crate::store::queries::{NewRaised, PendingRow, RaisedQueries, RaisedRow, Q};
-
-const ROW_COLS: &str = "request_id, vault, tool, caller, args_hash, state_fp, expires_at, status, \
-                        reason, token_id, raised_by_uid, expired_logged";
-
-fn read_row(r: &Row) -> Q<RaisedRow> {
-    Ok(RaisedRow {
-        request_id: r.try_get(0)?,
-        binding: super::binding_at(r, 1)?,
-        state_fp: r.try_get(5)?,
-        expires_at: r.try_get(6)?,
-        status: r.try_get(7)?,
-        reason: r.try_get(8)?,
-        token_id: r.try_get(9)?,
-        uid: uid_of(r.try_get(10)?),
-        expired_logged: r.try_get(11)?,
-    })
-}
-
-fn pending_row(r: &Row) -> Q<PendingRow> {
-    Ok(PendingRow {
-        binding: super::binding_at(r, 0)?,
-        state_fp: r.try_get(4)?,
-        summary: r.try_get(5)?,
-        raised_at: r.try_get(6)?,
-        expires_at: r.try_get(7)?,
-        minted: r.try_get(8)?,
-        request_id: r.try_get(9)?,
-        status: r.try_get(10)?,
-        args_json: r.try_get(11)?,
-        covers: r.try_get(12)?,
-        uid: uid_of(r.try_get(13)?),
-        reason: r.try_get(14)?,
-        preview: r.try_get(15)?,
-    })
-}
+use crate::store::rows::{self, RAISED_COLS};
 
 impl RaisedQueries for PgTx<'_> {
     fn raised_by_call(&self, b: &Binding) -> Q<Option<RaisedRow>> {
         let sql = format!(
-            "SELECT {ROW_COLS} FROM raised WHERE vault = $1 AND caller = $2 AND args_hash = $3 FOR UPDATE"
+            "SELECT {RAISED_COLS} FROM raised WHERE vault = $1 AND caller = $2 AND args_hash = $3 FOR UPDATE"
         );
         let row = self.opt(&sql, &[&b.vault, &b.caller, &b.args_hash])?;
-        row.as_ref().map(read_row).transpose()
+        row.as_ref().map(rows::raised_row).transpose()
     }
 
     fn raised_by_id(&self, id: &str) -> Q<Option<RaisedRow>> {
-        let sql = format!("SELECT {ROW_COLS} FROM raised WHERE request_id = $1 FOR UPDATE");
-        self.opt(&sql, &[&id])?.as_ref().map(read_row).transpose()
+        let sql = format!("SELECT {RAISED_COLS} FROM raised WHERE request_id = $1 FOR UPDATE");
+        self.opt(&sql, &[&id])?
+            .as_ref()
+            .map(rows::raised_row)
+            .transpose()
     }
 
     fn upsert_raised(&self, r: &NewRaised<'_>) -> Q<()> {
@@ -122,10 +89,13 @@ impl RaisedQueries for PgTx<'_> {
 
     fn unlogged_expired(&self, cutoff: i64) -> Q<Vec<RaisedRow>> {
         let sql = format!(
-            "SELECT {ROW_COLS} FROM raised
+            "SELECT {RAISED_COLS} FROM raised
              WHERE expires_at <= $1 AND status = 'pending' AND NOT expired_logged FOR UPDATE"
         );
-        self.all(&sql, &[&cutoff])?.iter().map(read_row).collect()
+        self.all(&sql, &[&cutoff])?
+            .iter()
+            .map(rows::raised_row)
+            .collect()
     }
 
     fn delete_raised_before(&self, cutoff: i64) -> Q<()> {
@@ -145,7 +115,7 @@ impl RaisedQueries for PgTx<'_> {
             &[&since, &vault],
         )?
         .iter()
-        .map(pending_row)
+        .map(rows::pending_row)
         .collect()
     }
 }

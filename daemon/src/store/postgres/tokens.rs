@@ -3,38 +3,26 @@
 //! COMMITTED a second writer waits for the first's row lock, re-reads the row, and
 //! finds nothing to change.
 
-use tokio_postgres::Row;
-
 use super::tx::PgTx;
 use crate::record::Binding;
 use crate::store::queries::{NewToken, RedemptionRow, TokenQueries, TokenRow, Q};
-
-const TOKEN_COLS: &str =
-    "id, vault, tool, caller, args_hash, state_fp, expires_at, consumed_at, redeemed";
-
-fn token_row(r: &Row) -> Q<TokenRow> {
-    Ok(TokenRow {
-        id: r.try_get(0)?,
-        binding: super::binding_at(r, 1)?,
-        state_fp: r.try_get(5)?,
-        expires_at: r.try_get(6)?,
-        consumed_at: r.try_get(7)?,
-        redeemed: r.try_get(8)?,
-    })
-}
+use crate::store::rows::{self, REDEMPTION_COLS, TOKEN_COLS};
 
 impl TokenQueries for PgTx<'_> {
     fn token_by_hash(&self, hash: &[u8]) -> Q<Option<TokenRow>> {
         let sql = format!("SELECT {TOKEN_COLS} FROM tokens WHERE token_hash = $1");
         self.opt(&sql, &[&hash])?
             .as_ref()
-            .map(token_row)
+            .map(rows::token_row)
             .transpose()
     }
 
     fn token_by_id(&self, id: i64) -> Q<Option<TokenRow>> {
         let sql = format!("SELECT {TOKEN_COLS} FROM tokens WHERE id = $1");
-        self.opt(&sql, &[&id])?.as_ref().map(token_row).transpose()
+        self.opt(&sql, &[&id])?
+            .as_ref()
+            .map(rows::token_row)
+            .transpose()
     }
 
     fn insert_token(&self, t: &NewToken<'_>) -> Q<i64> {
@@ -73,19 +61,11 @@ impl TokenQueries for PgTx<'_> {
     }
 
     fn redemption_of(&self, id: i64) -> Q<Option<RedemptionRow>> {
-        let row = self.opt(
-            "SELECT redemption_id, redeemed, released_at, final_at, vault, tool, caller, args_hash
-             FROM tokens WHERE id = $1",
-            &[&id],
-        )?;
-        let Some(r) = row else { return Ok(None) };
-        Ok(Some(RedemptionRow {
-            redemption_id: r.try_get(0)?,
-            redeemed: r.try_get(1)?,
-            released_at: r.try_get(2)?,
-            final_at: r.try_get(3)?,
-            binding: super::binding_at(&r, 4)?,
-        }))
+        let sql = format!("SELECT {REDEMPTION_COLS} FROM tokens WHERE id = $1");
+        self.opt(&sql, &[&id])?
+            .as_ref()
+            .map(rows::redemption_row)
+            .transpose()
     }
 
     fn release_token(&self, id: i64, redemption_id: &str, now: i64) -> Q<u64> {

@@ -12,7 +12,7 @@ use rusqlite::{Connection, TransactionBehavior};
 
 use super::schema::{MIGRATIONS, SCHEMA_VERSION};
 use crate::error::DaemonError;
-use crate::record::{EventRow, NewEvent};
+use crate::record::NewEvent;
 use crate::store::queries::{EventQueries, Tx};
 use crate::store::signals::Signals;
 use crate::store::{StoreError, Written};
@@ -332,27 +332,6 @@ impl SqliteStore {
     /// Counters, the log's size and the commit signal.
     pub fn signals(&self) -> &Arc<Signals> {
         &self.shared.signals
-    }
-
-    /// Events with `id > after`, oldest first, at most `limit`.
-    pub fn events_after(&self, after: i64, limit: u32) -> Result<Vec<EventRow>, DaemonError> {
-        self.events_for(after, limit, None)
-    }
-
-    /// [`SqliteStore::events_after`], only those `owner` owns when given (a guarded human's view).
-    pub fn events_for(
-        &self,
-        after: i64,
-        limit: u32,
-        owner: Option<u32>,
-    ) -> Result<Vec<EventRow>, DaemonError> {
-        self.read(|c| Ok(c.events_after(after, limit, owner)?))
-    }
-
-    /// Number of events ever committed (ids start at 1, and retention never deletes the
-    /// newest row, so `max(id)` is never handed out again).
-    pub fn event_count(&self) -> Result<u64, DaemonError> {
-        self.read(|c| Ok(c.max_event_id()? as u64))
     }
 
     /// Runs `f` on the connection from a thread that is not running a group: waits until

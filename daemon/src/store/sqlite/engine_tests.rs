@@ -2,6 +2,7 @@
 //! precede their commit.
 
 use super::*;
+use crate::record::EventRow;
 
 #[test]
 fn migrates_once_and_refuses_a_newer_schema() {
@@ -23,6 +24,11 @@ fn migrates_once_and_refuses_a_newer_schema() {
     assert!(SqliteStore::open(&path).is_err());
 }
 
+/// The log's first events, through the same query the daemon reads them with.
+fn events(s: &SqliteStore) -> Vec<EventRow> {
+    s.read(|c| Ok(c.events_after(0, 10, None)?)).unwrap()
+}
+
 #[test]
 fn an_aborted_write_commits_no_event() {
     let dir = tempfile::tempdir().unwrap();
@@ -35,7 +41,7 @@ fn an_aborted_write_commits_no_event() {
         Err(DaemonError::Internal("no".into()))
     });
     assert!(r.is_err());
-    assert!(s.events_after(0, 10).unwrap().is_empty());
+    assert!(events(&s).is_empty());
     s.write(|_, evs| {
         evs.push(NewEvent {
             kind: "y",
@@ -44,7 +50,7 @@ fn an_aborted_write_commits_no_event() {
         Ok(Ok(()))
     })
     .unwrap();
-    assert_eq!(s.events_after(0, 10).unwrap()[0].kind, "y");
+    assert_eq!(events(&s)[0].kind, "y");
 }
 
 fn ev(kind: &'static str) -> NewEvent {

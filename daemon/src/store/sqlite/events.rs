@@ -3,8 +3,10 @@
 
 use rusqlite::{params, Connection};
 
+use super::every;
 use crate::record::{EventRow, NewEvent};
 use crate::store::queries::{EventQueries, EventSize, HistoryRow, Q};
+use crate::store::rows::{self, EVENT_COLS, HISTORY_COLS};
 
 /// The SQL expression of one event's size as retention counts it: the UTF-8 bytes of its
 /// fields plus [`crate::record::ROW_OVERHEAD`] ([`NewEvent::size`] counts inserts alike).
@@ -34,24 +36,14 @@ impl EventQueries for Connection {
     }
 
     fn events_after(&self, after: i64, limit: u32, owner: Option<u32>) -> Q<Vec<EventRow>> {
-        let mut st = self.prepare_cached(
-            "SELECT id, at_ms, kind, vault, tool, caller, args_hash, state_fp, detail
-             FROM events WHERE id > ?1 AND (?3 IS NULL OR owner_uid = ?3) ORDER BY id LIMIT ?2",
-        )?;
-        let rows = st.query_map(params![after, limit, owner], |r| {
-            Ok(EventRow {
-                id: r.get(0)?,
-                at_ms: r.get(1)?,
-                kind: r.get(2)?,
-                vault: r.get(3)?,
-                tool: r.get(4)?,
-                caller: r.get(5)?,
-                args_hash: r.get(6)?,
-                state_fp: r.get(7)?,
-                detail: r.get(8)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        every(
+            self.prepare_cached(&format!(
+                "SELECT {EVENT_COLS} FROM events
+                 WHERE id > ?1 AND (?3 IS NULL OR owner_uid = ?3) ORDER BY id LIMIT ?2"
+            ))?,
+            params![after, limit, owner],
+            |r| rows::event_row(r),
+        )
     }
 
     fn max_event_id(&self) -> Q<i64> {
@@ -61,39 +53,27 @@ impl EventQueries for Connection {
     }
 
     fn history(&self, kinds: &[&str], limit: u32, owner: Option<u32>) -> Q<Vec<HistoryRow>> {
-        let mut st = self.prepare_cached(
-            "SELECT at_ms, kind, vault, tool, caller, detail FROM events
-             WHERE kind IN (SELECT value FROM json_each(?1)) AND (?3 IS NULL OR owner_uid = ?3)
-             ORDER BY id DESC LIMIT ?2",
-        )?;
         let kinds = serde_json::to_string(kinds).unwrap_or_else(|_| "[]".into());
-        let rows = st.query_map(params![kinds, limit, owner], |r| {
-            Ok(HistoryRow {
-                at_ms: r.get(0)?,
-                kind: r.get(1)?,
-                vault: r.get(2)?,
-                tool: r.get(3)?,
-                caller: r.get(4)?,
-                detail: r.get(5)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        every(
+            self.prepare_cached(&format!(
+                "SELECT {HISTORY_COLS} FROM events
+                 WHERE kind IN (SELECT value FROM json_each(?1)) AND (?3 IS NULL OR owner_uid = ?3)
+                 ORDER BY id DESC LIMIT ?2"
+            ))?,
+            params![kinds, limit, owner],
+            |r| rows::history_row(r),
+        )
     }
 
     fn oldest_events(&self, limit: u32) -> Q<Vec<EventSize>> {
-        let mut st = self.prepare_cached(&format!(
-            "SELECT id, at_ms, kind, {EVENT_BYTES} FROM events
-             WHERE id < (SELECT max(id) FROM events) ORDER BY id LIMIT ?1"
-        ))?;
-        let rows = st.query_map(params![limit], |r| {
-            Ok(EventSize {
-                id: r.get(0)?,
-                at_ms: r.get(1)?,
-                kind: r.get(2)?,
-                bytes: r.get::<_, i64>(3)? as u64,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        every(
+            self.prepare_cached(&format!(
+                "SELECT id, at_ms, kind, {EVENT_BYTES} FROM events
+                 WHERE id < (SELECT max(id) FROM events) ORDER BY id LIMIT ?1"
+            ))?,
+            params![limit],
+            |r| rows::event_size(r),
+        )
     }
 
     fn delete_events_through(&self, id: i64) -> Q<()> {

@@ -13,15 +13,28 @@ pub use engine::SqliteStore;
 pub use events::EVENT_BYTES;
 pub use schema::{MIGRATIONS, SCHEMA_VERSION};
 
-/// The four binding columns of a row, from column `at` on (vault, tool, caller, args_hash).
-pub(super) fn binding_at(
-    r: &rusqlite::Row<'_>,
-    at: usize,
-) -> rusqlite::Result<crate::record::Binding> {
-    Ok(crate::record::Binding {
-        vault: r.get(at)?,
-        tool: r.get(at + 1)?,
-        caller: r.get(at + 2)?,
-        args_hash: r.get(at + 3)?,
-    })
+use crate::store::queries::Q;
+
+/// The first row `st` yields for `params`, read by `read` ([`crate::store::rows`]).
+pub(super) fn first<T>(
+    mut st: rusqlite::CachedStatement<'_>,
+    params: impl rusqlite::Params,
+    read: impl Fn(&rusqlite::Row<'_>) -> Q<T>,
+) -> Q<Option<T>> {
+    let mut rows = st.query(params)?;
+    rows.next()?.map(read).transpose()
+}
+
+/// Every row `st` yields for `params`, each read by `read`.
+pub(super) fn every<T>(
+    mut st: rusqlite::CachedStatement<'_>,
+    params: impl rusqlite::Params,
+    read: impl Fn(&rusqlite::Row<'_>) -> Q<T>,
+) -> Q<Vec<T>> {
+    let mut rows = st.query(params)?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        out.push(read(r)?);
+    }
+    Ok(out)
 }

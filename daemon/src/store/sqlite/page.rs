@@ -3,7 +3,9 @@
 
 use rusqlite::{params, Connection, OptionalExtension};
 
+use super::every;
 use crate::store::queries::{LinkRow, NewPasskey, PageQueries, PasskeyRow, Q};
+use crate::store::rows::{self, PASSKEY_COLS};
 
 impl PageQueries for Connection {
     fn usable_passkeys(&self, guarded: bool, uid: u32) -> Q<Vec<String>> {
@@ -24,21 +26,13 @@ impl PageQueries for Connection {
     }
 
     fn list_passkeys(&self, viewer: Option<u32>) -> Q<Vec<PasskeyRow>> {
-        let mut st = self.prepare_cached(
-            "SELECT cred_id, name, owner_uid, active, created_at, last_used_at FROM passkeys
-             WHERE ?1 IS NULL OR owner_uid = ?1 ORDER BY created_at",
-        )?;
-        let rows = st.query_map(params![viewer], |r| {
-            Ok(PasskeyRow {
-                credential: r.get(0)?,
-                name: r.get(1)?,
-                owner: r.get(2)?,
-                active: r.get(3)?,
-                created_at_ms: r.get(4)?,
-                last_used_at_ms: r.get(5)?,
-            })
-        })?;
-        Ok(rows.collect::<Result<_, _>>()?)
+        every(
+            self.prepare_cached(&format!(
+                "SELECT {PASSKEY_COLS} FROM passkeys WHERE ?1 IS NULL OR owner_uid = ?1 ORDER BY created_at"
+            ))?,
+            params![viewer],
+            |r| rows::passkey_row(r),
+        )
     }
 
     fn drop_unconfirmed_passkeys(&self, before: i64) -> Q<()> {

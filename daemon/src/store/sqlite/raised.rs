@@ -1,63 +1,28 @@
 //! SQLite: the raised-request queries of [`RaisedQueries`] (the `raised` table, one row
 //! per (vault, caller, args_hash)).
 
-use rusqlite::{params, Connection, OptionalExtension};
+use rusqlite::{params, Connection};
 
+use super::{every, first};
 use crate::record::Binding;
 use crate::store::queries::{NewRaised, PendingRow, RaisedQueries, RaisedRow, Q};
-
-const ROW_COLS: &str = "request_id, vault, tool, caller, args_hash, state_fp, expires_at, status, \
-                        reason, token_id, raised_by_uid, expired_logged";
-
-fn read_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<RaisedRow> {
-    Ok(RaisedRow {
-        request_id: r.get(0)?,
-        binding: super::binding_at(r, 1)?,
-        state_fp: r.get(5)?,
-        expires_at: r.get(6)?,
-        status: r.get(7)?,
-        reason: r.get(8)?,
-        token_id: r.get(9)?,
-        uid: r.get(10)?,
-        expired_logged: r.get(11)?,
-    })
-}
-
-fn pending_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<PendingRow> {
-    Ok(PendingRow {
-        binding: super::binding_at(r, 0)?,
-        state_fp: r.get(4)?,
-        summary: r.get(5)?,
-        raised_at: r.get(6)?,
-        expires_at: r.get(7)?,
-        minted: r.get(8)?,
-        request_id: r.get(9)?,
-        status: r.get(10)?,
-        args_json: r.get(11)?,
-        covers: r.get(12)?,
-        uid: r.get(13)?,
-        reason: r.get(14)?,
-        preview: r.get(15)?,
-    })
-}
+use crate::store::rows::{self, RAISED_COLS};
 
 impl RaisedQueries for Connection {
     fn raised_by_call(&self, b: &Binding) -> Q<Option<RaisedRow>> {
-        Ok(self
-            .prepare_cached(&format!(
-                "SELECT {ROW_COLS} FROM raised WHERE vault = ?1 AND caller = ?2 AND args_hash = ?3"
-            ))?
-            .query_row(params![b.vault, b.caller, b.args_hash], read_row)
-            .optional()?)
+        first(self.prepare_cached(&format!(
+                "SELECT {RAISED_COLS} FROM raised WHERE vault = ?1 AND caller = ?2 AND args_hash = ?3"
+            ))?, params![b.vault, b.caller, b.args_hash], |r| rows::raised_row(r))
     }
 
     fn raised_by_id(&self, id: &str) -> Q<Option<RaisedRow>> {
-        Ok(self
-            .prepare_cached(&format!(
-                "SELECT {ROW_COLS} FROM raised WHERE request_id = ?1"
-            ))?
-            .query_row(params![id], read_row)
-            .optional()?)
+        first(
+            self.prepare_cached(&format!(
+                "SELECT {RAISED_COLS} FROM raised WHERE request_id = ?1"
+            ))?,
+            params![id],
+            |r| rows::raised_row(r),
+        )
     }
 
     fn upsert_raised(&self, r: &NewRaised<'_>) -> Q<()> {
@@ -127,13 +92,14 @@ impl RaisedQueries for Connection {
     }
 
     fn unlogged_expired(&self, cutoff: i64) -> Q<Vec<RaisedRow>> {
-        Ok(self
-            .prepare_cached(&format!(
-                "SELECT {ROW_COLS} FROM raised
+        every(
+            self.prepare_cached(&format!(
+                "SELECT {RAISED_COLS} FROM raised
                  WHERE expires_at <= ?1 AND status = 'pending' AND expired_logged = 0"
-            ))?
-            .query_map(params![cutoff], read_row)?
-            .collect::<Result<_, _>>()?)
+            ))?,
+            params![cutoff],
+            |r| rows::raised_row(r),
+        )
     }
 
     fn delete_raised_before(&self, cutoff: i64) -> Q<()> {
@@ -143,8 +109,7 @@ impl RaisedQueries for Connection {
     }
 
     fn pending_rows(&self, since: i64, vault: &str) -> Q<Vec<PendingRow>> {
-        Ok(self
-            .prepare_cached(
+        every(self.prepare_cached(
                 "SELECT r.vault, r.tool, r.caller, r.args_hash, r.state_fp, r.summary, r.raised_at, r.expires_at,
                    EXISTS (SELECT 1 FROM tokens t WHERE t.vault = r.vault AND t.caller = r.caller
                            AND t.args_hash = r.args_hash AND t.state_fp = r.state_fp AND t.created_at >= r.raised_at),
@@ -152,8 +117,6 @@ impl RaisedQueries for Connection {
                    r.preview
                  FROM raised r WHERE r.expires_at > ?1 AND (?2 = '' OR r.vault = ?2)
                  ORDER BY r.raised_at DESC",
-            )?
-            .query_map(params![since, vault], pending_row)?
-            .collect::<Result<_, _>>()?)
+            )?, params![since, vault], |r| rows::pending_row(r))
     }
 }

@@ -3,38 +3,28 @@
 
 use rusqlite::{params, Connection, OptionalExtension};
 
+use super::first;
 use crate::record::Binding;
 use crate::store::queries::{NewToken, RedemptionRow, TokenQueries, TokenRow, Q};
-
-const TOKEN_COLS: &str =
-    "id, vault, tool, caller, args_hash, state_fp, expires_at, consumed_at, redeemed";
-
-fn token_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<TokenRow> {
-    Ok(TokenRow {
-        id: r.get(0)?,
-        binding: super::binding_at(r, 1)?,
-        state_fp: r.get(5)?,
-        expires_at: r.get(6)?,
-        consumed_at: r.get(7)?,
-        redeemed: r.get(8)?,
-    })
-}
+use crate::store::rows::{self, REDEMPTION_COLS, TOKEN_COLS};
 
 impl TokenQueries for Connection {
     fn token_by_hash(&self, hash: &[u8]) -> Q<Option<TokenRow>> {
-        Ok(self
-            .prepare_cached(&format!(
+        first(
+            self.prepare_cached(&format!(
                 "SELECT {TOKEN_COLS} FROM tokens WHERE token_hash = ?1"
-            ))?
-            .query_row(params![hash], token_row)
-            .optional()?)
+            ))?,
+            params![hash],
+            |r| rows::token_row(r),
+        )
     }
 
     fn token_by_id(&self, id: i64) -> Q<Option<TokenRow>> {
-        Ok(self
-            .prepare_cached(&format!("SELECT {TOKEN_COLS} FROM tokens WHERE id = ?1"))?
-            .query_row(params![id], token_row)
-            .optional()?)
+        first(
+            self.prepare_cached(&format!("SELECT {TOKEN_COLS} FROM tokens WHERE id = ?1"))?,
+            params![id],
+            |r| rows::token_row(r),
+        )
     }
 
     fn insert_token(&self, t: &NewToken<'_>) -> Q<i64> {
@@ -80,21 +70,13 @@ impl TokenQueries for Connection {
     }
 
     fn redemption_of(&self, id: i64) -> Q<Option<RedemptionRow>> {
-        Ok(self
-            .prepare_cached(
-                "SELECT redemption_id, redeemed, released_at, final_at, vault, tool, caller, args_hash
-                 FROM tokens WHERE id = ?1",
-            )?
-            .query_row(params![id], |r| {
-                Ok(RedemptionRow {
-                    redemption_id: r.get(0)?,
-                    redeemed: r.get(1)?,
-                    released_at: r.get(2)?,
-                    final_at: r.get(3)?,
-                    binding: super::binding_at(r, 4)?,
-                })
-            })
-            .optional()?)
+        first(
+            self.prepare_cached(&format!(
+                "SELECT {REDEMPTION_COLS} FROM tokens WHERE id = ?1"
+            ))?,
+            params![id],
+            |r| rows::redemption_row(r),
+        )
     }
 
     fn release_token(&self, id: i64, redemption_id: &str, now: i64) -> Q<u64> {
