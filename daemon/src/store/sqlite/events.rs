@@ -3,7 +3,7 @@
 
 use rusqlite::{params, Connection};
 
-use super::every;
+use super::Select;
 use crate::record::{EventRow, NewEvent};
 use crate::store::queries::{EventQueries, EventSize, HistoryRow, Q};
 use crate::store::rows::{self, EVENT_COLS, HISTORY_COLS};
@@ -36,14 +36,11 @@ impl EventQueries for Connection {
     }
 
     fn events_after(&self, after: i64, limit: u32, owner: Option<u32>) -> Q<Vec<EventRow>> {
-        every(
-            self.prepare_cached(&format!(
-                "SELECT {EVENT_COLS} FROM events
+        let sql = format!(
+            "SELECT {EVENT_COLS} FROM events
                  WHERE id > ?1 AND (?3 IS NULL OR owner_uid = ?3) ORDER BY id LIMIT ?2"
-            ))?,
-            params![after, limit, owner],
-            |r| rows::event_row(r),
-        )
+        );
+        self.every(&sql, params![after, limit, owner], |r| rows::event_row(r))
     }
 
     fn max_event_id(&self) -> Q<i64> {
@@ -54,26 +51,20 @@ impl EventQueries for Connection {
 
     fn history(&self, kinds: &[&str], limit: u32, owner: Option<u32>) -> Q<Vec<HistoryRow>> {
         let kinds = serde_json::to_string(kinds).unwrap_or_else(|_| "[]".into());
-        every(
-            self.prepare_cached(&format!(
-                "SELECT {HISTORY_COLS} FROM events
+        let sql = format!(
+            "SELECT {HISTORY_COLS} FROM events
                  WHERE kind IN (SELECT value FROM json_each(?1)) AND (?3 IS NULL OR owner_uid = ?3)
                  ORDER BY id DESC LIMIT ?2"
-            ))?,
-            params![kinds, limit, owner],
-            |r| rows::history_row(r),
-        )
+        );
+        self.every(&sql, params![kinds, limit, owner], |r| rows::history_row(r))
     }
 
     fn oldest_events(&self, limit: u32) -> Q<Vec<EventSize>> {
-        every(
-            self.prepare_cached(&format!(
-                "SELECT id, at_ms, kind, {EVENT_BYTES} FROM events
+        let sql = format!(
+            "SELECT id, at_ms, kind, {EVENT_BYTES} FROM events
                  WHERE id < (SELECT max(id) FROM events) ORDER BY id LIMIT ?1"
-            ))?,
-            params![limit],
-            |r| rows::event_size(r),
-        )
+        );
+        self.every(&sql, params![limit], |r| rows::event_size(r))
     }
 
     fn delete_events_through(&self, id: i64) -> Q<()> {

@@ -3,17 +3,14 @@
 
 use rusqlite::{params, Connection};
 
-use super::first;
+use super::Select;
 use crate::store::queries::{FactorQueries, FactorRow, Q};
 use crate::store::rows::{self, FACTOR_COLS};
 
 impl FactorQueries for Connection {
     fn load_factor(&self, uid: u32, _for_update: bool) -> Q<Option<FactorRow>> {
-        first(
-            self.prepare_cached(&format!("SELECT {FACTOR_COLS} FROM factors WHERE uid = ?1"))?,
-            params![uid],
-            |r| rows::factor_row(r),
-        )
+        let sql = format!("SELECT {FACTOR_COLS} FROM factors WHERE uid = ?1");
+        self.first(&sql, params![uid], |r| rows::factor_row(r))
     }
 
     fn save_factor(&self, uid: u32, row: &FactorRow) -> Q<()> {

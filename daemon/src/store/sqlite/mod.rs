@@ -15,26 +15,49 @@ pub use schema::{MIGRATIONS, SCHEMA_VERSION};
 
 use crate::store::queries::Q;
 
-/// The first row `st` yields for `params`, read by `read` ([`crate::store::rows`]).
-pub(super) fn first<T>(
-    mut st: rusqlite::CachedStatement<'_>,
-    params: impl rusqlite::Params,
-    read: impl Fn(&rusqlite::Row<'_>) -> Q<T>,
-) -> Q<Option<T>> {
-    let mut rows = st.query(params)?;
-    rows.next()?.map(read).transpose()
+/// Queries whose rows a [`crate::store::rows`] reader maps, on a cached statement.
+pub(super) trait Select {
+    /// The first row `sql` yields for `params`, read by `read`.
+    fn first<T>(
+        &self,
+        sql: &str,
+        params: impl rusqlite::Params,
+        read: impl Fn(&rusqlite::Row<'_>) -> Q<T>,
+    ) -> Q<Option<T>>;
+
+    /// Every row `sql` yields for `params`, each read by `read`.
+    fn every<T>(
+        &self,
+        sql: &str,
+        params: impl rusqlite::Params,
+        read: impl Fn(&rusqlite::Row<'_>) -> Q<T>,
+    ) -> Q<Vec<T>>;
 }
 
-/// Every row `st` yields for `params`, each read by `read`.
-pub(super) fn every<T>(
-    mut st: rusqlite::CachedStatement<'_>,
-    params: impl rusqlite::Params,
-    read: impl Fn(&rusqlite::Row<'_>) -> Q<T>,
-) -> Q<Vec<T>> {
-    let mut rows = st.query(params)?;
-    let mut out = Vec::new();
-    while let Some(r) = rows.next()? {
-        out.push(read(r)?);
+impl Select for rusqlite::Connection {
+    fn first<T>(
+        &self,
+        sql: &str,
+        params: impl rusqlite::Params,
+        read: impl Fn(&rusqlite::Row<'_>) -> Q<T>,
+    ) -> Q<Option<T>> {
+        let mut st = self.prepare_cached(sql)?;
+        let mut rows = st.query(params)?;
+        rows.next()?.map(read).transpose()
     }
-    Ok(out)
+
+    fn every<T>(
+        &self,
+        sql: &str,
+        params: impl rusqlite::Params,
+        read: impl Fn(&rusqlite::Row<'_>) -> Q<T>,
+    ) -> Q<Vec<T>> {
+        let mut st = self.prepare_cached(sql)?;
+        let mut rows = st.query(params)?;
+        let mut out = Vec::new();
+        while let Some(r) = rows.next()? {
+            out.push(read(r)?);
+        }
+        Ok(out)
+    }
 }

@@ -3,7 +3,7 @@
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::every;
+use super::Select;
 use crate::store::queries::{LinkRow, NewPasskey, PageQueries, PasskeyRow, Q};
 use crate::store::rows::{self, PASSKEY_COLS};
 
@@ -26,13 +26,8 @@ impl PageQueries for Connection {
     }
 
     fn list_passkeys(&self, viewer: Option<u32>) -> Q<Vec<PasskeyRow>> {
-        every(
-            self.prepare_cached(&format!(
-                "SELECT {PASSKEY_COLS} FROM passkeys WHERE ?1 IS NULL OR owner_uid = ?1 ORDER BY created_at"
-            ))?,
-            params![viewer],
-            |r| rows::passkey_row(r),
-        )
+        let sql = format!("SELECT {PASSKEY_COLS} FROM passkeys WHERE ?1 IS NULL OR owner_uid = ?1 ORDER BY created_at");
+        self.every(&sql, params![viewer], |r| rows::passkey_row(r))
     }
 
     fn drop_unconfirmed_passkeys(&self, before: i64) -> Q<()> {

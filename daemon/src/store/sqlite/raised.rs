@@ -3,26 +3,24 @@
 
 use rusqlite::{params, Connection};
 
-use super::{every, first};
+use super::Select;
 use crate::record::Binding;
 use crate::store::queries::{NewRaised, PendingRow, RaisedQueries, RaisedRow, Q};
 use crate::store::rows::{self, RAISED_COLS};
 
 impl RaisedQueries for Connection {
     fn raised_by_call(&self, b: &Binding) -> Q<Option<RaisedRow>> {
-        first(self.prepare_cached(&format!(
-                "SELECT {RAISED_COLS} FROM raised WHERE vault = ?1 AND caller = ?2 AND args_hash = ?3"
-            ))?, params![b.vault, b.caller, b.args_hash], |r| rows::raised_row(r))
+        let sql = format!(
+            "SELECT {RAISED_COLS} FROM raised WHERE vault = ?1 AND caller = ?2 AND args_hash = ?3"
+        );
+        self.first(&sql, params![b.vault, b.caller, b.args_hash], |r| {
+            rows::raised_row(r)
+        })
     }
 
     fn raised_by_id(&self, id: &str) -> Q<Option<RaisedRow>> {
-        first(
-            self.prepare_cached(&format!(
-                "SELECT {RAISED_COLS} FROM raised WHERE request_id = ?1"
-            ))?,
-            params![id],
-            |r| rows::raised_row(r),
-        )
+        let sql = format!("SELECT {RAISED_COLS} FROM raised WHERE request_id = ?1");
+        self.first(&sql, params![id], |r| rows::raised_row(r))
     }
 
     fn upsert_raised(&self, r: &NewRaised<'_>) -> Q<()> {
@@ -92,14 +90,11 @@ impl RaisedQueries for Connection {
     }
 
     fn unlogged_expired(&self, cutoff: i64) -> Q<Vec<RaisedRow>> {
-        every(
-            self.prepare_cached(&format!(
-                "SELECT {RAISED_COLS} FROM raised
+        let sql = format!(
+            "SELECT {RAISED_COLS} FROM raised
                  WHERE expires_at <= ?1 AND status = 'pending' AND expired_logged = 0"
-            ))?,
-            params![cutoff],
-            |r| rows::raised_row(r),
-        )
+        );
+        self.every(&sql, params![cutoff], |r| rows::raised_row(r))
     }
 
     fn delete_raised_before(&self, cutoff: i64) -> Q<()> {
@@ -109,14 +104,13 @@ impl RaisedQueries for Connection {
     }
 
     fn pending_rows(&self, since: i64, vault: &str) -> Q<Vec<PendingRow>> {
-        every(self.prepare_cached(
-                "SELECT r.vault, r.tool, r.caller, r.args_hash, r.state_fp, r.summary, r.raised_at, r.expires_at,
-                   EXISTS (SELECT 1 FROM tokens t WHERE t.vault = r.vault AND t.caller = r.caller
-                           AND t.args_hash = r.args_hash AND t.state_fp = r.state_fp AND t.created_at >= r.raised_at),
-                   coalesce(r.request_id, ''), r.status, r.args_json, r.covers, r.raised_by_uid, r.reason,
-                   r.preview
-                 FROM raised r WHERE r.expires_at > ?1 AND (?2 = '' OR r.vault = ?2)
-                 ORDER BY r.raised_at DESC",
-            )?, params![since, vault], |r| rows::pending_row(r))
+        let sql = "SELECT r.vault, r.tool, r.caller, r.args_hash, r.state_fp, r.summary, r.raised_at, r.expires_at,
+               EXISTS (SELECT 1 FROM tokens t WHERE t.vault = r.vault AND t.caller = r.caller
+                   AND t.args_hash = r.args_hash AND t.state_fp = r.state_fp AND t.created_at >= r.raised_at),
+               coalesce(r.request_id, ''), r.status, r.args_json, r.covers, r.raised_by_uid, r.reason,
+               r.preview
+             FROM raised r WHERE r.expires_at > ?1 AND (?2 = '' OR r.vault = ?2)
+             ORDER BY r.raised_at DESC";
+        self.every(sql, params![since, vault], |r| rows::pending_row(r))
     }
 }

@@ -3,28 +3,20 @@
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::first;
+use super::Select;
 use crate::record::Binding;
 use crate::store::queries::{NewToken, RedemptionRow, TokenQueries, TokenRow, Q};
 use crate::store::rows::{self, REDEMPTION_COLS, TOKEN_COLS};
 
 impl TokenQueries for Connection {
     fn token_by_hash(&self, hash: &[u8]) -> Q<Option<TokenRow>> {
-        first(
-            self.prepare_cached(&format!(
-                "SELECT {TOKEN_COLS} FROM tokens WHERE token_hash = ?1"
-            ))?,
-            params![hash],
-            |r| rows::token_row(r),
-        )
+        let sql = format!("SELECT {TOKEN_COLS} FROM tokens WHERE token_hash = ?1");
+        self.first(&sql, params![hash], |r| rows::token_row(r))
     }
 
     fn token_by_id(&self, id: i64) -> Q<Option<TokenRow>> {
-        first(
-            self.prepare_cached(&format!("SELECT {TOKEN_COLS} FROM tokens WHERE id = ?1"))?,
-            params![id],
-            |r| rows::token_row(r),
-        )
+        let sql = format!("SELECT {TOKEN_COLS} FROM tokens WHERE id = ?1");
+        self.first(&sql, params![id], |r| rows::token_row(r))
     }
 
     fn insert_token(&self, t: &NewToken<'_>) -> Q<i64> {
@@ -70,13 +62,8 @@ impl TokenQueries for Connection {
     }
 
     fn redemption_of(&self, id: i64) -> Q<Option<RedemptionRow>> {
-        first(
-            self.prepare_cached(&format!(
-                "SELECT {REDEMPTION_COLS} FROM tokens WHERE id = ?1"
-            ))?,
-            params![id],
-            |r| rows::redemption_row(r),
-        )
+        let sql = format!("SELECT {REDEMPTION_COLS} FROM tokens WHERE id = ?1");
+        self.first(&sql, params![id], |r| rows::redemption_row(r))
     }
 
     fn release_token(&self, id: i64, redemption_id: &str, now: i64) -> Q<u64> {
