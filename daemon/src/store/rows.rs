@@ -92,7 +92,16 @@ pub fn raised_row(r: &impl Cells) -> Q<RaisedRow> {
     })
 }
 
-/// The columns of `pending_rows` (each backend's query).
+/// A raised request as `tcctl pending` and the page list it (over `raised r`): whether a
+/// token was minted for its exact state since it was raised, and its display columns.
+pub const PENDING_COLS: &str = "r.vault, r.tool, r.caller, r.args_hash, r.state_fp, r.summary,
+    r.raised_at, r.expires_at,
+    EXISTS (SELECT 1 FROM tokens t WHERE t.vault = r.vault AND t.caller = r.caller
+            AND t.args_hash = r.args_hash AND t.state_fp = r.state_fp
+            AND t.created_at >= r.raised_at),
+    coalesce(r.request_id, ''), r.status, r.args_json, r.covers, r.raised_by_uid, r.reason,
+    r.preview";
+
 pub fn pending_row(r: &impl Cells) -> Q<PendingRow> {
     Ok(PendingRow {
         binding: r.binding(0)?,

@@ -32,8 +32,7 @@ impl EventQueries for PgTx<'_> {
             "SELECT {EVENT_COLS} FROM events
              WHERE id > $1 AND ($3::BIGINT IS NULL OR owner_uid = $3) ORDER BY id LIMIT $2"
         );
-        let found = self.all(&sql, &[&after, &i64::from(limit), &owner])?;
-        found.iter().map(rows::event_row).collect()
+        self.all_as(&sql, &[&after, &i64::from(limit), &owner], rows::event_row)
     }
 
     fn max_event_id(&self) -> Q<i64> {
@@ -49,8 +48,11 @@ impl EventQueries for PgTx<'_> {
              WHERE kind = ANY($1) AND ($3::BIGINT IS NULL OR owner_uid = $3)
              ORDER BY id DESC LIMIT $2"
         );
-        let found = self.all(&sql, &[&kinds, &i64::from(limit), &owner])?;
-        found.iter().map(rows::history_row).collect()
+        self.all_as(
+            &sql,
+            &[&kinds, &i64::from(limit), &owner],
+            rows::history_row,
+        )
     }
 
     fn oldest_events(&self, limit: u32) -> Q<Vec<EventSize>> {
@@ -58,8 +60,7 @@ impl EventQueries for PgTx<'_> {
             "SELECT id, at_ms, kind, {EVENT_BYTES}::BIGINT FROM events
              WHERE id < (SELECT max(id) FROM events) ORDER BY id LIMIT $1"
         );
-        let found = self.all(&sql, &[&i64::from(limit)])?;
-        found.iter().map(rows::event_size).collect()
+        self.all_as(&sql, &[&i64::from(limit)], rows::event_size)
     }
 
     fn delete_events_through(&self, id: i64) -> Q<()> {

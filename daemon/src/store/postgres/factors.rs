@@ -10,10 +10,7 @@ impl FactorQueries for PgTx<'_> {
     fn load_factor(&self, who: u32, for_update: bool) -> Q<Option<FactorRow>> {
         let lock = if for_update { " FOR UPDATE" } else { "" };
         let sql = format!("SELECT {FACTOR_COLS} FROM factors WHERE uid = $1{lock}");
-        self.opt(&sql, &[&uid(who)])?
-            .as_ref()
-            .map(rows::factor_row)
-            .transpose()
+        self.opt_as(&sql, &[&uid(who)], rows::factor_row)
     }
 
     fn save_factor(&self, who: u32, row: &FactorRow) -> Q<()> {

@@ -25,8 +25,7 @@ impl PageQueries for PgTx<'_> {
 
     fn list_passkeys(&self, viewer: Option<u32>) -> Q<Vec<PasskeyRow>> {
         let sql = format!("SELECT {PASSKEY_COLS} FROM passkeys WHERE $1::BIGINT IS NULL OR owner_uid = $1 ORDER BY created_at");
-        let found = self.all(&sql, &[&viewer.map(uid)])?;
-        found.iter().map(rows::passkey_row).collect()
+        self.all_as(&sql, &[&viewer.map(uid)], rows::passkey_row)
     }
 
     fn drop_unconfirmed_passkeys(&self, before: i64) -> Q<()> {

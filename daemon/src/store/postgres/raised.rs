@@ -4,23 +4,19 @@
 use super::tx::{uid, PgTx};
 use crate::record::Binding;
 use crate::store::queries::{NewRaised, PendingRow, RaisedQueries, RaisedRow, Q};
-use crate::store::rows::{self, RAISED_COLS};
+use crate::store::rows::{self, PENDING_COLS, RAISED_COLS};
 
 impl RaisedQueries for PgTx<'_> {
     fn raised_by_call(&self, b: &Binding) -> Q<Option<RaisedRow>> {
         let sql = format!(
             "SELECT {RAISED_COLS} FROM raised WHERE vault = $1 AND caller = $2 AND args_hash = $3 FOR UPDATE"
         );
-        let row = self.opt(&sql, &[&b.vault, &b.caller, &b.args_hash])?;
-        row.as_ref().map(rows::raised_row).transpose()
+        self.opt_as(&sql, &[&b.vault, &b.caller, &b.args_hash], rows::raised_row)
     }
 
     fn raised_by_id(&self, id: &str) -> Q<Option<RaisedRow>> {
         let sql = format!("SELECT {RAISED_COLS} FROM raised WHERE request_id = $1 FOR UPDATE");
-        self.opt(&sql, &[&id])?
-            .as_ref()
-            .map(rows::raised_row)
-            .transpose()
+        self.opt_as(&sql, &[&id], rows::raised_row)
     }
 
     fn upsert_raised(&self, r: &NewRaised<'_>) -> Q<()> {
@@ -92,10 +88,7 @@ impl RaisedQueries for PgTx<'_> {
             "SELECT {RAISED_COLS} FROM raised
              WHERE expires_at <= $1 AND status = 'pending' AND NOT expired_logged FOR UPDATE"
         );
-        self.all(&sql, &[&cutoff])?
-            .iter()
-            .map(rows::raised_row)
-            .collect()
+        self.all_as(&sql, &[&cutoff], rows::raised_row)
     }
 
     fn delete_raised_before(&self, cutoff: i64) -> Q<()> {
@@ -104,18 +97,10 @@ impl RaisedQueries for PgTx<'_> {
     }
 
     fn pending_rows(&self, since: i64, vault: &str) -> Q<Vec<PendingRow>> {
-        self.all(
-            "SELECT r.vault, r.tool, r.caller, r.args_hash, r.state_fp, r.summary, r.raised_at, r.expires_at,
-               EXISTS (SELECT 1 FROM tokens t WHERE t.vault = r.vault AND t.caller = r.caller
-                       AND t.args_hash = r.args_hash AND t.state_fp = r.state_fp AND t.created_at >= r.raised_at),
-               coalesce(r.request_id, ''), r.status, r.args_json, r.covers, r.raised_by_uid, r.reason,
-               r.preview
-             FROM raised r WHERE r.expires_at > $1 AND ($2 = '' OR r.vault = $2)
-             ORDER BY r.raised_at DESC",
-            &[&since, &vault],
-        )?
-        .iter()
-        .map(rows::pending_row)
-        .collect()
+        let sql = format!(
+            "SELECT {PENDING_COLS} FROM raised r
+             WHERE r.expires_at > $1 AND ($2 = '' OR r.vault = $2) ORDER BY r.raised_at DESC"
+        );
+        self.all_as(&sql, &[&since, &vault], rows::pending_row)
     }
 }

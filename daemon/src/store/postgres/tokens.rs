@@ -11,18 +11,12 @@ use crate::store::rows::{self, REDEMPTION_COLS, TOKEN_COLS};
 impl TokenQueries for PgTx<'_> {
     fn token_by_hash(&self, hash: &[u8]) -> Q<Option<TokenRow>> {
         let sql = format!("SELECT {TOKEN_COLS} FROM tokens WHERE token_hash = $1");
-        self.opt(&sql, &[&hash])?
-            .as_ref()
-            .map(rows::token_row)
-            .transpose()
+        self.opt_as(&sql, &[&hash], rows::token_row)
     }
 
     fn token_by_id(&self, id: i64) -> Q<Option<TokenRow>> {
         let sql = format!("SELECT {TOKEN_COLS} FROM tokens WHERE id = $1");
-        self.opt(&sql, &[&id])?
-            .as_ref()
-            .map(rows::token_row)
-            .transpose()
+        self.opt_as(&sql, &[&id], rows::token_row)
     }
 
     fn insert_token(&self, t: &NewToken<'_>) -> Q<i64> {
@@ -62,10 +56,7 @@ impl TokenQueries for PgTx<'_> {
 
     fn redemption_of(&self, id: i64) -> Q<Option<RedemptionRow>> {
         let sql = format!("SELECT {REDEMPTION_COLS} FROM tokens WHERE id = $1");
-        self.opt(&sql, &[&id])?
-            .as_ref()
-            .map(rows::redemption_row)
-            .transpose()
+        self.opt_as(&sql, &[&id], rows::redemption_row)
     }
 
     fn release_token(&self, id: i64, redemption_id: &str, now: i64) -> Q<u64> {

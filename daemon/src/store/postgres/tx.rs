@@ -11,6 +11,9 @@ use crate::store::queries::Q;
 /// The parameters of one query.
 pub type Params<'a> = &'a [&'a (dyn ToSql + Sync)];
 
+/// A [`crate::store::rows`] reader of one PostgreSQL row.
+pub type Read<T> = fn(&Row) -> Q<T>;
+
 /// A connection inside `BEGIN … COMMIT` (or autocommit, for reads).
 pub struct PgTx<'a> {
     pub(super) client: &'a Object,
@@ -83,6 +86,16 @@ impl<'a> PgTx<'a> {
     pub fn all(&self, sql: &str, params: Params<'_>) -> Q<Vec<Row>> {
         let st = self.stmt(sql)?;
         self.run(self.client.query(&st, params))
+    }
+
+    /// At most one row, read by `read` ([`crate::store::rows`]).
+    pub fn opt_as<T>(&self, sql: &str, params: Params<'_>, read: Read<T>) -> Q<Option<T>> {
+        self.opt(sql, params)?.as_ref().map(read).transpose()
+    }
+
+    /// Every row, each read by `read`.
+    pub fn all_as<T>(&self, sql: &str, params: Params<'_>, read: Read<T>) -> Q<Vec<T>> {
+        self.all(sql, params)?.iter().map(read).collect()
     }
 
     /// Rows changed.

@@ -3,7 +3,7 @@
 
 use rusqlite::{params, Connection};
 
-use super::Select;
+use super::{change, select};
 use crate::record::{EventRow, NewEvent};
 use crate::store::queries::{EventQueries, EventSize, HistoryRow, Q};
 use crate::store::rows::{self, EVENT_COLS, HISTORY_COLS};
@@ -17,11 +17,8 @@ pub const EVENT_BYTES: &str = "(length(CAST(kind AS BLOB)) + length(CAST(vault A
 
 impl EventQueries for Connection {
     fn insert_event(&self, ev: &NewEvent, detail: &str, at_ms: i64) -> Q<i64> {
-        self.prepare_cached(
-            "INSERT INTO events (at_ms, kind, vault, tool, caller, args_hash, state_fp, detail, owner_uid)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
-        )?
-        .execute(params![
+        change(self, "INSERT INTO events (at_ms, kind, vault, tool, caller, args_hash, state_fp, detail, owner_uid)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)", params![
             at_ms,
             ev.kind,
             ev.vault,
@@ -40,7 +37,9 @@ impl EventQueries for Connection {
             "SELECT {EVENT_COLS} FROM events
                  WHERE id > ?1 AND (?3 IS NULL OR owner_uid = ?3) ORDER BY id LIMIT ?2"
         );
-        self.every(&sql, params![after, limit, owner], |r| rows::event_row(r))
+        select(self, &sql, params![after, limit, owner], |r| {
+            rows::event_row(r)
+        })
     }
 
     fn max_event_id(&self) -> Q<i64> {
@@ -56,7 +55,9 @@ impl EventQueries for Connection {
                  WHERE kind IN (SELECT value FROM json_each(?1)) AND (?3 IS NULL OR owner_uid = ?3)
                  ORDER BY id DESC LIMIT ?2"
         );
-        self.every(&sql, params![kinds, limit, owner], |r| rows::history_row(r))
+        select(self, &sql, params![kinds, limit, owner], |r| {
+            rows::history_row(r)
+        })
     }
 
     fn oldest_events(&self, limit: u32) -> Q<Vec<EventSize>> {
@@ -64,21 +65,21 @@ impl EventQueries for Connection {
             "SELECT id, at_ms, kind, {EVENT_BYTES} FROM events
                  WHERE id < (SELECT max(id) FROM events) ORDER BY id LIMIT ?1"
         );
-        self.every(&sql, params![limit], |r| rows::event_size(r))
+        select(self, &sql, params![limit], |r| rows::event_size(r))
     }
 
     fn delete_events_through(&self, id: i64) -> Q<()> {
-        self.prepare_cached("DELETE FROM events WHERE id <= ?1")?
-            .execute(params![id])?;
+        change(self, "DELETE FROM events WHERE id <= ?1", params![id])?;
         Ok(())
     }
 
     fn count_pruned(&self, kind: &str, reason: &str) -> Q<()> {
-        self.prepare_cached(
+        change(
+            self,
             "INSERT INTO events_pruned (kind, reason, n) VALUES (?1, ?2, 1)
              ON CONFLICT (kind, reason) DO UPDATE SET n = n + 1",
-        )?
-        .execute(params![kind, reason])?;
+            params![kind, reason],
+        )?;
         Ok(())
     }
 

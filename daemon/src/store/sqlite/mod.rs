@@ -15,49 +15,28 @@ pub use schema::{MIGRATIONS, SCHEMA_VERSION};
 
 use crate::store::queries::Q;
 
-/// Queries whose rows a [`crate::store::rows`] reader maps, on a cached statement.
-pub(super) trait Select {
-    /// The first row `sql` yields for `params`, read by `read`.
-    fn first<T>(
-        &self,
-        sql: &str,
-        params: impl rusqlite::Params,
-        read: impl Fn(&rusqlite::Row<'_>) -> Q<T>,
-    ) -> Q<Option<T>>;
-
-    /// Every row `sql` yields for `params`, each read by `read`.
-    fn every<T>(
-        &self,
-        sql: &str,
-        params: impl rusqlite::Params,
-        read: impl Fn(&rusqlite::Row<'_>) -> Q<T>,
-    ) -> Q<Vec<T>>;
+/// Every row `sql` yields for `params`, each read by `read` (a [`crate::store::rows`]
+/// reader), over a cached statement.
+pub(super) fn select<T>(
+    c: &rusqlite::Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+    read: impl Fn(&rusqlite::Row<'_>) -> Q<T>,
+) -> Q<Vec<T>> {
+    let mut st = c.prepare_cached(sql)?;
+    let mut rows = st.query(params)?;
+    let mut out = Vec::new();
+    while let Some(r) = rows.next()? {
+        out.push(read(r)?);
+    }
+    Ok(out)
 }
 
-impl Select for rusqlite::Connection {
-    fn first<T>(
-        &self,
-        sql: &str,
-        params: impl rusqlite::Params,
-        read: impl Fn(&rusqlite::Row<'_>) -> Q<T>,
-    ) -> Q<Option<T>> {
-        let mut st = self.prepare_cached(sql)?;
-        let mut rows = st.query(params)?;
-        rows.next()?.map(read).transpose()
-    }
-
-    fn every<T>(
-        &self,
-        sql: &str,
-        params: impl rusqlite::Params,
-        read: impl Fn(&rusqlite::Row<'_>) -> Q<T>,
-    ) -> Q<Vec<T>> {
-        let mut st = self.prepare_cached(sql)?;
-        let mut rows = st.query(params)?;
-        let mut out = Vec::new();
-        while let Some(r) = rows.next()? {
-            out.push(read(r)?);
-        }
-        Ok(out)
-    }
+/// Runs a change over a cached statement; the number of rows it changed.
+pub(super) fn change(
+    c: &rusqlite::Connection,
+    sql: &str,
+    params: impl rusqlite::Params,
+) -> Q<usize> {
+    Ok(c.prepare_cached(sql)?.execute(params)?)
 }

@@ -3,7 +3,7 @@
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::Select;
+use super::{change, select};
 use crate::store::queries::{LinkRow, NewPasskey, PageQueries, PasskeyRow, Q};
 use crate::store::rows::{self, PASSKEY_COLS};
 
@@ -27,30 +27,32 @@ impl PageQueries for Connection {
 
     fn list_passkeys(&self, viewer: Option<u32>) -> Q<Vec<PasskeyRow>> {
         let sql = format!("SELECT {PASSKEY_COLS} FROM passkeys WHERE ?1 IS NULL OR owner_uid = ?1 ORDER BY created_at");
-        self.every(&sql, params![viewer], |r| rows::passkey_row(r))
+        select(self, &sql, params![viewer], |r| rows::passkey_row(r))
     }
 
     fn drop_unconfirmed_passkeys(&self, before: i64) -> Q<()> {
-        self.prepare_cached("DELETE FROM passkeys WHERE active = 0 AND created_at <= ?1")?
-            .execute(params![before])?;
+        change(
+            self,
+            "DELETE FROM passkeys WHERE active = 0 AND created_at <= ?1",
+            params![before],
+        )?;
         Ok(())
     }
 
     fn insert_passkey(&self, p: &NewPasskey<'_>) -> Q<bool> {
-        Ok(self
-            .prepare_cached(
-                "INSERT INTO passkeys (cred_id, name, passkey, created_at, owner_uid, active)
+        Ok(change(
+            self,
+            "INSERT INTO passkeys (cred_id, name, passkey, created_at, owner_uid, active)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (cred_id) DO NOTHING",
-            )?
-            .execute(params![
+            params![
                 p.credential,
                 p.name,
                 p.passkey,
                 p.created_at,
                 p.owner,
                 p.active
-            ])?
-            == 1)
+            ],
+        )? == 1)
     }
 
     fn passkeys_by_prefix(&self, prefix: &str, who: u32) -> Q<Vec<(String, Option<u32>, bool)>> {
@@ -65,17 +67,19 @@ impl PageQueries for Connection {
     }
 
     fn activate_passkey(&self, credential: &str, after: i64) -> Q<bool> {
-        Ok(self
-            .prepare_cached(
-                "UPDATE passkeys SET active = 1 WHERE cred_id = ?1 AND created_at > ?2",
-            )?
-            .execute(params![credential, after])?
-            == 1)
+        Ok(change(
+            self,
+            "UPDATE passkeys SET active = 1 WHERE cred_id = ?1 AND created_at > ?2",
+            params![credential, after],
+        )? == 1)
     }
 
     fn delete_passkey(&self, credential: &str) -> Q<()> {
-        self.prepare_cached("DELETE FROM passkeys WHERE cred_id = ?1")?
-            .execute(params![credential])?;
+        change(
+            self,
+            "DELETE FROM passkeys WHERE cred_id = ?1",
+            params![credential],
+        )?;
         Ok(())
     }
 
@@ -94,56 +98,61 @@ impl PageQueries for Connection {
     }
 
     fn update_passkey(&self, credential: &str, passkey: &str, now: i64) -> Q<()> {
-        self.prepare_cached(
+        change(
+            self,
             "UPDATE passkeys SET passkey = ?2, last_used_at = ?3 WHERE cred_id = ?1",
-        )?
-        .execute(params![credential, passkey, now])?;
+            params![credential, passkey, now],
+        )?;
         Ok(())
     }
 
     fn insert_code(&self, hash: &[u8], exp: i64, owner: u32, keep: i64, now: i64) -> Q<()> {
-        self.prepare_cached("DELETE FROM passkey_codes WHERE expires_at <= ?1")?
-            .execute(params![now])?;
-        self.prepare_cached(
+        change(
+            self,
+            "DELETE FROM passkey_codes WHERE expires_at <= ?1",
+            params![now],
+        )?;
+        change(
+            self,
             "DELETE FROM passkey_codes WHERE code_hash IN (SELECT code_hash FROM passkey_codes
              WHERE owner_uid = ?2 ORDER BY expires_at DESC LIMIT -1 OFFSET ?1)",
-        )?
-        .execute(params![keep - 1, owner])?;
-        self.prepare_cached(
+            params![keep - 1, owner],
+        )?;
+        change(
+            self,
             "INSERT INTO passkey_codes (code_hash, expires_at, owner_uid) VALUES (?1, ?2, ?3)",
-        )?
-        .execute(params![hash, exp, owner])?;
+            params![hash, exp, owner],
+        )?;
         Ok(())
     }
 
     fn spend_code(&self, hash: &[u8], now: i64, owner: u32) -> Q<bool> {
-        Ok(self
-            .prepare_cached(
-                "DELETE FROM passkey_codes WHERE code_hash = ?1 AND expires_at > ?2 AND owner_uid = ?3",
-            )?
-            .execute(params![hash, now, owner])?
-            == 1)
+        Ok(change(
+            self,
+            "DELETE FROM passkey_codes WHERE code_hash = ?1 AND expires_at > ?2 AND owner_uid = ?3",
+            params![hash, now, owner],
+        )? == 1)
     }
 
     fn void_codes(&self, owner: u32) -> Q<()> {
-        self.prepare_cached("DELETE FROM passkey_codes WHERE owner_uid = ?1")?
-            .execute(params![owner])?;
+        change(
+            self,
+            "DELETE FROM passkey_codes WHERE owner_uid = ?1",
+            params![owner],
+        )?;
         Ok(())
     }
 
     fn insert_link(&self, hash: &[u8], link: &LinkRow, keep: i64, now: i64) -> Q<()> {
         let (uid, request_id, exp) = link;
-        self.prepare_cached("DELETE FROM page_links WHERE expires_at <= ?1")?
-            .execute(params![now])?;
-        self.prepare_cached(
-            "DELETE FROM page_links WHERE uid = ?1 AND link_hash IN (SELECT link_hash FROM page_links
-             WHERE uid = ?1 ORDER BY expires_at DESC LIMIT -1 OFFSET ?2)",
-        )?
-        .execute(params![uid, keep - 1])?;
-        self.prepare_cached(
-            "INSERT INTO page_links (link_hash, uid, request_id, expires_at) VALUES (?1, ?2, ?3, ?4)",
-        )?
-        .execute(params![hash, uid, request_id, exp])?;
+        change(
+            self,
+            "DELETE FROM page_links WHERE expires_at <= ?1",
+            params![now],
+        )?;
+        change(self, "DELETE FROM page_links WHERE uid = ?1 AND link_hash IN (SELECT link_hash FROM page_links
+             WHERE uid = ?1 ORDER BY expires_at DESC LIMIT -1 OFFSET ?2)", params![uid, keep - 1])?;
+        change(self, "INSERT INTO page_links (link_hash, uid, request_id, expires_at) VALUES (?1, ?2, ?3, ?4)", params![hash, uid, request_id, exp])?;
         Ok(())
     }
 

@@ -3,30 +3,35 @@
 
 use rusqlite::{params, Connection};
 
-use super::Select;
+use super::{change, select};
 use crate::record::Binding;
 use crate::store::queries::{NewRaised, PendingRow, RaisedQueries, RaisedRow, Q};
-use crate::store::rows::{self, RAISED_COLS};
+use crate::store::rows::{self, PENDING_COLS, RAISED_COLS};
 
 impl RaisedQueries for Connection {
     fn raised_by_call(&self, b: &Binding) -> Q<Option<RaisedRow>> {
         let sql = format!(
             "SELECT {RAISED_COLS} FROM raised WHERE vault = ?1 AND caller = ?2 AND args_hash = ?3"
         );
-        self.first(&sql, params![b.vault, b.caller, b.args_hash], |r| {
-            rows::raised_row(r)
-        })
+        Ok(
+            select(self, &sql, params![b.vault, b.caller, b.args_hash], |r| {
+                rows::raised_row(r)
+            })?
+            .into_iter()
+            .next(),
+        )
     }
 
     fn raised_by_id(&self, id: &str) -> Q<Option<RaisedRow>> {
         let sql = format!("SELECT {RAISED_COLS} FROM raised WHERE request_id = ?1");
-        self.first(&sql, params![id], |r| rows::raised_row(r))
+        Ok(select(self, &sql, params![id], |r| rows::raised_row(r))?
+            .into_iter()
+            .next())
     }
 
     fn upsert_raised(&self, r: &NewRaised<'_>) -> Q<()> {
         let b = r.binding;
-        self.prepare_cached(
-            "INSERT INTO raised (vault, caller, args_hash, tool, state_fp, summary, raised_at, expires_at,
+        change(self, "INSERT INTO raised (vault, caller, args_hash, tool, state_fp, summary, raised_at, expires_at,
                request_id, args_json, covers, raised_by_uid, status, reason, token_id, expired_logged, preview)
              VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, 'pending', '', NULL, 0, ?13)
              ON CONFLICT (vault, caller, args_hash) DO UPDATE SET
@@ -35,9 +40,7 @@ impl RaisedQueries for Connection {
                request_id = excluded.request_id, args_json = excluded.args_json,
                covers = excluded.covers, raised_by_uid = excluded.raised_by_uid,
                status = 'pending', reason = '', token_id = NULL, expired_logged = 0,
-               preview = excluded.preview",
-        )?
-        .execute(params![
+               preview = excluded.preview", params![
             b.vault, b.caller, b.args_hash, b.tool, r.state_fp, r.summary, r.raised_at,
             r.expires_at, r.request_id, r.args_json, r.covers, r.uid, r.preview
         ])?;
@@ -45,18 +48,16 @@ impl RaisedQueries for Connection {
     }
 
     fn delete_raised(&self, b: &Binding) -> Q<()> {
-        self.prepare_cached(
+        change(
+            self,
             "DELETE FROM raised WHERE vault = ?1 AND caller = ?2 AND args_hash = ?3",
-        )?
-        .execute(params![b.vault, b.caller, b.args_hash])?;
+            params![b.vault, b.caller, b.args_hash],
+        )?;
         Ok(())
     }
 
     fn mark_expired_logged(&self, b: &Binding) -> Q<()> {
-        self.prepare_cached(
-            "UPDATE raised SET expired_logged = 1 WHERE vault = ?1 AND caller = ?2 AND args_hash = ?3",
-        )?
-        .execute(params![b.vault, b.caller, b.args_hash])?;
+        change(self, "UPDATE raised SET expired_logged = 1 WHERE vault = ?1 AND caller = ?2 AND args_hash = ?3", params![b.vault, b.caller, b.args_hash])?;
         Ok(())
     }
 
@@ -73,19 +74,17 @@ impl RaisedQueries for Connection {
     }
 
     fn set_approved(&self, id: &str, token_id: i64, exp: i64) -> Q<()> {
-        self.prepare_cached(
-            "UPDATE raised SET status = 'approved', token_id = ?2, expires_at = ?3 WHERE request_id = ?1",
-        )?
-        .execute(params![id, token_id, exp])?;
+        change(self, "UPDATE raised SET status = 'approved', token_id = ?2, expires_at = ?3 WHERE request_id = ?1", params![id, token_id, exp])?;
         Ok(())
     }
 
     fn set_declined(&self, id: &str, reason: &str, until: i64) -> Q<()> {
-        self.prepare_cached(
+        change(
+            self,
             "UPDATE raised SET status = 'declined', reason = ?2, token_id = NULL,
                expires_at = max(expires_at, ?3) WHERE request_id = ?1",
-        )?
-        .execute(params![id, reason, until])?;
+            params![id, reason, until],
+        )?;
         Ok(())
     }
 
@@ -94,23 +93,23 @@ impl RaisedQueries for Connection {
             "SELECT {RAISED_COLS} FROM raised
                  WHERE expires_at <= ?1 AND status = 'pending' AND expired_logged = 0"
         );
-        self.every(&sql, params![cutoff], |r| rows::raised_row(r))
+        select(self, &sql, params![cutoff], |r| rows::raised_row(r))
     }
 
     fn delete_raised_before(&self, cutoff: i64) -> Q<()> {
-        self.prepare_cached("DELETE FROM raised WHERE expires_at <= ?1")?
-            .execute(params![cutoff])?;
+        change(
+            self,
+            "DELETE FROM raised WHERE expires_at <= ?1",
+            params![cutoff],
+        )?;
         Ok(())
     }
 
     fn pending_rows(&self, since: i64, vault: &str) -> Q<Vec<PendingRow>> {
-        let sql = "SELECT r.vault, r.tool, r.caller, r.args_hash, r.state_fp, r.summary, r.raised_at, r.expires_at,
-               EXISTS (SELECT 1 FROM tokens t WHERE t.vault = r.vault AND t.caller = r.caller
-                   AND t.args_hash = r.args_hash AND t.state_fp = r.state_fp AND t.created_at >= r.raised_at),
-               coalesce(r.request_id, ''), r.status, r.args_json, r.covers, r.raised_by_uid, r.reason,
-               r.preview
-             FROM raised r WHERE r.expires_at > ?1 AND (?2 = '' OR r.vault = ?2)
-             ORDER BY r.raised_at DESC";
-        self.every(sql, params![since, vault], |r| rows::pending_row(r))
+        let sql = format!(
+            "SELECT {PENDING_COLS} FROM raised r
+             WHERE r.expires_at > ?1 AND (?2 = '' OR r.vault = ?2) ORDER BY r.raised_at DESC"
+        );
+        select(self, &sql, params![since, vault], |r| rows::pending_row(r))
     }
 }

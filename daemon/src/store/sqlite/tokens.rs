@@ -3,7 +3,7 @@
 
 use rusqlite::{params, Connection, OptionalExtension};
 
-use super::Select;
+use super::{change, select};
 use crate::record::Binding;
 use crate::store::queries::{NewToken, RedemptionRow, TokenQueries, TokenRow, Q};
 use crate::store::rows::{self, REDEMPTION_COLS, TOKEN_COLS};
@@ -11,21 +11,22 @@ use crate::store::rows::{self, REDEMPTION_COLS, TOKEN_COLS};
 impl TokenQueries for Connection {
     fn token_by_hash(&self, hash: &[u8]) -> Q<Option<TokenRow>> {
         let sql = format!("SELECT {TOKEN_COLS} FROM tokens WHERE token_hash = ?1");
-        self.first(&sql, params![hash], |r| rows::token_row(r))
+        Ok(select(self, &sql, params![hash], |r| rows::token_row(r))?
+            .into_iter()
+            .next())
     }
 
     fn token_by_id(&self, id: i64) -> Q<Option<TokenRow>> {
         let sql = format!("SELECT {TOKEN_COLS} FROM tokens WHERE id = ?1");
-        self.first(&sql, params![id], |r| rows::token_row(r))
+        Ok(select(self, &sql, params![id], |r| rows::token_row(r))?
+            .into_iter()
+            .next())
     }
 
     fn insert_token(&self, t: &NewToken<'_>) -> Q<i64> {
         let b = t.binding;
-        self.prepare_cached(
-            "INSERT INTO tokens (token_hash, vault, tool, caller, args_hash, state_fp, created_at, expires_at)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-        )?
-        .execute(params![
+        change(self, "INSERT INTO tokens (token_hash, vault, tool, caller, args_hash, state_fp, created_at, expires_at)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)", params![
             t.hash, b.vault, b.tool, b.caller, b.args_hash, t.state_fp, t.created_at, t.expires_at
         ])?;
         Ok(self.last_insert_rowid())
@@ -34,18 +35,18 @@ impl TokenQueries for Connection {
     fn spend_token(&self, id: i64, now: i64, redemption: Option<(&str, i64)>) -> Q<bool> {
         let n = match redemption {
             // Spent without a redemption: the latest one (if any) stays as it was.
-            None => self
-                .prepare_cached(
-                    "UPDATE tokens SET consumed_at = ?2 WHERE id = ?1 AND consumed_at IS NULL",
-                )?
-                .execute(params![id, now])?,
-            Some((rid, seq)) => self
-                .prepare_cached(
-                    "UPDATE tokens SET consumed_at = ?2, redemption_id = ?3, redeemed = ?4,
+            None => change(
+                self,
+                "UPDATE tokens SET consumed_at = ?2 WHERE id = ?1 AND consumed_at IS NULL",
+                params![id, now],
+            )?,
+            Some((rid, seq)) => change(
+                self,
+                "UPDATE tokens SET consumed_at = ?2, redemption_id = ?3, redeemed = ?4,
                        released_at = NULL, final_at = NULL
                      WHERE id = ?1 AND consumed_at IS NULL",
-                )?
-                .execute(params![id, now, rid, seq])?,
+                params![id, now, rid, seq],
+            )?,
         };
         Ok(n == 1)
     }
@@ -63,26 +64,29 @@ impl TokenQueries for Connection {
 
     fn redemption_of(&self, id: i64) -> Q<Option<RedemptionRow>> {
         let sql = format!("SELECT {REDEMPTION_COLS} FROM tokens WHERE id = ?1");
-        self.first(&sql, params![id], |r| rows::redemption_row(r))
+        Ok(
+            select(self, &sql, params![id], |r| rows::redemption_row(r))?
+                .into_iter()
+                .next(),
+        )
     }
 
     fn release_token(&self, id: i64, redemption_id: &str, now: i64) -> Q<u64> {
-        Ok(self
-            .prepare_cached(
-                "UPDATE tokens SET consumed_at = NULL, released_at = ?3
+        Ok(change(
+            self,
+            "UPDATE tokens SET consumed_at = NULL, released_at = ?3
                  WHERE id = ?1 AND redemption_id = ?2 AND released_at IS NULL AND final_at IS NULL",
-            )?
-            .execute(params![id, redemption_id, now])? as u64)
+            params![id, redemption_id, now],
+        )? as u64)
     }
 
     fn finalize_redemption(&self, id: i64, redemption_id: &str, b: &Binding, now: i64) -> Q<u64> {
-        Ok(self
-            .prepare_cached(
-                "UPDATE tokens SET final_at = ?3
+        Ok(change(
+            self,
+            "UPDATE tokens SET final_at = ?3
                  WHERE id = ?1 AND redemption_id = ?2 AND final_at IS NULL AND released_at IS NULL
                    AND vault = ?4 AND tool = ?5 AND caller = ?6 AND args_hash = ?7",
-            )?
-            .execute(params![
+            params![
                 id,
                 redemption_id,
                 now,
@@ -90,22 +94,17 @@ impl TokenQueries for Connection {
                 b.tool,
                 b.caller,
                 b.args_hash
-            ])? as u64)
+            ],
+        )? as u64)
     }
 
     fn void_call_tokens(&self, b: &Binding, now: i64) -> Q<u64> {
-        Ok(self
-            .prepare_cached(
-                "UPDATE tokens SET consumed_at = ?5
-                 WHERE vault = ?1 AND tool = ?2 AND caller = ?3 AND args_hash = ?4 AND consumed_at IS NULL",
-            )?
-            .execute(params![b.vault, b.tool, b.caller, b.args_hash, now])? as u64)
+        Ok(change(self, "UPDATE tokens SET consumed_at = ?5
+                 WHERE vault = ?1 AND tool = ?2 AND caller = ?3 AND args_hash = ?4 AND consumed_at IS NULL", params![b.vault, b.tool, b.caller, b.args_hash, now])? as u64)
     }
 
     fn delete_unspent_tokens(&self) -> Q<u64> {
-        Ok(self
-            .prepare_cached("DELETE FROM tokens WHERE consumed_at IS NULL")?
-            .execute([])? as u64)
+        Ok(change(self, "DELETE FROM tokens WHERE consumed_at IS NULL", [])? as u64)
     }
 
     fn live_tokens(&self, now: i64) -> Q<u64> {
@@ -119,36 +118,39 @@ impl TokenQueries for Connection {
     fn collect_tokens(&self, old: i64) -> Q<u64> {
         // The newest row stays: ids are max(id)+1, and a reused id would make an old
         // redemption id name a new token.
-        let n = self
-            .prepare_cached(
-                "DELETE FROM tokens WHERE expires_at < ?1
+        let n = change(
+            self,
+            "DELETE FROM tokens WHERE expires_at < ?1
                    AND (consumed_at IS NULL OR consumed_at < ?1)
                    AND (released_at IS NULL OR released_at < ?1)
                    AND id < (SELECT max(id) FROM tokens)",
-            )?
-            .execute(params![old])?;
+            params![old],
+        )?;
         if n > 0 {
-            self.prepare_cached(
+            change(
+                self,
                 "DELETE FROM legacy_redemptions WHERE token_id NOT IN (SELECT id FROM tokens)",
-            )?
-            .execute([])?;
+                [],
+            )?;
         }
         Ok(n as u64)
     }
 
     fn consume_state(&self, nonce: &str, now: i64, expires_at: i64) -> Q<bool> {
-        Ok(self
-            .prepare_cached(
-                "INSERT INTO consumed_states (nonce, consumed_at, expires_at) VALUES (?1, ?2, ?3)
+        Ok(change(
+            self,
+            "INSERT INTO consumed_states (nonce, consumed_at, expires_at) VALUES (?1, ?2, ?3)
                  ON CONFLICT (nonce) DO NOTHING",
-            )?
-            .execute(params![nonce, now, expires_at])?
-            == 1)
+            params![nonce, now, expires_at],
+        )? == 1)
     }
 
     fn collect_states(&self, before: i64) -> Q<()> {
-        self.prepare_cached("DELETE FROM consumed_states WHERE expires_at <= ?1")?
-            .execute(params![before])?;
+        change(
+            self,
+            "DELETE FROM consumed_states WHERE expires_at <= ?1",
+            params![before],
+        )?;
         Ok(())
     }
 }
