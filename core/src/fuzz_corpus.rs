@@ -1,7 +1,23 @@
 //! The committed fuzz corpus (`fuzz/corpus/<target>/`, made by `fuzz/gen_corpus.py`), read
-//! by the corpus-replay tests of every crate. Compiled only for tests (feature `fuzz-corpus`).
+//! by the corpus-replay tests of every crate, and the settings of every property test.
+//! Compiled only for tests (feature `fuzz-corpus`).
 
 use std::path::PathBuf;
+
+use proptest::test_runner::Config as ProptestConfig;
+
+/// Cases per property: `PROPTEST_CASES` when set (a longer local run), else `n`.
+pub fn proptest_config(n: u32) -> ProptestConfig {
+    ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(n),
+        // No regression files written into the tree; a failure prints its minimal input.
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    }
+}
 
 /// The corpus directory of one fuzz target.
 pub fn dir(target: &str) -> PathBuf {

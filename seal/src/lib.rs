@@ -169,20 +169,10 @@ mod tests {
 mod fuzz {
     use super::*;
     use proptest::prelude::*;
+    use tc_core::fuzz_corpus::proptest_config as config;
 
     /// The key the corpus's valid and `macd-*` blobs are sealed under.
     const CORPUS_KEY: [u8; 32] = [0x42; 32];
-
-    fn config(n: u32) -> ProptestConfig {
-        ProptestConfig {
-            cases: std::env::var("PROPTEST_CASES")
-                .ok()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(n),
-            failure_persistence: None,
-            ..ProptestConfig::default()
-        }
-    }
 
     /// Why a blob did not open, if it did not.
     fn refusal(r: &Result<Sealed, SealError>) -> Option<SealError> {

@@ -15,6 +15,7 @@ use std::task::{Context, Poll, Waker};
 use proptest::prelude::*;
 use serde_json::{json, Map, Value};
 
+use tc_core::fuzz_corpus::proptest_config as config;
 use tc_shim::vault::gitindex::{parse_index, Entry, IndexError};
 use tc_shim::wire::framing::{
     escape_breaks, parse_message, read_down, read_frame, Down, Frame, Rejected,
@@ -22,19 +23,6 @@ use tc_shim::wire::framing::{
 use tc_shim::wire::ids::{check_request_id, IdKey};
 use tc_shim::wire::jsonrpc::{INVALID_REQUEST, PARSE_ERROR};
 use tc_shim::wire::scan::{scan, Scanner, MAX_ID_LEN};
-
-/// Cases per property: `PROPTEST_CASES` when set (a longer local run), else `n`.
-fn config(n: u32) -> ProptestConfig {
-    ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(n),
-        // No regression files written into the tree; a failure prints its minimal input.
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
 
 /// Drives a future over an in-memory reader, which is always ready.
 fn block<F: Future>(f: F) -> F::Output {

@@ -4,16 +4,7 @@
 use super::*;
 use proptest::prelude::*;
 
-fn config(n: u32) -> ProptestConfig {
-    ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(n),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    }
-}
+use crate::fuzz_corpus::proptest_config as config;
 
 /// A refusal is a parse error with a message, or rules each naming its key.
 fn named(e: &ConfigError) -> bool {
