@@ -168,19 +168,10 @@ async fn elicit(config: &Config, socket: Target, a: ElicitArgs) -> Result<(), Cl
         .await
         .map_err(|s| status_error(&socket.path, &s))?
         .into_inner();
-    // Unlike the other output, the token is the point: losing it is a failure.
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{}", reply.token)
-        .and_then(|()| out.flush())
-        .map_err(|e| {
-            CliError::new(
-                exit::FAILURE,
-                format!(
-                    "the token was minted but could not be written to stdout ({e}); nobody has it, \
-                     so run the same tcctl elicit again"
-                ),
-            )
-        })
+    crate::print_token(
+        &reply.token,
+        "; nobody has it, so run the same tcctl elicit again",
+    )
 }
 
 async fn pending(socket: Target, vault: Option<String>, json: bool) -> Result<(), CliError> {

@@ -56,6 +56,21 @@ impl CliError {
     }
 }
 
+/// Prints a token tcd minted for this command. Unlike the other output, the token is the
+/// point: losing it is a failure, and `again` says what to do then.
+pub fn print_token(token: &str, again: &str) -> Result<(), CliError> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{token}")
+        .and_then(|()| out.flush())
+        .map_err(|e| {
+            CliError::new(
+                exit::FAILURE,
+                format!("the token was minted but could not be written to stdout ({e}){again}"),
+            )
+        })
+}
+
 /// Runs `tcctl` and reports failures on stderr.
 pub fn main() -> ExitCode {
     let args = cli::Cli::parse();

@@ -1,8 +1,6 @@
 //! `tcctl token mint`: a bearer token for an HTTP caller of a vault whose
 //! `[vaults.http.auth]` is `mode = "jwt"` with tokens minted by tcd (prints only the token).
 
-use std::io::Write;
-
 use clap::{Args, Subcommand};
 use tc_core::config::{AuthMode, Config};
 use tc_proto::v1;
@@ -88,15 +86,7 @@ pub async fn mint(config: &Config, target: Target, a: MintArgs) -> Result<(), Cl
         .await
         .map_err(|s| status_error(&target.path, &s))?
         .into_inner();
-    let mut out = std::io::stdout().lock();
-    writeln!(out, "{}", reply.token)
-        .and_then(|()| out.flush())
-        .map_err(|e| {
-            CliError::new(
-                exit::FAILURE,
-                format!("the token was minted but could not be written to stdout ({e})"),
-            )
-        })
+    crate::print_token(&reply.token, "")
 }
 
 #[cfg(test)]

@@ -364,12 +364,7 @@ impl Ledger {
         }
         if fp != current_fp {
             // Spent without a redemption: the latest one (if any) stays as it was.
-            if !tx.spend_token(id, now, None)? {
-                return Err(DaemonError::refused(
-                    Reason::Spent,
-                    "this confirmation token was already used",
-                ));
-            }
+            spend(tx, id, now, None)?;
             evs.push(b.event(
                 events::REPLAY_DRIFT,
                 current_fp,
@@ -383,12 +378,7 @@ impl Ledger {
         let seq = redeemed + 1;
         let redemption = format!("{id}.{seq}.{nonce}");
         // Single use: exactly one row changes only while the token is unspent.
-        if !tx.spend_token(id, now, Some((&redemption, seq)))? {
-            return Err(DaemonError::refused(
-                Reason::Spent,
-                "this confirmation token was already used",
-            ));
-        }
+        spend(tx, id, now, Some((&redemption, seq)))?;
         evs.push(b.event(
             events::REDEEMED,
             current_fp,
@@ -551,6 +541,24 @@ impl Ledger {
         if let Err(e) = self.store.append(ev) {
             tracing::warn!(error = %e, "could not record tc.auth.denied");
         }
+    }
+}
+
+/// Spends token `id` (with `redemption` as its latest, if any); refused unless this
+/// writer is the one that spent it.
+fn spend(
+    tx: &dyn Tx,
+    id: i64,
+    now: i64,
+    redemption: Option<(&str, i64)>,
+) -> Result<(), DaemonError> {
+    if tx.spend_token(id, now, redemption)? {
+        Ok(())
+    } else {
+        Err(DaemonError::refused(
+            Reason::Spent,
+            "this confirmation token was already used",
+        ))
     }
 }
 

@@ -26,12 +26,7 @@ fn schema_2_tokens_and_redemptions_survive_migrations_3_and_4() {
         m.update(t.as_bytes());
         m.finalize().into_bytes().to_vec()
     };
-    let b = Binding {
-        vault: "v".into(),
-        tool: "t".into(),
-        caller: "c".into(),
-        args_hash: tc_core::hash::sha256_hex(b"args"),
-    };
+    let b = call_of(b"args");
     let fp = tc_core::hash::sha256_hex(b"fp");
     let now = now_ms();
     let exp = now + 3_600_000;
@@ -170,12 +165,18 @@ fn ledger() -> (tempfile::TempDir, Ledger) {
     (dir, Ledger::new(store, Secret::ephemeral(), 300))
 }
 
+/// Call `n` of tool `t` in vault `v` by caller `c`.
 fn call(n: u8) -> Binding {
+    call_of(&[n])
+}
+
+/// The call of tool `t` in vault `v` by caller `c` whose arguments hash as `args` does.
+fn call_of(args: &[u8]) -> Binding {
     Binding {
         vault: "v".into(),
         tool: "t".into(),
         caller: "c".into(),
-        args_hash: tc_core::hash::sha256_hex(&[n]),
+        args_hash: tc_core::hash::sha256_hex(args),
     }
 }
 
@@ -329,12 +330,7 @@ fn redeem_rewrites_no_index_and_call_lookups_are_indexed() {
 #[test]
 fn release_once_per_redemption_and_forged_ids_are_unknown() {
     let (_dir, l) = ledger();
-    let b = Binding {
-        vault: "v".into(),
-        tool: "t".into(),
-        caller: "c".into(),
-        args_hash: tc_core::hash::sha256_hex(b"args"),
-    };
+    let b = call_of(b"args");
     let fp = tc_core::hash::sha256_hex(b"fp");
     l.raise(&b, &fp, "s").unwrap();
     let (token, exp, _) = l.mint(&b, None, &Default::default()).unwrap();
