@@ -21,35 +21,10 @@ fn empty_file_is_all_defaults() {
 
 #[test]
 fn design_example_parses() {
-    let c = parse(
-        r#"
-[daemon]
-elicit_ttl_seconds = 120
-[[vaults]]
-id = "notes"
-root = "/home/me/notes"
-command = ["node", "x.js", "/home/me/notes"]
-[[vaults.gates]]
-tool = "move_file"
-when = { cross_folder = ["source", "destination"] }
-targets = { paths = ["source", "destination"] }
-[[vaults.gates]]
-tool = "git_commit"
-targets = { git = "repo_path" }
-[[vaults.gates]]
-tool = "delete_entities"
-targets = { probe = { tool = "open_nodes", arguments = { names = "$entityNames" } } }
-[[vaults.gates]]
-tool = "run"
-targets = "none"
-[[vaults.paged]]
-tool = "read_multiple_files"
-items = "paths"
-[vaults.acl]
-deny = ["private/**"]
-"#,
-    )
-    .unwrap();
+    // The design's example config, as the fuzz corpus keeps it (fuzz/gen_corpus.py).
+    let text = std::fs::read_to_string(crate::fuzz_corpus::dir("config").join("valid-design.toml"))
+        .expect("the corpus's valid-design.toml");
+    let c = parse(&text).unwrap();
     let v = c.vault("notes").unwrap();
     assert_eq!(
         v.gates[0].targets,
