@@ -51,11 +51,16 @@ pub enum Reason {
     NotEnrolled,
     /// The peer's uid may not do this (guarded mode: not a listed human, or not root).
     NotPermitted,
+    /// A grant cannot be given as asked: the gate forbids grants, the scope exceeds its
+    /// caps, or it does not cover the approved call itself.
+    GrantRefused,
+    /// The grant that let this call through was revoked (or lapsed) before it ran.
+    Revoked,
 }
 
 impl Reason {
     /// All reasons, for exhaustive tests and docs.
-    pub const ALL: [Reason; 21] = [
+    pub const ALL: [Reason; 23] = [
         Reason::Unknown,
         Reason::Expired,
         Reason::Spent,
@@ -77,6 +82,8 @@ impl Reason {
         Reason::FactorReplayed,
         Reason::NotEnrolled,
         Reason::NotPermitted,
+        Reason::GrantRefused,
+        Reason::Revoked,
     ];
 
     /// The wire spelling (snake_case), stable across versions.
@@ -103,6 +110,8 @@ impl Reason {
             Reason::FactorReplayed => "factor_replayed",
             Reason::NotEnrolled => "not_enrolled",
             Reason::NotPermitted => "not_permitted",
+            Reason::GrantRefused => "grant_refused",
+            Reason::Revoked => "revoked",
         }
     }
 }
@@ -200,6 +209,14 @@ pub mod events {
     pub const PAGE_OPENED: &str = "tc.page.opened";
     /// A bearer token for an HTTP caller was minted (`tcctl token mint`); never the token.
     pub const BEARER_MINTED: &str = "tc.bearer.minted";
+    /// A human gave a grant with an approval (its scope, expiry and uses in the detail).
+    pub const GRANT_GIVEN: &str = "tc.grant.given";
+    /// A grant let a call through without a prompt (grant id, args_hash, state_fp).
+    pub const GRANT_USED: &str = "tc.grant.used";
+    /// A human revoked a grant.
+    pub const GRANT_REVOKED: &str = "tc.grant.revoked";
+    /// A grant reached its expiry or its last use.
+    pub const GRANT_ENDED: &str = "tc.grant.ended";
 
     /// Kinds a client may append with `AppendEvent`; the rest only the daemon writes.
     pub const CLIENT_APPENDABLE: &[&str] = &[DECLINED, NOT_OBTAINED, OVERFLOW];

@@ -15,6 +15,7 @@ pub mod config;
 pub mod display;
 #[cfg(any(test, feature = "fuzz-corpus"))]
 pub mod fuzz_corpus;
+pub mod grant;
 pub mod guarded;
 pub mod hash;
 pub mod origin;

@@ -42,6 +42,8 @@ pub struct RaiseText<'a> {
     pub covers: &'a str,
     /// The gate's preview (cut to `tc_core::preview::TEXT_MAX` bytes).
     pub preview: &'a str,
+    /// Where the call's path arguments really lead (what grants are matched against).
+    pub real_paths: Option<&'a tc_core::grant::RealPaths>,
 }
 
 /// What an approver proves (see [`Ledger::approve_with`]).
@@ -82,6 +84,8 @@ pub struct Raised {
     pub request_id: String,
     pub raised_at_ms: i64,
     pub expires_at_ms: i64,
+    /// The live grant that covers the call and approved it (no prompt), if one did.
+    pub grant_id: Option<String>,
 }
 
 /// What an approval is bound to, as `Approve` reports it.
@@ -90,6 +94,8 @@ pub struct Approved {
     pub binding: Binding,
     pub state_fp: String,
     pub expires_at_ms: i64,
+    /// The grant given with the approval, if one was asked for.
+    pub grant_id: Option<String>,
 }
 
 fn token(tx: &dyn Tx, id: Option<i64>) -> Result<Option<TokenRow>, DaemonError> {
@@ -240,6 +246,9 @@ impl Ledger {
         let args_json = capped_json(text.args_json);
         let covers = capped(text.covers, COVERS_MAX);
         let preview = tc_core::preview::capped(text.preview);
+        let no_paths = tc_core::grant::RealPaths::new();
+        let real_paths = text.real_paths.unwrap_or(&no_paths);
+        let real_paths_json = serde_json::to_string(real_paths).unwrap_or_default();
         let now = now_ms();
         let exp = now + self.ttl_ms;
         self.store.write(|tx, evs| {
@@ -279,16 +288,27 @@ impl Ledger {
                 covers: &covers,
                 uid,
                 preview: &preview,
+                real_paths: &real_paths_json,
             })?;
             evs.push(b.event(
                 events::REQUESTED,
                 state_fp,
                 json!({ "summary": summary, "request_id": id }),
             ));
+            let raising = crate::grants::Raising {
+                binding: b,
+                state_fp,
+                args_json: text.args_json,
+                real_paths,
+                uid,
+                request_id: &id,
+            };
+            let grant_id = crate::grants::cover(self, tx, evs, &raising, now)?;
             Ok(Ok(Raised {
                 request_id: id,
                 raised_at_ms: now,
                 expires_at_ms: exp,
+                grant_id,
             }))
         })
     }
@@ -303,6 +323,17 @@ impl Ledger {
     /// [`Ledger::approve`] with the proof the approver gave: their uid and code, or a
     /// passkey assertion the page verified (which stands for the factor, for any human).
     pub fn approve_with(&self, id: &str, proof: Proof<'_>) -> Result<Approved, DaemonError> {
+        self.approve_granting(id, proof, None)
+    }
+
+    /// [`Ledger::approve_with`], and with `grant`, a grant for similar calls given in the
+    /// same transaction (refused, with nothing approved, when it cannot be given).
+    pub fn approve_granting(
+        &self,
+        id: &str,
+        proof: Proof<'_>,
+        grant: Option<&crate::grants::GrantAsk>,
+    ) -> Result<Approved, DaemonError> {
         if !is_request_id(id) {
             return Err(no_request(id));
         }
@@ -360,9 +391,18 @@ impl Ledger {
                 created_at: now,
                 expires_at: exp,
             })?;
-            tx.set_approved(id, token_id, exp)?;
+            tx.set_approved(id, token_id, exp, "")?;
             evs.push(event(&row, events::APPROVED, json!({ "request_id": id, "uid": who.uid, "expires_at_ms": exp, "factor": proof.factor(), "credential": proof.credential() })));
-            Ok(Ok(Approved { binding: b.clone(), state_fp: row.state_fp.clone(), expires_at_ms: exp }))
+            let grant_id = match grant {
+                Some(ask) => match crate::grants::give(self, tx, evs, &row, ask, approver, now)? {
+                    Ok(g) => Some(g),
+                    // Nothing is approved when the grant asked for cannot be given: the
+                    // human decides again, knowing why.
+                    Err(e) => return Err(e),
+                },
+                None => None,
+            };
+            Ok(Ok(Approved { binding: b.clone(), state_fp: row.state_fp.clone(), expires_at_ms: exp, grant_id }))
         })
     }
 
@@ -453,6 +493,14 @@ impl Ledger {
                 tx.delete_raised(b)?;
                 return Ok(Err(expired(true)));
             }
+            if !row.grant_id.is_empty() {
+                if let Err(e) = crate::grants::still_live(tx, &row.grant_id, now) {
+                    // The approval goes with its grant: the retry raises afresh.
+                    tx.void_token(t.id, now)?;
+                    tx.delete_raised(b)?;
+                    return Ok(Err(e));
+                }
+            }
             let r = self.spend(tx, evs, t, b, current_fp, now, &nonce)?;
             if r.is_err() {
                 // Drifted (spent): the next retry raises a fresh request.
@@ -494,7 +542,8 @@ impl Ledger {
 /// Garbage collection of raised requests an hour past their expiry; an unanswered one
 /// nobody retried is logged as expired as it goes.
 pub(crate) fn sweep(tx: &dyn Tx, evs: &mut Vec<NewEvent>, now: i64) -> Result<(), DaemonError> {
-    sweep_expired_before(tx, evs, now - EXPIRED_KEPT_MS)
+    sweep_expired_before(tx, evs, now - EXPIRED_KEPT_MS)?;
+    crate::grants::log_ended(tx, evs, now)
 }
 
 /// Whether a new row fits under [`MAX_RAISED`]; at the cap, expired rows go at once

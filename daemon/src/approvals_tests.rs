@@ -51,6 +51,7 @@ fn raise(l: &Ledger, b: &Binding, state: &str) -> Raised {
         args_json: &args,
         covers: "the paths",
         preview: "",
+        real_paths: None,
     };
     l.raise_request(b, &fp(state), &text, Some(1000)).unwrap()
 }
@@ -308,6 +309,7 @@ fn the_arguments_shown_must_be_the_ones_the_approval_binds() {
         args_json: &harmless,
         covers: "",
         preview: "",
+        real_paths: None,
     };
     // Call 1's hash, call 2's arguments: refused, nothing raised.
     assert_eq!(
@@ -346,6 +348,7 @@ fn raise_as(l: &Ledger, i: i64) -> Result<Raised, DaemonError> {
         args_json: &args_of(1),
         covers: "",
         preview: "",
+        real_paths: None,
     };
     l.raise_request(&b, &fp("s"), &text, Some(1000))
 }

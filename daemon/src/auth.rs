@@ -64,6 +64,10 @@ pub const WHO: &[(&str, Who)] = &[
     ("Counters", Who::Humans),
     ("Approve", Who::Humans),
     ("Decline", Who::Humans),
+    // A human's grants only (grants.rs filters); giving one is Approve's, with the
+    // factor. Revoking takes a permission away, so it needs none.
+    ("ListGrants", Who::Humans),
+    ("RevokeGrant", Who::Humans),
     ("GetPolicy", Who::Humans),
     // The HTTP front (run by a human) checks its callers' tokens.
     ("VerifyToken", Who::Humans),

@@ -69,9 +69,12 @@ fn code_for(reason: Reason) -> Code {
             Code::InvalidArgument
         }
         Reason::RateLimited | Reason::FactorDelay => Code::ResourceExhausted,
-        Reason::Declined | Reason::NotApproved | Reason::NotEnrolled | Reason::FactorLocked => {
-            Code::FailedPrecondition
-        }
+        Reason::Declined
+        | Reason::NotApproved
+        | Reason::NotEnrolled
+        | Reason::FactorLocked
+        | Reason::GrantRefused
+        | Reason::Revoked => Code::FailedPrecondition,
         Reason::FactorRequired | Reason::FactorInvalid | Reason::FactorReplayed => {
             Code::Unauthenticated
         }

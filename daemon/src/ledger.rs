@@ -114,6 +114,8 @@ pub struct Ledger {
     pub(crate) mode: tc_core::config::Mode,
     /// `[guarded] humans` (names or uids): whose factors root may enroll and unlock.
     pub(crate) humans: Vec<String>,
+    /// What each gate allows of grants, from tcd's own config (`grants.rs`).
+    pub(crate) grant_rules: crate::grants::GrantRules,
 }
 
 pub(crate) fn random_b64(n: usize) -> String {
@@ -134,10 +136,19 @@ impl Ledger {
             ),
             mode: tc_core::config::Mode::Personal,
             humans: Vec::new(),
+            grant_rules: Default::default(),
         }
     }
 
     /// The same ledger serving these `[guarded] humans`.
+    /// The gates' grant rules (see [`crate::grants::rules_of`]).
+    pub fn with_grant_rules(self, grant_rules: crate::grants::GrantRules) -> Ledger {
+        Ledger {
+            grant_rules,
+            ..self
+        }
+    }
+
     pub fn with_humans(self, humans: Vec<String>) -> Ledger {
         Ledger { humans, ..self }
     }

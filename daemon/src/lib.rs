@@ -11,6 +11,7 @@ pub mod deploy;
 pub mod error;
 pub mod factor;
 pub mod fsutil;
+pub mod grants;
 pub mod ledger;
 pub mod limits;
 pub mod listener;
@@ -234,7 +235,8 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
         Ledger::new(store, secret, cfg.daemon.elicit_ttl_seconds)
             .with_limits(limits)
             .with_mode(cfg.daemon.mode)
-            .with_humans(cfg.guarded.humans.clone()),
+            .with_humans(cfg.guarded.humans.clone())
+            .with_grant_rules(grants::rules_of(&cfg.vaults)),
     );
     let bound = listener::bind(&socket, reach)?;
     let auth = auth::AuthLayer {

@@ -201,11 +201,13 @@ impl Confirm for Service {
         let b = binding(owner, r.binding)?;
         let raised = self
             .run(move |l| {
+                let paths = real_paths(r.real_paths);
                 let text = crate::approvals::RaiseText {
                     summary: &r.summary,
                     args_json: &r.args_json,
                     covers: &r.covers,
                     preview: &r.preview,
+                    real_paths: Some(&paths),
                 };
                 l.raise_request(&b, &r.state_fp, &text, uid)
             })
@@ -214,6 +216,7 @@ impl Confirm for Service {
             raised_at_ms: raised.raised_at_ms,
             expires_at_ms: raised.expires_at_ms,
             request_id: raised.request_id,
+            grant_id: raised.grant_id.unwrap_or_default(),
         }))
     }
 
@@ -523,12 +526,49 @@ impl Confirm for Service {
             uid: peer.uid,
             code: r.factor.map(|f| f.totp).filter(|c| !c.is_empty()),
         };
-        let a = self.run(move |l| l.approve(&r.request_id, &who)).await?;
+        let ask = r.grant.map(crate::grants::wire::ask_of).transpose()?;
+        let a = self
+            .run(move |l| {
+                let proof = crate::approvals::Proof::Code(&who);
+                l.approve_granting(&r.request_id, proof, ask.as_ref())
+            })
+            .await?;
         Ok(Response::new(v1::ApproveReply {
             binding: Some(self.to_proto(&a.binding)),
             state_fp: a.state_fp,
             expires_at_ms: a.expires_at_ms,
+            grant_id: a.grant_id.unwrap_or_default(),
         }))
+    }
+
+    async fn list_grants(
+        &self,
+        r: Request<v1::ListGrantsRequest>,
+    ) -> Result<Response<v1::ListGrantsReply>, Status> {
+        let viewer = crate::auth::peer(&r).map(|p| p.uid);
+        let rows = self.run(move |l| l.grants(viewer)).await?;
+        let now = tc_core::now_ms();
+        let grants = rows
+            .iter()
+            .map(|g| {
+                let caller = self.to_proto(&Binding {
+                    caller: g.caller.clone(),
+                    ..Default::default()
+                });
+                crate::grants::wire::to_proto(g, &caller.caller, now)
+            })
+            .collect();
+        Ok(Response::new(v1::ListGrantsReply { grants }))
+    }
+
+    async fn revoke_grant(
+        &self,
+        r: Request<v1::RevokeGrantRequest>,
+    ) -> Result<Response<v1::RevokeGrantReply>, Status> {
+        let viewer = crate::auth::peer(&r).map(|p| p.uid);
+        let id = r.into_inner().grant_id;
+        self.run(move |l| l.revoke_grant(&id, viewer)).await?;
+        Ok(Response::new(v1::RevokeGrantReply {}))
     }
 
     async fn decline(
@@ -692,4 +732,11 @@ impl Confirm for Service {
             exp: c.exp,
         }))
     }
+}
+
+/// A raise's real paths as the grant rules read them.
+fn real_paths(m: std::collections::HashMap<String, v1::RealPaths>) -> tc_core::grant::RealPaths {
+    m.into_iter()
+        .map(|(arg, p)| (arg, (!p.outside).then_some(p.paths)))
+        .collect()
 }

@@ -16,6 +16,28 @@ pub struct Gate {
     /// What the human is shown of the call's effect besides its arguments (none: nothing).
     #[serde(default)]
     pub preview: Option<Preview>,
+    /// Whether an approval of this tool may come with a grant for similar calls
+    /// (`tcctl approve --grant`); `false` for calls no grant should ever cover.
+    #[serde(default = "yes")]
+    pub grants: bool,
+    /// The longest grant for this tool, in seconds (default 8 hours).
+    #[serde(default)]
+    pub max_grant_seconds: Option<u64>,
+    /// The most uses a grant for this tool may allow (none: no cap but the expiry).
+    #[serde(default)]
+    pub max_grant_uses: Option<u32>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+impl Gate {
+    /// The longest grant this gate allows, in seconds.
+    pub fn grant_seconds_cap(&self) -> u64 {
+        self.max_grant_seconds
+            .unwrap_or(crate::grant::DEFAULT_MAX_SECONDS)
+    }
 }
 
 /// `preview = { diff = { path = "…", content = "…" } }`: the names of the call's

@@ -164,6 +164,12 @@ fn check_gate(found: &mut Findings, key: &str, g: &Gate) {
         }
         _ => {}
     }
+    if g.max_grant_seconds == Some(0) || g.max_grant_uses == Some(0) {
+        found.add(
+            format!("{key}.max_grant_seconds"),
+            "max_grant_seconds and max_grant_uses must be at least 1 (write grants = false to forbid grants)",
+        );
+    }
     if let Some(Preview::Diff(d)) = &g.preview {
         if d.path.is_empty() || d.content.is_empty() || d.path == d.content {
             found.add(

@@ -88,6 +88,12 @@ pub struct RaisedRow {
     pub token_id: Option<i64>,
     pub uid: Option<u32>,
     pub expired_logged: bool,
+    /// The arguments as raised (JSON; "" when not sent).
+    pub args_json: String,
+    /// Where its path arguments really lead (a `tc_core::grant::RealPaths` as JSON).
+    pub real_paths: String,
+    /// The grant that approved it ("" when a human did, or nobody yet).
+    pub grant_id: String,
 }
 
 /// A raise to record (replacing the call's earlier row).
@@ -103,6 +109,7 @@ pub struct NewRaised<'a> {
     pub covers: &'a str,
     pub uid: Option<u32>,
     pub preview: &'a str,
+    pub real_paths: &'a str,
 }
 
 /// A raised request as `pending` lists it (status as stored).
@@ -135,7 +142,8 @@ pub trait RaisedQueries {
     fn count_raised(&self) -> Q<i64>;
     /// Raised requests not expired at `now`.
     fn live_raised(&self, now: i64) -> Q<u64>;
-    fn set_approved(&self, request_id: &str, token_id: i64, expires_at: i64) -> Q<()>;
+    /// Approved by a human (`grant` "") or by grant `grant`, under token `token_id`.
+    fn set_approved(&self, request_id: &str, token_id: i64, expires_at: i64, grant: &str) -> Q<()>;
     /// Declined with `reason`, standing until `until` at least.
     fn set_declined(&self, request_id: &str, reason: &str, until: i64) -> Q<()>;
     /// Pending rows expired by `cutoff` whose expiry is not logged yet.
@@ -272,6 +280,56 @@ pub trait PageQueries {
 }
 
 /// Every query, over one transaction.
-pub trait Tx: TokenQueries + RaisedQueries + EventQueries + FactorQueries + PageQueries {}
+/// A grant as its rules read it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GrantRow {
+    pub id: String,
+    pub vault: String,
+    pub tool: String,
+    pub caller: String,
+    /// A `tc_core::grant::Scope` as JSON.
+    pub scope: String,
+    pub given_at: i64,
+    pub expires_at: i64,
+    /// None: no use count.
+    pub uses_left: Option<i64>,
+    pub used: i64,
+    pub last_used_at: Option<i64>,
+    pub revoked_at: Option<i64>,
+    pub ended_logged: bool,
+    pub request_id: String,
+    pub given_by: Option<u32>,
+    /// Whose raised requests it covers (the uid that raised the approved one).
+    pub raised_by: Option<u32>,
+}
 
-impl<T: TokenQueries + RaisedQueries + EventQueries + FactorQueries + PageQueries> Tx for T {}
+/// Grants.
+pub trait GrantQueries {
+    fn insert_grant(&self, g: &GrantRow) -> Q<()>;
+    /// The grant `id` (PostgreSQL: locked for this transaction).
+    fn grant_by_id(&self, id: &str) -> Q<Option<GrantRow>>;
+    /// Grants for (vault, caller, tool) that are not revoked, expired or used up at `now`.
+    fn live_grants(&self, vault: &str, caller: &str, tool: &str, now: i64) -> Q<Vec<GrantRow>>;
+    /// Takes one use of grant `id` if it is live at `now`; true for the one winner.
+    fn use_grant(&self, id: &str, now: i64) -> Q<bool>;
+    /// Revokes grant `id` if it is not revoked yet; true if this call revoked it.
+    fn revoke_grant(&self, id: &str, now: i64) -> Q<bool>;
+    /// Grants live at `since` or after (revoked ones included), newest first.
+    fn list_grants(&self, since: i64) -> Q<Vec<GrantRow>>;
+    /// Grants that ended (expiry or last use) by `now`, not yet logged as ended.
+    fn unlogged_ended_grants(&self, now: i64) -> Q<Vec<GrantRow>>;
+    fn mark_grant_ended(&self, id: &str) -> Q<()>;
+    /// Forgets grants that ended before `before`.
+    fn delete_grants_before(&self, before: i64) -> Q<()>;
+}
+
+pub trait Tx:
+    TokenQueries + RaisedQueries + EventQueries + FactorQueries + PageQueries + GrantQueries
+{
+}
+
+impl<
+        T: TokenQueries + RaisedQueries + EventQueries + FactorQueries + PageQueries + GrantQueries,
+    > Tx for T
+{
+}

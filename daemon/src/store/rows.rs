@@ -6,7 +6,8 @@
 
 use crate::record::{Binding, EventRow};
 use crate::store::queries::{
-    EventSize, FactorRow, HistoryRow, PasskeyRow, PendingRow, RaisedRow, RedemptionRow, TokenRow, Q,
+    EventSize, FactorRow, GrantRow, HistoryRow, PasskeyRow, PendingRow, RaisedRow, RedemptionRow,
+    TokenRow, Q,
 };
 
 /// A column value both drivers can decode.
@@ -76,7 +77,8 @@ pub fn redemption_row(r: &impl Cells) -> Q<RedemptionRow> {
 }
 
 pub const RAISED_COLS: &str = "request_id, vault, tool, caller, args_hash, state_fp, expires_at, \
-                               status, reason, token_id, raised_by_uid, expired_logged";
+                               status, reason, token_id, raised_by_uid, expired_logged, \
+                               args_json, real_paths, grant_id";
 
 pub fn raised_row(r: &impl Cells) -> Q<RaisedRow> {
     Ok(RaisedRow {
@@ -89,6 +91,9 @@ pub fn raised_row(r: &impl Cells) -> Q<RaisedRow> {
         token_id: r.cell(9)?,
         uid: r.uid(10)?,
         expired_logged: r.cell(11)?,
+        args_json: r.cell(12)?,
+        real_paths: r.cell(13)?,
+        grant_id: r.cell(14)?,
     })
 }
 
@@ -184,5 +189,29 @@ pub fn passkey_row(r: &impl Cells) -> Q<PasskeyRow> {
         active: r.cell(3)?,
         created_at_ms: r.cell(4)?,
         last_used_at_ms: r.cell(5)?,
+    })
+}
+
+pub const GRANT_COLS: &str = "id, vault, tool, caller, scope, given_at, expires_at, uses_left, \
+                              used, last_used_at, revoked_at, ended_logged, request_id, \
+                              given_by_uid, raised_by_uid";
+
+pub fn grant_row(r: &impl Cells) -> Q<GrantRow> {
+    Ok(GrantRow {
+        id: r.cell(0)?,
+        vault: r.cell(1)?,
+        tool: r.cell(2)?,
+        caller: r.cell(3)?,
+        scope: r.cell(4)?,
+        given_at: r.cell(5)?,
+        expires_at: r.cell(6)?,
+        uses_left: r.cell(7)?,
+        used: r.cell(8)?,
+        last_used_at: r.cell(9)?,
+        revoked_at: r.cell(10)?,
+        ended_logged: r.cell(11)?,
+        request_id: r.cell(12)?,
+        given_by: r.uid(13)?,
+        raised_by: r.uid(14)?,
     })
 }

@@ -10,6 +10,7 @@
 mod connect;
 mod events;
 mod factors;
+mod grants;
 mod listen;
 mod page;
 mod raised;

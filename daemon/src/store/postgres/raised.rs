@@ -24,18 +24,20 @@ impl RaisedQueries for PgTx<'_> {
         let raiser = r.uid.map(uid);
         self.exec(
             "INSERT INTO raised (vault, caller, args_hash, tool, state_fp, summary, raised_at, expires_at,
-               request_id, args_json, covers, raised_by_uid, status, reason, token_id, expired_logged, preview)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'pending', '', NULL, false, $13)
+               request_id, args_json, covers, raised_by_uid, status, reason, token_id, expired_logged, preview,
+               real_paths, grant_id)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, 'pending', '', NULL, false, $13, $14, '')
              ON CONFLICT (vault, caller, args_hash) DO UPDATE SET
                tool = excluded.tool, state_fp = excluded.state_fp, summary = excluded.summary,
                raised_at = excluded.raised_at, expires_at = excluded.expires_at,
                request_id = excluded.request_id, args_json = excluded.args_json,
                covers = excluded.covers, raised_by_uid = excluded.raised_by_uid,
                status = 'pending', reason = '', token_id = NULL, expired_logged = false,
-               preview = excluded.preview",
+               preview = excluded.preview, real_paths = excluded.real_paths, grant_id = ''",
             &[
                 &b.vault, &b.caller, &b.args_hash, &b.tool, &r.state_fp, &r.summary, &r.raised_at,
                 &r.expires_at, &r.request_id, &r.args_json, &r.covers, &raiser, &r.preview,
+                &r.real_paths,
             ],
         )?;
         Ok(())
@@ -66,10 +68,11 @@ impl RaisedQueries for PgTx<'_> {
         Ok(r.try_get::<_, i64>(0)? as u64)
     }
 
-    fn set_approved(&self, id: &str, token_id: i64, exp: i64) -> Q<()> {
+    fn set_approved(&self, id: &str, token_id: i64, exp: i64, grant: &str) -> Q<()> {
         self.exec(
-            "UPDATE raised SET status = 'approved', token_id = $2, expires_at = $3 WHERE request_id = $1",
-            &[&id, &token_id, &exp],
+            "UPDATE raised SET status = 'approved', token_id = $2, expires_at = $3, grant_id = $4
+             WHERE request_id = $1",
+            &[&id, &token_id, &exp, &grant],
         )
         .map(|_| ())
     }

@@ -82,6 +82,21 @@ pub const MIGRATIONS: &[&str] = &[
         RETURN new_id;
     END $$;
     "#,
+    // 2 (grants): as SQLite's schema 11.
+    r#"
+    CREATE TABLE grants (
+        id TEXT PRIMARY KEY,
+        vault TEXT NOT NULL, tool TEXT NOT NULL, caller TEXT NOT NULL,
+        scope TEXT NOT NULL,
+        given_at BIGINT NOT NULL, expires_at BIGINT NOT NULL,
+        uses_left BIGINT, used BIGINT NOT NULL DEFAULT 0, last_used_at BIGINT,
+        revoked_at BIGINT, ended_logged BOOLEAN NOT NULL DEFAULT false,
+        request_id TEXT NOT NULL, given_by_uid BIGINT, raised_by_uid BIGINT
+    );
+    CREATE INDEX grants_call ON grants (vault, caller, tool);
+    ALTER TABLE raised ADD COLUMN real_paths TEXT NOT NULL DEFAULT '';
+    ALTER TABLE raised ADD COLUMN grant_id TEXT NOT NULL DEFAULT '';
+    "#,
 ];
 
 /// The schema version this build writes.

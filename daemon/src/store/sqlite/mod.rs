@@ -4,6 +4,7 @@
 mod engine;
 mod events;
 mod factors;
+mod grants;
 mod page;
 mod raised;
 pub mod schema;

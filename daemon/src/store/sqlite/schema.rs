@@ -182,6 +182,23 @@ pub const MIGRATIONS: &[&str] = &[
         expires_at INTEGER NOT NULL
     );
     "#,
+    // 11 (grants): a human's grant for calls similar to one they approved (`grants.rs`);
+    // a raised request keeps where its path arguments really lead (what a grant's globs
+    // are matched against) and the grant that approved it, if one did.
+    r#"
+    CREATE TABLE grants (
+        id TEXT PRIMARY KEY,
+        vault TEXT NOT NULL, tool TEXT NOT NULL, caller TEXT NOT NULL,
+        scope TEXT NOT NULL,
+        given_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,
+        uses_left INTEGER, used INTEGER NOT NULL DEFAULT 0, last_used_at INTEGER,
+        revoked_at INTEGER, ended_logged INTEGER NOT NULL DEFAULT 0,
+        request_id TEXT NOT NULL, given_by_uid INTEGER, raised_by_uid INTEGER
+    );
+    CREATE INDEX grants_call ON grants (vault, caller, tool);
+    ALTER TABLE raised ADD COLUMN real_paths TEXT NOT NULL DEFAULT '';
+    ALTER TABLE raised ADD COLUMN grant_id TEXT NOT NULL DEFAULT '';
+    "#,
 ];
 
 /// The schema version this build writes.
