@@ -23,6 +23,8 @@ pub struct ApproveArgs {
     /// Do not ask for confirmation (personal mode only; refused in guarded mode).
     #[arg(long)]
     pub yes: bool,
+    #[command(flatten)]
+    pub grant: crate::grants::GrantArgs,
 }
 
 #[derive(Debug, Args)]
@@ -87,12 +89,12 @@ pub async fn approve(target: Target, a: ApproveArgs) -> Result<(), CliError> {
                 ));
             }
             print_request(&p, now);
-            if !a.yes && !tty::confirm("Approve this call?").map_err(tty_error)? {
+            if !a.yes && !tty::confirm(&question(&a, &p)).map_err(tty_error)? {
                 return Err(CliError::new(exit::FAILURE, "not approved"));
             }
             p
         }
-        None => pick(all, now)?,
+        None => pick(all, now, &a)?,
     };
     let factor = if guarded {
         let code = tty::read_code("Code from your authenticator app: ").map_err(tty_error)?;
@@ -105,6 +107,7 @@ pub async fn approve(target: Target, a: ApproveArgs) -> Result<(), CliError> {
         .approve(v1::ApproveRequest {
             request_id: chosen.request_id.clone(),
             factor,
+            grant: a.grant.scope(),
         })
         .await
         .map_err(|s| status_error(socket, &s))?
@@ -114,7 +117,23 @@ pub async fn approve(target: Target, a: ApproveArgs) -> Result<(), CliError> {
         escape(&chosen.request_id),
         rfc3339(r.expires_at_ms)
     );
+    if !r.grant_id.is_empty() {
+        eprintln!(
+            "granted {}: similar calls run without asking until it ends (tcctl grants; tcctl revoke {})",
+            escape(&r.grant_id),
+            escape(&r.grant_id)
+        );
+    }
     Ok(())
+}
+
+/// What the human is asked: the call, and with `--grant`, what similar calls it lets through.
+fn question(a: &ApproveArgs, p: &v1::PendingRequest) -> String {
+    if a.grant.grant {
+        format!("Approve this call, {}?", a.grant.describe(p))
+    } else {
+        "Approve this call?".into()
+    }
 }
 
 /// Guarded mode's `tcctl elicit`: the raised request the token would be minted for,
@@ -160,7 +179,11 @@ pub async fn confirm_for_elicit(
 }
 
 /// No id given: offers the waiting requests one by one, newest first.
-fn pick(all: Vec<v1::PendingRequest>, now: i64) -> Result<v1::PendingRequest, CliError> {
+fn pick(
+    all: Vec<v1::PendingRequest>,
+    now: i64,
+    a: &ApproveArgs,
+) -> Result<v1::PendingRequest, CliError> {
     let waiting: Vec<_> = all.into_iter().filter(|p| p.status == "pending").collect();
     if waiting.is_empty() {
         return Err(CliError::new(
@@ -178,7 +201,7 @@ fn pick(all: Vec<v1::PendingRequest>, now: i64) -> Result<v1::PendingRequest, Cl
     for (i, p) in waiting.into_iter().enumerate() {
         eprintln!("--- {} of {n} (newest first) ---", i + 1);
         print_request(&p, now);
-        if tty::confirm("Approve this call?").map_err(tty_error)? {
+        if tty::confirm(&question(a, &p)).map_err(tty_error)? {
             return Ok(p);
         }
     }

@@ -27,6 +27,18 @@ pub enum Command {
     Approve(crate::approve::ApproveArgs),
     /// Decline a blocked call by its request id: the agent's retries get a hard stop.
     Decline(crate::approve::DeclineArgs),
+    /// Show the grants given with approvals (`tcctl approve --grant`): scope, expiry,
+    /// uses left, last use; live ones and those that ended within a day.
+    Grants {
+        /// One JSON object per line.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Revoke a grant: the next call it would have let through asks a human again.
+    Revoke {
+        /// The grant id from `tcctl grants` (g-…).
+        grant: String,
+    },
     /// Show the blocked calls waiting for a human, with what they would do.
     Pending {
         /// Only this vault.

@@ -37,6 +37,8 @@ pub async fn run(args: Cli) -> Result<(), CliError> {
         Command::Elicit(a) => elicit(&config, socket, a).await,
         Command::Approve(a) => crate::approve::approve(socket, a).await,
         Command::Decline(a) => crate::approve::decline(socket, a).await,
+        Command::Grants { json } => crate::grants::list(socket, json).await,
+        Command::Revoke { grant } => crate::grants::revoke(socket, grant).await,
         Command::Pending {
             vault, watch: true, ..
         } => crate::watch::pending_watch(socket, vault, config.approvals.listen.clone()).await,

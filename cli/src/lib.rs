@@ -17,6 +17,7 @@ pub mod client;
 pub mod commands;
 pub mod desktop;
 pub mod factor;
+pub mod grants;
 pub mod page;
 pub mod policy_init;
 pub mod token;

@@ -39,6 +39,15 @@ pub struct Raise {
     pub covers: String,
     /// The gate's preview (`preview.rs`); "" when it declares none.
     pub preview: String,
+    /// Where the call's file-naming arguments really lead (what grants are matched on).
+    pub real_paths: tc_core::grant::RealPaths,
+}
+
+/// A raised request: its id, and the live grant that approved it at once, if one did.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Raised {
+    pub request_id: String,
+    pub grant_id: Option<String>,
 }
 
 /// A lazily connected client.
@@ -148,13 +157,14 @@ impl Daemon {
     }
 
     /// Records a raised request (what the human is shown of it: the summary, the full
-    /// arguments, what an approval covers); returns its short id.
+    /// arguments, what an approval covers); returns its short id, and the grant that
+    /// covers it if one does (then it is approved already).
     pub async fn raise(
         &self,
         binding: Binding,
         state_fp: &str,
         text: Raise,
-    ) -> Result<String, DaemonError> {
+    ) -> Result<Raised, DaemonError> {
         let mut c = self.client().await?;
         let r = c
             .raise(v1::RaiseRequest {
@@ -164,10 +174,26 @@ impl Daemon {
                 args_json: text.args_json,
                 covers: text.covers,
                 preview: text.preview,
+                real_paths: text
+                    .real_paths
+                    .into_iter()
+                    .map(|(arg, p)| {
+                        let outside = p.is_none();
+                        let paths = p.unwrap_or_default();
+                        (arg, v1::RealPaths { paths, outside })
+                    })
+                    .collect(),
             })
             .await;
         match r {
-            Ok(r) => Ok(r.into_inner().request_id),
+            Ok(r) => {
+                let r = r.into_inner();
+                let grant_id = Some(r.grant_id).filter(|g| !g.is_empty());
+                Ok(Raised {
+                    request_id: r.request_id,
+                    grant_id,
+                })
+            }
             Err(s) => Err(self.fail(s).await),
         }
     }

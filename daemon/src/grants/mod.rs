@@ -370,3 +370,6 @@ impl Ledger {
         })
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -302,7 +302,7 @@ fn guarded_a_clients_own_accept_approves_nothing_on_either_route() {
             v1::confirm_client::ConfirmClient::new(tc_proto::connect(&env.socket).await.unwrap());
         c.approve(v1::ApproveRequest {
             request_id: id.clone(),
-            factor: None,
+            ..Default::default()
         })
         .await
     });

@@ -152,6 +152,7 @@ fn agent_probe() {
                     .approve(tc_proto::v1::ApproveRequest {
                         request_id: id.clone(),
                         factor: Some(tc_proto::v1::Factor { totp: code.into() }),
+                        ..Default::default()
                     })
                     .await;
                 match r {

@@ -57,7 +57,7 @@ async fn a_raise_on_one_replica_reaches_follow_on_another_and_its_approval_runs_
     assert!(format!("{pending:?}").contains(&raised.request_id));
     b.approve(v1::ApproveRequest {
         request_id: raised.request_id.clone(),
-        factor: None,
+        ..Default::default()
     })
     .await
     .expect("approve on B");

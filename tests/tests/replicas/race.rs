@@ -121,7 +121,7 @@ async fn approval_round(clients: &[Client], round: usize) {
         .clone()
         .approve(v1::ApproveRequest {
             request_id: raised.request_id,
-            factor: None,
+            ..Default::default()
         })
         .await
         .expect("approve");

@@ -3,7 +3,7 @@
 
 use tc_core::Reason;
 
-use crate::daemon_client::{DaemonError, Raise};
+use crate::daemon_client::{DaemonError, Raise, Raised};
 use crate::engine::confirm::form::Route;
 use crate::engine::confirm::summary::summarize_gated;
 use crate::engine::refusal::by_request;
@@ -11,6 +11,8 @@ use crate::engine::{Approval, Call, Shim};
 
 /// The RecordConsumed route of a call run under an approval given by request id.
 pub const ROUTE: &str = "approved_request";
+/// The RecordConsumed route of a call a human's grant let through.
+pub const GRANT_ROUTE: &str = "grant";
 
 /// What tcd holds for a call about to be raised.
 pub(in crate::engine) enum Held {
@@ -64,30 +66,66 @@ impl Shim {
         self.refuse(c.id, r);
     }
 
-    /// Records the raised request with what the human is shown; its id, or the refusal
-    /// already answered (a standing decline reads as declined).
+    /// Raises the call; when a live grant the human gave covers it, tcd approved it as it
+    /// landed and it runs under that approval, without a prompt. Otherwise the request's
+    /// id is kept for the route that asks next ([`Shim::raise_call`] reuses it).
+    pub(in crate::engine) async fn by_grant(&self, c: &Call<'_>) -> Held {
+        let summary = summarize_gated(c.shown.tool, c.args, c.gate);
+        let raised = match self.raise(c, &summary).await {
+            Ok(r) => r,
+            Err(e) => {
+                self.answer_refused(c, &e);
+                return Held::Answered;
+            }
+        };
+        if raised.grant_id.is_none() {
+            let _ = c.raised.set(raised.request_id);
+            return Held::Nothing;
+        }
+        // Redeemed like any approval (once, against the target as it is now); a revoke
+        // or the expiry since the raise refuses it here.
+        match self.redeem_approved(c).await {
+            Ok(a) => Held::Approved(Approval {
+                route: GRANT_ROUTE,
+                ..a
+            }),
+            Err(e) => {
+                self.answer_refused(c, &e);
+                Held::Answered
+            }
+        }
+    }
+
+    /// Records the raised request with what the human is shown (once per call); its id,
+    /// or the refusal already answered (a standing decline reads as declined).
     pub(in crate::engine) async fn raise_call(
         &self,
         c: &Call<'_>,
         summary: &str,
     ) -> Option<String> {
-        let text = Raise {
-            summary: summary.to_string(),
-            args_json: shown_args(c.args),
-            covers: crate::engine::confirm::form::describe_targets(c.gate.targets.as_ref()),
-            preview: crate::engine::confirm::preview::preview(&self.policy, c.gate, c.args),
-        };
-        match self
-            .daemon
-            .raise(c.binding.clone(), c.shown.state_fp, text)
-            .await
-        {
-            Ok(id) => Some(id),
+        if let Some(id) = c.raised.get() {
+            return Some(id.clone());
+        }
+        match self.raise(c, summary).await {
+            Ok(r) => Some(r.request_id),
             Err(e) => {
                 self.answer_refused(c, &e);
                 None
             }
         }
+    }
+
+    async fn raise(&self, c: &Call<'_>, summary: &str) -> Result<Raised, DaemonError> {
+        let text = Raise {
+            summary: summary.to_string(),
+            args_json: shown_args(c.args),
+            covers: crate::engine::confirm::form::describe_targets(c.gate.targets.as_ref()),
+            preview: crate::engine::confirm::preview::preview(&self.policy, c.gate, c.args),
+            real_paths: c.real_paths.clone(),
+        };
+        self.daemon
+            .raise(c.binding.clone(), c.shown.state_fp, text)
+            .await
     }
 
     /// Route 1: raise, then tell the agent to have the human approve the request by id.

@@ -90,8 +90,13 @@ impl Shim {
             self.policy.legacy_elicitation && self.server_requests,
             self.page.is_some(),
         );
-        // What a human decided about this exact call by its request id (`approved.rs`).
-        match self.held_approval(c, route).await {
+        // What a human decided about this exact call by its request id, else a grant
+        // they gave that covers it (`approved.rs`).
+        let held = match self.held_approval(c, route).await {
+            approved::Held::Nothing => self.by_grant(c).await,
+            held => held,
+        };
+        match held {
             approved::Held::Approved(a) => Some(a),
             approved::Held::Answered => None,
             approved::Held::Nothing => match route {

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use serde_json::{json, Value};
 use tc_core::config::{Gate, Targets};
+use tc_core::grant::RealPaths;
 use tc_proto::v1::Binding;
 
 use crate::engine::judge::tools::Tool;
@@ -109,6 +110,17 @@ impl Shim {
             }
         }
         true
+    }
+
+    /// Where a gated call's file-naming arguments really lead, for grants (`grant_paths.rs`).
+    pub(in crate::engine) fn real_paths(&self, j: &Judged, gate: &Gate) -> RealPaths {
+        let tool = self.known_tool(&j.name);
+        let discovered = match &tool {
+            Some(t) => t.paths(&self.policy).to_vec(),
+            None => self.policy.discover_args(&j.name, None),
+        };
+        let specs = self.policy.with_gate_args(&discovered, Some(gate));
+        self.policy.real_paths(&specs, &j.args)
     }
 
     /// The paths the call's file-naming arguments resolve to, with the tool's discovered

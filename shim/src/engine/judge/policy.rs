@@ -3,6 +3,7 @@
 
 mod discover;
 pub mod gitspec;
+mod grant_paths;
 mod judge;
 mod prejson;
 mod resolve;

@@ -23,7 +23,7 @@ impl Policy {
     /// The strings of one argument. Absent or null: none. Under an ACL, a value that is
     /// neither a string nor an array of strings is refused (it cannot be judged);
     /// without one, its non-string parts are ignored as before.
-    fn arg_values(&self, args: &Value, name: &str) -> Result<Vec<String>, PolicyError> {
+    pub(super) fn arg_values(&self, args: &Value, name: &str) -> Result<Vec<String>, PolicyError> {
         match args.get(name) {
             None | Some(Value::Null) => Ok(Vec::new()),
             Some(Value::String(s)) => match super::prejson::embedded(s) {
