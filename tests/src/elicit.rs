@@ -191,10 +191,16 @@ impl Human {
         (p, self.result(&tag))
     }
 
+    /// What comes first for the started op `tag`: a prompt (`{"prompt": …}`) or its
+    /// outcome.
+    pub fn prompt_or_outcome(&mut self, tag: &str) -> Value {
+        self.next_matching(|v| v.get("prompt").is_some() || v["tag"] == tag)
+    }
+
     /// A call that is expected not to prompt at all.
     pub fn call(&mut self, name: &str, args: Value) -> Value {
         let tag = self.start_call(name, args);
-        let o = self.next_matching(|v| v.get("prompt").is_some() || v["tag"] == tag.as_str());
+        let o = self.prompt_or_outcome(&tag);
         assert!(o.get("prompt").is_none(), "unexpected prompt: {o}");
         assert_eq!(o["ok"], true, "op {tag} failed: {o}");
         o["result"].clone()

@@ -5,6 +5,7 @@
 
 mod by_request;
 mod desktop_notify;
+mod grants;
 mod page_browser;
 mod preview;
 mod watch;
