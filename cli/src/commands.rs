@@ -481,6 +481,7 @@ fn policy_check(config: &Config) -> Result<(), CliError> {
                 ""
             };
             let _ = writeln!(o, "  gate {}{when}: {}", g.tool, describe(&g.targets));
+            let _ = writeln!(o, "    grants: {}", grant_rule(g));
         }
         for p in &v.paged {
             let _ = writeln!(o, "  paged {} over {}", p.tool, p.items);
@@ -488,6 +489,18 @@ fn policy_check(config: &Config) -> Result<(), CliError> {
         let _ = writeln!(o, "  floors: tools the server marks destructiveHint: true are gated even if not listed here");
     }
     emit(&o)
+}
+
+/// A gate's grant rule in words (`tcctl approve --grant`).
+fn grant_rule(g: &tc_core::config::Gate) -> String {
+    if !g.grants {
+        return "forbidden (grants = false): each call needs its own approval".into();
+    }
+    let uses = match g.max_grant_uses {
+        Some(n) => format!(", at most {n} uses"),
+        None => String::new(),
+    };
+    format!("allowed, at most {} s{uses}", g.grant_seconds_cap())
 }
 
 /// `v` as one shell word a person can paste: bare when it is plainly safe, else single

@@ -283,6 +283,27 @@ fn a_gate_that_forbids_or_caps_grants_refuses_and_approves_nothing() {
 }
 
 #[test]
+fn in_guarded_mode_a_grant_needs_the_factor_like_any_approval() {
+    let (_d, l) = ledger();
+    let l = l.with_mode(tc_core::config::Mode::Guarded);
+    let w = write("notes/a.md");
+    let id = raise(&l, &w).request_id;
+    for code in [None, Some("000000".to_string())] {
+        let who = Approver { uid: ME, code };
+        let r = l.approve_granting(&id, Proof::Code(&who), Some(&notes(0)));
+        assert!(
+            matches!(
+                reason(r),
+                Reason::FactorRequired | Reason::FactorInvalid | Reason::NotEnrolled
+            ),
+            "refused for want of the factor"
+        );
+    }
+    assert!(l.grants(None).unwrap().is_empty());
+    assert_eq!(reason(redeem(&l, &w)), Reason::NotApproved);
+}
+
+#[test]
 fn in_guarded_mode_a_human_sees_and_revokes_only_their_own_grants() {
     let (_d, l) = ledger();
     let l = l.with_mode(tc_core::config::Mode::Guarded);

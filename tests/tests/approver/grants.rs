@@ -9,7 +9,7 @@ use tc_tests::elicit::{approve, disk, events_of, Human};
 use tc_tests::guarded::printed as text;
 use tc_tests::shim::{code, request_id, wait_until, Env};
 
-/// write_file and create_directory gated on their path, `private/**` denied; tcd up; the
+/// write_file, create_directory and move_file (no grants) gated, `private/**` denied; tcd up; the
 /// root holds notes/, other/ and notes/elsewhere → ../other (a way out of notes/).
 fn env() -> Env {
     let server = tc_tests::shim::peers()
@@ -28,6 +28,12 @@ max_grant_seconds = 3600
 [[vaults.gates]]
 tool = "create_directory"
 targets = {{ paths = ["path"] }}
+
+[[vaults.gates]]
+tool = "move_file"
+targets = {{ paths = ["source", "destination"] }}
+grants = false
+max_grant_uses = 3
 
 [vaults.acl]
 deny = ["private/**"]
@@ -275,4 +281,42 @@ fn a_grant_ends_after_its_uses_and_after_its_time() {
         write("notes/g.md", "g"),
         "notes/g.md",
     );
+}
+
+/// A gate that forbids grants is named when one is asked for, and nothing is approved;
+/// `tcctl policy check` shows each gate's grant rule.
+#[test]
+fn a_gate_that_forbids_grants_is_named_and_policy_check_shows_each_rule() {
+    let env = env();
+    let o = tcctl(&env, &["policy", "check"]);
+    let shown = text(&o);
+    assert!(o.status.success(), "{shown}");
+    for want in [
+        "gate write_file: paths path\n    grants: allowed, at most 3600 s",
+        "gate create_directory: paths path\n    grants: allowed, at most 28800 s",
+        "gate move_file: paths source, destination\n    grants: forbidden (grants = false)",
+    ] {
+        assert!(shown.contains(want), "{want}: {shown}");
+    }
+    std::fs::write(env.root.join("notes/a.md"), "a").unwrap();
+    let mut h = Human::python("legacy", &env.shim_argv("fs"));
+    let mv = json!({ "source": "notes/a.md", "destination": "notes/b.md" });
+    let r = h.call("move_file", mv.clone());
+    let id = request_id(&r);
+    let o = tcctl(
+        &env,
+        &["approve", &id, "--yes", "--grant", "--any", "destination"],
+    );
+    assert!(!o.status.success(), "{}", text(&o));
+    let why = text(&o);
+    assert!(
+        why.contains("grant_refused")
+            && why.contains("move_file")
+            && why.contains("grants = false"),
+        "{why}"
+    );
+    // Nothing was approved: the identical retry asks again.
+    let again = h.call("move_file", mv);
+    assert_eq!(code(&again).as_deref(), Some("elicit_required"), "{again}");
+    assert_eq!(disk(&env, "notes/a.md").as_deref(), Some("a"));
 }

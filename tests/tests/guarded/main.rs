@@ -7,5 +7,6 @@ mod agent;
 mod agent_with_a_shell;
 mod deploy;
 mod factor;
+mod grants;
 mod humans_apart;
 mod page_totp;
