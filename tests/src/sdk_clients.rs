@@ -82,8 +82,21 @@ pub struct Driver {
 
 impl Driver {
     pub fn start(client: Client, url: &str, plan: Value) -> Driver {
-        let mut child = client
-            .command(url, &plan)
+        Driver::start_as(client, url, None, plan)
+    }
+
+    /// [`Driver::start`] with `Authorization: Bearer <bearer>` on every request (the
+    /// Python drivers only).
+    pub fn start_as(client: Client, url: &str, bearer: Option<&str>, plan: Value) -> Driver {
+        let mut cmd = client.command(url, &plan);
+        if let Some(b) = bearer {
+            assert!(
+                matches!(client, Client::PyAuto | Client::PyLegacy),
+                "{client:?}"
+            );
+            cmd.args(["--bearer", b]);
+        }
+        let mut child = cmd
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -147,8 +160,13 @@ impl Run {
 
 /// Runs `plan` to the end with `client`; every step must have printed a line.
 pub fn run(client: Client, url: &str, plan: Value) -> Run {
+    run_as(client, url, None, plan)
+}
+
+/// [`run`] as the bearer of `bearer` (see [`Driver::start_as`]).
+pub fn run_as(client: Client, url: &str, bearer: Option<&str>, plan: Value) -> Run {
     let n = plan.as_array().map_or(0, Vec::len);
-    let mut d = Driver::start(client, url, plan);
+    let mut d = Driver::start_as(client, url, bearer, plan);
     let connected = d.next().expect("the driver printed nothing");
     assert_eq!(connected["connected"], true, "{client:?}: {connected}");
     let mut steps = Vec::new();

@@ -7,6 +7,7 @@ mod auth_issuer;
 mod callers;
 mod conformance;
 mod front;
+mod grants;
 mod oidc_front;
 mod remote_downstream;
 mod rmcp_client;
