@@ -41,9 +41,9 @@ pub enum Seen {
     Raised(Box<v1::PendingRequest>),
     /// A request already yielded was approved, declined or expired (`kind`, `id`).
     Ended(String, String),
-    /// A passkey was registered, confirmed or removed since the follower started: the
-    /// line that says so (escaped).
-    Passkey(String),
+    /// Since the follower started, a passkey was registered, confirmed or removed, or a
+    /// grant was given, revoked or ended: a title and the line that says so (escaped).
+    Notice(&'static str, String),
 }
 
 impl Follower {
@@ -131,7 +131,10 @@ impl Follower {
                 serde_json::from_str(&e.detail_json).unwrap_or_default();
             if e.at_ms >= self.started_ms {
                 if let Some(line) = passkey_line(&e.kind, &detail) {
-                    return Ok(Some(Seen::Passkey(line)));
+                    return Ok(Some(Seen::Notice("tc: a passkey changed", line)));
+                }
+                if let Some(line) = grant_line(&e, &detail) {
+                    return Ok(Some(Seen::Notice("tc: a grant changed", line)));
                 }
             }
             let Some(id) = detail.get("request_id").and_then(|v| v.as_str()) else {
@@ -177,6 +180,37 @@ impl Follower {
             .filter(|p| p.status == "pending")
             .cloned())
     }
+}
+
+/// What `tcctl watch` says of a grant given, revoked or ended; `None` for other kinds
+/// (each use is in `tcctl events`, not a notification).
+pub fn grant_line(e: &v1::Event, d: &serde_json::Value) -> Option<String> {
+    let s = |k: &str| d.get(k).and_then(|v| v.as_str()).unwrap_or("?").to_string();
+    let what = match e.kind.as_str() {
+        events::GRANT_GIVEN => {
+            let until = d.get("expires_at_ms").and_then(|v| v.as_i64()).unwrap_or(0);
+            let uses = match d.get("uses").and_then(|v| v.as_i64()) {
+                Some(n) => format!(", {n} use(s)"),
+                None => String::new(),
+            };
+            format!(
+                "given: {} until {}{uses}; tcctl revoke {} ends it",
+                escape(&s("scope")),
+                crate::commands::rfc3339(until),
+                escape(&s("grant_id"))
+            )
+        }
+        events::GRANT_REVOKED => "revoked".to_string(),
+        events::GRANT_ENDED => format!("ended ({})", escape(&s("why"))),
+        _ => return None,
+    };
+    Some(format!(
+        "grant {} for {} in {} by {} {what}",
+        escape(&s("grant_id")),
+        escape(&e.tool),
+        escape(&e.vault),
+        escape(&e.caller)
+    ))
 }
 
 /// What `tcctl watch` says of a passkey event (a registration the human did not make is
@@ -267,7 +301,7 @@ pub async fn pending_watch(
 ) -> Result<(), CliError> {
     let mut f = Follower::start(&socket, vault).await?;
     while let Some(seen) = f.next().await? {
-        if let Seen::Passkey(line) = seen {
+        if let Seen::Notice(_, line) = seen {
             eprintln!("tcctl: {line}");
         } else if let Seen::Raised(p) = seen {
             let link = page_link(listen.as_deref(), &p.request_id);
@@ -325,9 +359,9 @@ pub async fn watch(socket: Target, terminal: bool, listen: Option<String>) -> Re
                 }
             }
             Seen::Ended(..) => {}
-            Seen::Passkey(line) => {
+            Seen::Notice(title, line) => {
                 if let Some(d) = desktop.as_mut() {
-                    if d.notice("tc: a passkey changed", &line).await.is_ok() {
+                    if d.notice(title, &line).await.is_ok() {
                         continue;
                     }
                 }
@@ -373,6 +407,32 @@ mod tests {
         assert!(l.contains("tcctl passkey remove 0123456789abcdef"), "{l}");
         assert!(!l.contains('\u{1b}'), "{l}");
         assert_eq!(passkey_line(events::REQUESTED, &d), None);
+    }
+
+    #[test]
+    fn grant_events_are_announced_escaped_and_uses_are_not() {
+        let e = |kind: &str| v1::Event {
+            kind: kind.into(),
+            tool: "write_file".into(),
+            vault: "fs".into(),
+            caller: "ali\u{1b}[2Jce".into(),
+            ..Default::default()
+        };
+        let d = serde_json::json!({"grant_id": "g-2345678923", "scope": "path under notes/**",
+            "expires_at_ms": 0, "uses": 3, "why": "expired"});
+        let given = grant_line(&e(events::GRANT_GIVEN), &d).unwrap();
+        assert!(
+            given.contains("g-2345678923") && given.contains("notes/**"),
+            "{given}"
+        );
+        assert!(
+            given.contains("3 use(s)") && given.contains("tcctl revoke"),
+            "{given}"
+        );
+        assert!(!given.contains('\u{1b}'), "{given}");
+        let ended = grant_line(&e(events::GRANT_ENDED), &d).unwrap();
+        assert!(ended.contains("ended (expired)"), "{ended}");
+        assert!(grant_line(&e(events::GRANT_USED), &d).is_none());
     }
 
     #[test]
