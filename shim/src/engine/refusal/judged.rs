@@ -58,6 +58,18 @@ fn refused_result(reason: Option<tc_core::Reason>, status: &Status, s: &Shown<'_
             );
             Refusal::new(ErrorCode::ReplayDrift, text, details)
         }
+        // A grant approved the call as it was raised, then was revoked or ended before
+        // it ran: no approval stands, and the retry asks a human.
+        Some(tc_core::Reason::Revoked) => {
+            let text = format!(
+                "Approval for the tool call `{}` was not obtained: the grant that covered it was                  revoked or ended before it ran ({}). Nothing was run. Send the same call again:                  a human will be asked.",
+                s.tool,
+                status.message()
+            );
+            let mut d = details;
+            d["reason"] = json!("revoked");
+            Refusal::new(ErrorCode::ApprovalNotObtained, text, d)
+        }
         Some(reason) => {
             let reason = reason.as_str();
             let text = format!(
