@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use tc_core::hash::sha256_hex;
-use tc_proto::v1::{Binding, MintRequest, RaiseRequest, RecordConsumedRequest, RedeemRequest};
+use tc_proto::v1::{Binding, MintRequest, RecordConsumedRequest, RedeemRequest};
 use tc_tests::bench::{env_usize, release_binary, target_tempdir, us, Stats};
 use tc_tests::postgres::{key_file, replica_config, Cluster, PG_USER};
 use tc_tests::{Client, Daemon, DaemonOpts};
@@ -125,14 +125,9 @@ async fn mint_all(
     let mut out = Vec::with_capacity(n);
     for i in from..from + n {
         let b = call(i);
-        c.raise(RaiseRequest {
-            binding: Some(b.clone()),
-            state_fp: fp.into(),
-            summary: "b".into(),
-            ..Default::default()
-        })
-        .await
-        .context("raise")?;
+        tc_tests::raise_request(c, &b, fp, "b")
+            .await
+            .context("raise")?;
         let t = c
             .mint(MintRequest {
                 binding: Some(b.clone()),

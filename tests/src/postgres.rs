@@ -213,34 +213,18 @@ impl Cluster {
         self.pg_ctl_start();
     }
 
-    /// Runs `sql` as the superuser in database `tc` (or `postgres` before it exists);
-    /// returns psql's unaligned output.
+    /// Runs `sql` as the superuser in database `postgres` (where the roles and databases
+    /// are made); returns psql's unaligned output.
     pub fn psql(&self, sql: &str) -> String {
-        let port = self.port.to_string();
-        let out = self.run_as_pg(
-            "psql",
-            &[
-                "-h",
-                path(&self.sock),
-                "-p",
-                &port,
-                "-U",
-                "postgres",
-                "-d",
-                "postgres",
-                "-v",
-                "ON_ERROR_STOP=1",
-                "-At",
-                "-c",
-                sql,
-            ],
-        );
-        assert!(out.status.success(), "psql {sql}: {}", text(&out));
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
+        self.psql_in("postgres", sql)
     }
 
     /// [`Cluster::psql`] in tcd's database.
     pub fn query(&self, sql: &str) -> String {
+        self.psql_in(ROLE, sql)
+    }
+
+    fn psql_in(&self, database: &str, sql: &str) -> String {
         let port = self.port.to_string();
         let out = self.run_as_pg(
             "psql",
@@ -252,7 +236,7 @@ impl Cluster {
                 "-U",
                 "postgres",
                 "-d",
-                ROLE,
+                database,
                 "-v",
                 "ON_ERROR_STOP=1",
                 "-At",

@@ -22,14 +22,7 @@ fn rounds() -> usize {
 /// Raise and mint through `c`, retrying while the store is coming back.
 async fn mint(c: &mut Client, b: &v1::Binding, fp: &str) -> String {
     for _ in 0..600 {
-        let raised = c
-            .raise(v1::RaiseRequest {
-                binding: Some(b.clone()),
-                state_fp: fp.into(),
-                summary: "faults".into(),
-                ..Default::default()
-            })
-            .await;
+        let raised = tc_tests::raise_request(c, b, fp, "faults").await;
         if raised.is_ok() {
             let minted = c
                 .mint(v1::MintRequest {
