@@ -580,11 +580,31 @@ pub async fn redeem(
     b: &v1::Binding,
     fp: &str,
 ) -> Result<String, tonic::Status> {
+    redeem_as(c, token, b, fp, false).await
+}
+
+/// Redeems the approval a human gave request-wise for `b` at `fp` (approve by request:
+/// no token, the identical call's retry).
+pub async fn redeem_approved(
+    c: &mut Client,
+    b: &v1::Binding,
+    fp: &str,
+) -> Result<String, tonic::Status> {
+    redeem_as(c, "", b, fp, true).await
+}
+
+async fn redeem_as(
+    c: &mut Client,
+    token: &str,
+    b: &v1::Binding,
+    fp: &str,
+    approved_request: bool,
+) -> Result<String, tonic::Status> {
     c.redeem(v1::RedeemRequest {
         token: token.into(),
         binding: Some(b.clone()),
         current_state_fp: fp.into(),
-        ..Default::default()
+        approved_request,
     })
     .await
     .map(|r| r.into_inner().redemption_id)

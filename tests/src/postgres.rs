@@ -248,6 +248,27 @@ impl Cluster {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
+    /// The server's processes: the postmaster (first line of `postmaster.pid`) and its
+    /// children (one backend per connection, and the background workers).
+    pub fn server_pids(&self) -> Vec<u32> {
+        let pidfile = std::fs::read_to_string(self.data.join("postmaster.pid")).unwrap_or_default();
+        let Some(main) = pidfile
+            .lines()
+            .next()
+            .and_then(|l| l.trim().parse::<u32>().ok())
+        else {
+            return Vec::new();
+        };
+        let mut pids = vec![main];
+        pids.extend(
+            crate::bench::parents()
+                .into_iter()
+                .filter(|(_, parent)| *parent == main)
+                .map(|(pid, _)| pid),
+        );
+        pids
+    }
+
     /// The URL tcd connects with (no password: see [`Cluster::password_file`]).
     pub fn url(&self) -> String {
         format!("postgresql://{ROLE}@127.0.0.1:{}/{ROLE}", self.port)

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use tc_core::codes::events;
 use tc_proto::v1;
 use tc_tests::pty::{away_from_a_step_edge, base32_decode, step_now, totp, wrong_code};
-use tc_tests::{binding, h, raise_request, reason_of, Client, Reason};
+use tc_tests::{binding, h, raise_request, reason_of, redeem_approved, Client, Reason};
 
 use super::Replicas;
 
@@ -110,14 +110,10 @@ async fn a_code_used_on_one_replica_is_replayed_on_another_and_wrong_codes_lock_
         "the same code on B"
     );
     // A's approval is real and single use; the log (read on C) counts what was done.
-    let redeem = v1::RedeemRequest {
-        binding: Some(call),
-        current_state_fp: fp,
-        approved_request: true,
-        ..Default::default()
-    };
-    c[2].redeem(redeem.clone()).await.expect("redeem on C");
-    let spent = c[1].redeem(redeem).await.expect_err("redeemed twice");
+    let redeem = redeem_approved(&mut c[2], &call, &fp).await;
+    redeem.expect("redeem on C");
+    let spent = redeem_approved(&mut c[1], &call, &fp).await;
+    let spent = spent.expect_err("redeemed twice");
     assert_eq!(reason_of(&spent), Some(Reason::NotApproved), "{spent:?}");
     let log = tc_tests::events(&mut c[2]).await;
     let n = |k: &str| log.iter().filter(|e| e.kind == k).count();

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tc_core::codes::events;
 use tc_proto::v1;
-use tc_tests::{binding, h, next_event_of, raise_request, Reason};
+use tc_tests::{binding, h, next_event_of, raise_request, redeem_approved, Reason};
 
 use super::Replicas;
 
@@ -48,20 +48,10 @@ async fn a_raise_on_one_replica_reaches_follow_on_another_and_its_approval_runs_
     })
     .await
     .expect("approve on B");
-    let retry = |mut c: tc_tests::Client| {
-        let (call, fp) = (call.clone(), fp.clone());
-        async move {
-            c.redeem(v1::RedeemRequest {
-                token: String::new(),
-                binding: Some(call),
-                current_state_fp: fp,
-                approved_request: true,
-            })
-            .await
-        }
-    };
-    retry(a.clone()).await.expect("the retry through A runs");
-    let again = retry(a.clone()).await;
+    redeem_approved(&mut a, &call, &fp)
+        .await
+        .expect("the retry through A runs");
+    let again = redeem_approved(&mut a, &call, &fp).await;
     assert_eq!(
         again.as_ref().err().and_then(tc_tests::reason_of),
         Some(Reason::NotApproved),

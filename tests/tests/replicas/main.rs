@@ -102,15 +102,7 @@ impl Replicas {
     /// A `tc-shim serve VAULT --http` gateway on replica `i`: its config and socket.
     pub fn gateway(&self, i: usize, vault: &str) -> Front {
         let d = &self.daemons[i];
-        let argv = vec![
-            tc_tests::bin("tc-shim").display().to_string(),
-            "serve".into(),
-            vault.into(),
-            "--config".into(),
-            d.config.display().to_string(),
-            "--socket".into(),
-            d.socket.display().to_string(),
-        ];
+        let argv = tc_tests::shim::serve_argv(vault, &d.config, &d.socket);
         Front::start_argv(argv, d.dir.path(), &[])
     }
 }
