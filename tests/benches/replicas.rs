@@ -14,6 +14,7 @@
 //! Redeemed calls are recorded as run between timed batches (untimed), which keeps the
 //! raised requests under tcd's cap.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -29,8 +30,6 @@ use tc_tests::{Client, Daemon, DaemonOpts};
 const CLIENTS: usize = 16;
 /// `pool_size` of each replica (`replica_config`).
 const POOL: usize = 8;
-/// The `application_name` prefix of the replicas' connections.
-const APP: &str = "tcd-r";
 
 fn main() -> anyhow::Result<()> {
     let n = env_usize("TC_BENCH_N", 1000)?;
@@ -104,9 +103,7 @@ fn start(
         let text = if replicas == 0 {
             format!("[daemon]\n{}", tc_tests::UNLIMITED_RATE)
         } else {
-            // Each replica's connections named, so the pool sampler can tell them apart.
-            let named = format!("{}?application_name={APP}{i}", cluster.url());
-            replica_config(cluster, &key, &password, "").replace(&cluster.url(), &named)
+            replica_config(cluster, &key, &password, "")
         };
         std::fs::write(&config, text)?;
         let mut d = Daemon::prepared_in(&base, config, DaemonOpts::default());
@@ -218,9 +215,9 @@ impl Cpu {
 }
 
 /// How full each replica's pool was while the clients ran: pg_stat_activity sampled every
-/// 10 ms, a replica's connections found by their `application_name`. A connection not
-/// `idle` is checked out (in a transaction); a pool with all [`POOL`] busy makes the next
-/// redeem on that replica wait for one.
+/// 10 ms, each backend given to the replica whose socket is its client port. A
+/// connection not `idle` is checked out (in a transaction); a pool with all [`POOL`] busy
+/// makes the next redeem on that replica wait for one.
 #[derive(Default)]
 struct PoolUse {
     samples: u64,
@@ -228,34 +225,91 @@ struct PoolUse {
     busy: u64,
     /// Samples in which some replica had all its connections busy.
     full: u64,
+    /// Whether any connection of a replica was seen (none: SQLite).
+    seen: bool,
 }
 
-/// Samples pool use while `timing` is set (the timed batches), until `stop` is.
+/// Local TCP port → the replica (index in `pids`) whose socket it is: each process's
+/// socket inodes (`/proc/<pid>/fd`) matched to `/proc/net/tcp`'s lines.
+fn replica_ports(pids: &[u32]) -> HashMap<i32, usize> {
+    let mut inodes = HashMap::new();
+    for (i, pid) in pids.iter().enumerate() {
+        for fd in std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let link = std::fs::read_link(fd.path()).unwrap_or_default();
+            let link = link.to_string_lossy();
+            if let Some(inode) = link
+                .strip_prefix("socket:[")
+                .and_then(|l| l.strip_suffix(']'))
+            {
+                inodes.insert(inode.to_string(), i);
+            }
+        }
+    }
+    let tcp = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let mut out = HashMap::new();
+    for line in tcp.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (Some(local), Some(inode)) = (f.get(1), f.get(9)) else {
+            continue;
+        };
+        let port = local
+            .rsplit_once(':')
+            .and_then(|(_, p)| i32::from_str_radix(p, 16).ok());
+        if let (Some(port), Some(r)) = (port, inodes.get(*inode)) {
+            out.insert(port, *r);
+        }
+    }
+    out
+}
+
+/// Samples pool use while `timing` is set (the timed batches), until `stop` is; `pids`
+/// are the replicas'.
 async fn sample_pools(
     cluster_url: String,
+    pids: Vec<u32>,
     timing: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
 ) -> anyhow::Result<PoolUse> {
     let (client, conn) = tokio_postgres::connect(&cluster_url, tokio_postgres::NoTls).await?;
     tokio::spawn(conn);
     let q = client
-        .prepare(&format!(
-            "SELECT count(*) FILTER (WHERE state <> 'idle') FROM pg_stat_activity \
-             WHERE application_name LIKE '{APP}%' GROUP BY application_name"
-        ))
+        .prepare(
+            "SELECT client_port, state <> 'idle' FROM pg_stat_activity \
+             WHERE application_name = 'tcd'",
+        )
         .await?;
     let mut tick = tokio::time::interval(Duration::from_millis(10));
     let mut out = PoolUse::default();
+    let mut ports = HashMap::new();
     while !stop.load(Ordering::Relaxed) {
         tick.tick().await;
         if !timing.load(Ordering::Relaxed) {
             continue;
         }
         let rows = client.query(&q, &[]).await?;
-        let busy: Vec<i64> = rows.iter().map(|r| r.get(0)).collect();
+        let port = |r: &tokio_postgres::Row| r.get::<_, Option<i32>>(0);
+        // /proc is read again only when a connection is new (pools open on demand): a
+        // scan every sample would cost more CPU than the redeems it measures.
+        if rows
+            .iter()
+            .any(|r| port(r).is_some_and(|p| !ports.contains_key(&p)))
+        {
+            ports = replica_ports(&pids);
+        }
+        let mut busy = vec![0usize; pids.len()];
+        for r in &rows {
+            if let Some(i) = port(r).and_then(|p| ports.get(&p)) {
+                out.seen = true;
+                busy[*i] += usize::from(r.get::<_, Option<bool>>(1) == Some(true));
+            }
+        }
         out.samples += 1;
-        out.busy += busy.iter().sum::<i64>() as u64;
-        out.full += u64::from(busy.iter().any(|b| *b >= POOL as i64));
+        out.busy += busy.iter().sum::<usize>() as u64;
+        out.full += u64::from(busy.iter().any(|b| *b >= POOL));
     }
     Ok(out)
 }
@@ -337,7 +391,8 @@ async fn concurrent(
         Arc::new(AtomicBool::new(false)),
     );
     let url = cluster.url_with_password();
-    let sampler = tokio::spawn(sample_pools(url, timing.clone(), stop.clone()));
+    let pids = daemons.iter().map(Daemon::pid).collect();
+    let sampler = tokio::spawn(sample_pools(url, pids, timing.clone(), stop.clone()));
     while m.done < total {
         let mut batches = Vec::new();
         for (w, c) in clients.iter_mut().enumerate() {
@@ -359,9 +414,27 @@ async fn concurrent(
     }
     stop.store(true, Ordering::Relaxed);
     let pool = sampler.await??;
-    // SQLite has no pools: the sampler finds no connection of ours.
-    m.pool = (pool.busy > 0).then_some(pool);
+    // SQLite has no pool: the sampler finds no connection of tcd's.
+    m.pool = pool.seen.then_some(pool);
     Ok(m)
+}
+
+/// The pools' line: how full they were, and by Little's law (a mean count in a stage is
+/// its rate times the time each item spends there) how long each redeem held a connection
+/// out of the time it took with [`CLIENTS`] in flight; the rest was spent outside a
+/// transaction: client, gRPC, the CPU queue, and waiting for a free connection.
+fn pool_line(p: &PoolUse, replicas: usize, rate: f64) -> String {
+    let busy = p.busy as f64 / p.samples.max(1) as f64;
+    let (held, each) = (busy / rate * 1e3, CLIENTS as f64 / rate * 1e3);
+    format!(
+        "pool: {busy:.1} of {} connections busy on average, some replica's all busy in \
+         {:.0}% of {} samples; a redeem held a connection {held:.1} ms of its {each:.1} ms \
+         ({:.1} ms outside one)",
+        POOL * replicas,
+        100.0 * p.full as f64 / p.samples.max(1) as f64,
+        p.samples,
+        each - held,
+    )
 }
 
 async fn measure(
@@ -380,35 +453,28 @@ async fn measure(
     let s = sequential(&mut clients[0], n, &fp, &mut next).await?;
     let m = concurrent(&mut clients, daemons, cluster, total, &fp, &mut next).await?;
     let per = |d: Duration| d.as_secs_f64() * 1e6 / m.done as f64;
+    let rate = m.done as f64 / m.busy.as_secs_f64();
     println!(
         "{name:<12} redeem p50 {:>7.0} µs  p99 {:>7.0} µs | {CLIENTS} clients: {:>6.0} redeems/s",
         us(s.p50),
         us(s.p99),
-        m.done as f64 / m.busy.as_secs_f64(),
+        rate,
     );
     let all = m.cpu.client + m.cpu.tcd + m.cpu.pg;
     let pool = m.pool.map_or_else(
         || "no pool".to_string(),
-        |p| {
-            format!(
-                "pool: {:.1} of {} connections busy on average, some replica's all busy in {:.0}% \
-                 of {} samples",
-                p.busy as f64 / p.samples as f64,
-                POOL * daemons.len(),
-                100.0 * p.full as f64 / p.samples as f64,
-                p.samples
-            )
-        },
+        |p| pool_line(&p, daemons.len(), rate),
     );
     println!(
         "{:<12} CPU per redeem: client {:>4.0} µs, tcd {:>4.0} µs, postgres {:>4.0} µs \
-         (total {:>4.0} µs; wall per redeem {:>4.0} µs on 2 cores); {pool}",
+         (total {:>4.0} µs, of the {:>4.0} µs two cores give a redeem at this rate)\n{:<12} {pool}",
         "",
         per(m.cpu.client),
         per(m.cpu.tcd),
         per(m.cpu.pg),
         per(all),
-        per(m.busy),
+        2.0 * per(m.busy),
+        "",
     );
     Ok(())
 }
