@@ -51,7 +51,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, ensure, Context};
 use serde_json::{json, Value};
 use tc_tests::bench::{
-    echo_tool, env_usize, proc_field, release_binary, target_tempdir, us, Answer, Peer, Stats,
+    echo_tool, env_usize, parents, proc_field, release_binary, target_tempdir, us, Answer, Peer,
+    Stats,
 };
 
 const ROUNDS: usize = 4;
@@ -255,27 +256,6 @@ fn http_server(me: &Path) -> anyhow::Result<(Proc, String)> {
     out.read_line(&mut line)?;
     let port: u16 = line.trim().parse().with_context(|| format!("{line:?}"))?;
     Ok((Proc { child }, format!("http://127.0.0.1:{port}/mcp")))
-}
-
-/// Every process: pid → parent pid.
-fn parents() -> HashMap<u32, u32> {
-    let mut m = HashMap::new();
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            continue;
-        };
-        // pid (comm) state ppid …: comm may hold spaces, so split after the last ')'.
-        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
-            continue;
-        };
-        if let Some(ppid) = rest.split_whitespace().nth(1).and_then(|p| p.parse().ok()) {
-            m.insert(pid, ppid);
-        }
-    }
-    m
 }
 
 /// `root` and its descendants, split into (gateway processes, fixture servers): a

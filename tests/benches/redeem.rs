@@ -28,9 +28,7 @@ use anyhow::{bail, Context};
 use rusqlite::{params, Connection, TransactionBehavior};
 use tc_core::codes::events::REDEEMED;
 use tc_core::hash::sha256_hex;
-use tc_proto::v1::{
-    Binding, CountersRequest, MintRequest, RaiseRequest, RedeemRequest, StatusRequest,
-};
+use tc_proto::v1::{Binding, CountersRequest, MintRequest, RedeemRequest, StatusRequest};
 use tc_tests::bench::{env_usize, release_binary, target_tempdir, us, Stats};
 use tc_tests::{Client, Daemon, DaemonOpts};
 
@@ -332,14 +330,9 @@ async fn prepare(
                     caller: "stdio".into(),
                     args_hash: sha256_hex(format!("tc-bench-call-{i}").as_bytes()),
                 };
-                c.raise(RaiseRequest {
-                    binding: Some(binding.clone()),
-                    state_fp: fp.clone(),
-                    summary: format!("bench call {i}"),
-                    ..Default::default()
-                })
-                .await
-                .context("Raise")?;
+                tc_tests::raise_request(&mut c, &binding, &fp, &format!("bench call {i}"))
+                    .await
+                    .context("Raise")?;
                 let token = c
                     .mint(MintRequest {
                         binding: Some(binding.clone()),

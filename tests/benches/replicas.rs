@@ -6,23 +6,30 @@
 //! (as root: the cluster runs as an unprivileged user, see tests/src/postgres.rs).
 //!
 //! Per store: sequential redeem latency (p50/p99, one client), then redeems/s with 16
-//! concurrent clients spread over the replicas, and the CPU time tcd and PostgreSQL spent
-//! per redeem in that phase (from /proc). Knobs: `TC_BENCH_N` (sequential samples,
+//! concurrent clients spread over the replicas, and where the time of a redeem went in
+//! that phase: CPU per redeem of the client (this process), tcd (the replicas) and
+//! PostgreSQL (the cluster's processes), from /proc, and how full each replica's pool was
+//! (pg_stat_activity sampled every 10 ms). Knobs: `TC_BENCH_N` (sequential samples,
 //! default 1000), `TC_BENCH_CONC_TOTAL` (concurrent redeems, default 2400), `TCD_BIN`.
 //! Redeemed calls are recorded as run between timed batches (untimed), which keeps the
 //! raised requests under tcd's cap.
 
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use tc_core::hash::sha256_hex;
-use tc_proto::v1::{Binding, MintRequest, RaiseRequest, RecordConsumedRequest, RedeemRequest};
-use tc_tests::bench::{env_usize, release_binary, target_tempdir, us, Stats};
-use tc_tests::postgres::{key_file, replica_config, Cluster, PG_USER};
+use tc_proto::v1::{Binding, MintRequest, RecordConsumedRequest, RedeemRequest};
+use tc_tests::bench::{cpu_time, env_usize, release_binary, target_tempdir, us, Stats};
+use tc_tests::postgres::{key_file, replica_config, Cluster};
 use tc_tests::{Client, Daemon, DaemonOpts};
 
 const CLIENTS: usize = 16;
+/// `pool_size` of each replica (`replica_config`).
+const POOL: usize = 8;
 
 fn main() -> anyhow::Result<()> {
     let n = env_usize("TC_BENCH_N", 1000)?;
@@ -42,7 +49,7 @@ fn main() -> anyhow::Result<()> {
     for (name, replicas) in [("sqlite", 0), ("postgres x1", 1), ("postgres x3", 3)] {
         let dir = tempfile::tempdir_in(tmp.path())?;
         let daemons = start(&tcd, dir.path(), &cluster, replicas)?;
-        rt.block_on(measure(name, &daemons, n, total))?;
+        rt.block_on(measure(name, &daemons, &cluster, n, total))?;
     }
     Ok(())
 }
@@ -125,14 +132,9 @@ async fn mint_all(
     let mut out = Vec::with_capacity(n);
     for i in from..from + n {
         let b = call(i);
-        c.raise(RaiseRequest {
-            binding: Some(b.clone()),
-            state_fp: fp.into(),
-            summary: "b".into(),
-            ..Default::default()
-        })
-        .await
-        .context("raise")?;
+        tc_tests::raise_request(c, &b, fp, "b")
+            .await
+            .context("raise")?;
         let t = c
             .mint(MintRequest {
                 binding: Some(b.clone()),
@@ -176,108 +178,303 @@ async fn consume(c: &mut Client, done: &[(Binding, String)], fp: &str) -> anyhow
     Ok(())
 }
 
-/// CPU time (user + system) of tcd and of every PostgreSQL process so far.
-fn cpu(daemons: &[Daemon]) -> (Duration, Duration) {
-    let tick = 100.0; // USER_HZ on Linux
-    let of = |pid: u32| -> f64 {
-        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
-        let f: Vec<&str> = after.split_whitespace().collect();
-        let t = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
-        (t(11) + t(12)) / tick
-    };
-    let tcd: f64 = daemons.iter().map(|d| of(d.pid())).sum();
-    let uid = nix::unistd::User::from_name(PG_USER)
-        .ok()
-        .flatten()
-        .map(|u| u.uid.as_raw());
-    let mut pg = 0.0;
-    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
-        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let owner = std::fs::metadata(e.path())
-            .map(|m| std::os::unix::fs::MetadataExt::uid(&m))
-            .ok();
-        if owner.is_some() && owner == uid {
-            pg += of(pid);
-        }
-    }
-    (Duration::from_secs_f64(tcd), Duration::from_secs_f64(pg))
+/// CPU time used so far on each side of a redeem.
+#[derive(Clone, Copy, Default)]
+struct Cpu {
+    /// This bench process: the gRPC clients (and the pool sampler's queries).
+    client: Duration,
+    /// The tcd replicas (every thread: gRPC, the store's blocking threads, `tcd-pg`).
+    tcd: Duration,
+    /// The cluster's postmaster, its backends and workers (and the children it reaped).
+    pg: Duration,
 }
 
-async fn measure(name: &str, daemons: &[Daemon], n: usize, total: usize) -> anyhow::Result<()> {
+impl Cpu {
+    fn now(daemons: &[Daemon], cluster: &Cluster) -> Cpu {
+        let pids = cluster.server_pids();
+        Cpu {
+            client: cpu_time("self", false),
+            tcd: daemons
+                .iter()
+                .map(|d| cpu_time(&d.pid().to_string(), false))
+                .sum(),
+            pg: pids
+                .iter()
+                .enumerate()
+                .map(|(i, p)| cpu_time(&p.to_string(), i == 0))
+                .sum(),
+        }
+    }
+
+    /// What was used between `earlier` and `self`, added to `acc`.
+    fn add_since(&self, earlier: &Cpu, acc: &mut Cpu) {
+        acc.client += self.client.saturating_sub(earlier.client);
+        acc.tcd += self.tcd.saturating_sub(earlier.tcd);
+        acc.pg += self.pg.saturating_sub(earlier.pg);
+    }
+}
+
+/// How full each replica's pool was while the clients ran: pg_stat_activity sampled every
+/// 10 ms, each backend given to the replica whose socket is its client port. A
+/// connection not `idle` is checked out (in a transaction); a pool with all [`POOL`] busy
+/// makes the next redeem on that replica wait for one.
+#[derive(Default)]
+struct PoolUse {
+    samples: u64,
+    /// Sum over samples of the busy connections, all replicas.
+    busy: u64,
+    /// Samples in which some replica had all its connections busy.
+    full: u64,
+    /// Whether any connection of a replica was seen (none: SQLite).
+    seen: bool,
+}
+
+/// Local TCP port → the replica (index in `pids`) whose socket it is: each process's
+/// socket inodes (`/proc/<pid>/fd`) matched to `/proc/net/tcp`'s lines.
+fn replica_ports(pids: &[u32]) -> HashMap<i32, usize> {
+    let mut inodes = HashMap::new();
+    for (i, pid) in pids.iter().enumerate() {
+        for fd in std::fs::read_dir(format!("/proc/{pid}/fd"))
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            let link = std::fs::read_link(fd.path()).unwrap_or_default();
+            let link = link.to_string_lossy();
+            if let Some(inode) = link
+                .strip_prefix("socket:[")
+                .and_then(|l| l.strip_suffix(']'))
+            {
+                inodes.insert(inode.to_string(), i);
+            }
+        }
+    }
+    let tcp = std::fs::read_to_string("/proc/net/tcp").unwrap_or_default();
+    let mut out = HashMap::new();
+    for line in tcp.lines().skip(1) {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        let (Some(local), Some(inode)) = (f.get(1), f.get(9)) else {
+            continue;
+        };
+        let port = local
+            .rsplit_once(':')
+            .and_then(|(_, p)| i32::from_str_radix(p, 16).ok());
+        if let (Some(port), Some(r)) = (port, inodes.get(*inode)) {
+            out.insert(port, *r);
+        }
+    }
+    out
+}
+
+/// Samples pool use while `timing` is set (the timed batches), until `stop` is; `pids`
+/// are the replicas'.
+async fn sample_pools(
+    cluster_url: String,
+    pids: Vec<u32>,
+    timing: Arc<AtomicBool>,
+    stop: Arc<AtomicBool>,
+) -> anyhow::Result<PoolUse> {
+    let (client, conn) = tokio_postgres::connect(&cluster_url, tokio_postgres::NoTls).await?;
+    tokio::spawn(conn);
+    let q = client
+        .prepare(
+            "SELECT client_port, state <> 'idle' FROM pg_stat_activity \
+             WHERE application_name = 'tcd'",
+        )
+        .await?;
+    let mut tick = tokio::time::interval(Duration::from_millis(10));
+    let mut out = PoolUse::default();
+    let mut ports = HashMap::new();
+    while !stop.load(Ordering::Relaxed) {
+        tick.tick().await;
+        if !timing.load(Ordering::Relaxed) {
+            continue;
+        }
+        let rows = client.query(&q, &[]).await?;
+        let port = |r: &tokio_postgres::Row| r.get::<_, Option<i32>>(0);
+        // /proc is read again only when a connection is new (pools open on demand): a
+        // scan every sample would cost more CPU than the redeems it measures.
+        if rows
+            .iter()
+            .any(|r| port(r).is_some_and(|p| !ports.contains_key(&p)))
+        {
+            ports = replica_ports(&pids);
+        }
+        let mut busy = vec![0usize; pids.len()];
+        for r in &rows {
+            if let Some(i) = port(r).and_then(|p| ports.get(&p)) {
+                out.seen = true;
+                busy[*i] += usize::from(r.get::<_, Option<bool>>(1) == Some(true));
+            }
+        }
+        out.samples += 1;
+        out.busy += busy.iter().sum::<usize>() as u64;
+        out.full += u64::from(busy.iter().any(|b| *b >= POOL));
+    }
+    Ok(out)
+}
+
+/// Sequential redeems through one client (batches of at most 500 outstanding raises:
+/// tcd holds at most 1000); their latencies. `next` numbers the calls.
+async fn sequential(c: &mut Client, n: usize, fp: &str, next: &mut usize) -> anyhow::Result<Stats> {
+    let mut samples = Vec::with_capacity(n);
+    while samples.len() < n {
+        let k = (n - samples.len()).min(500);
+        let warm = if *next == 0 { 50 } else { 0 };
+        let batch = mint_all(c, *next, k + warm, fp).await?;
+        *next += k + warm;
+        let mut done = Vec::new();
+        for (i, t) in batch.iter().enumerate() {
+            let at = Instant::now();
+            done.push((t.1.clone(), redeem(c, t, fp).await?));
+            if i >= warm {
+                samples.push(at.elapsed());
+            }
+        }
+        consume(c, &done, fp).await?;
+    }
+    Ok(Stats::of(&samples))
+}
+
+/// What the concurrent phase measured: redeems, the time the clients ran, the CPU each
+/// side used meanwhile, and the pools' use (PostgreSQL only).
+struct Concurrent {
+    done: usize,
+    busy: Duration,
+    cpu: Cpu,
+    pool: Option<PoolUse>,
+}
+
+/// One timed batch: every client redeems its tokens, all at once; the clients back with
+/// what each redeemed.
+async fn batch(
+    clients: Vec<Client>,
+    batches: Vec<Vec<(String, Binding)>>,
+    fp: &str,
+) -> anyhow::Result<Vec<(Client, Vec<(Binding, String)>)>> {
+    let mut tasks = Vec::new();
+    for (mut c, batch) in clients.into_iter().zip(batches) {
+        let fp = fp.to_string();
+        tasks.push(tokio::spawn(async move {
+            let mut ids = Vec::new();
+            for t in &batch {
+                ids.push((t.1.clone(), redeem(&mut c, t, &fp).await?));
+            }
+            anyhow::Ok((c, ids))
+        }));
+    }
+    let mut finished = Vec::new();
+    for t in tasks {
+        finished.push(t.await??);
+    }
+    Ok(finished)
+}
+
+/// `total` redeems by [`CLIENTS`] concurrent clients, minted untimed between batches.
+async fn concurrent(
+    clients: &mut Vec<Client>,
+    daemons: &[Daemon],
+    cluster: &Cluster,
+    total: usize,
+    fp: &str,
+    next: &mut usize,
+) -> anyhow::Result<Concurrent> {
+    let per_round = 480 / CLIENTS;
+    let mut m = Concurrent {
+        done: 0,
+        busy: Duration::ZERO,
+        cpu: Cpu::default(),
+        pool: None,
+    };
+    let (timing, stop) = (
+        Arc::new(AtomicBool::new(false)),
+        Arc::new(AtomicBool::new(false)),
+    );
+    let url = cluster.url_with_password();
+    let pids = daemons.iter().map(Daemon::pid).collect();
+    let sampler = tokio::spawn(sample_pools(url, pids, timing.clone(), stop.clone()));
+    while m.done < total {
+        let mut batches = Vec::new();
+        for (w, c) in clients.iter_mut().enumerate() {
+            batches.push(mint_all(c, 1_000_000 + *next + w * per_round, per_round, fp).await?);
+        }
+        *next += CLIENTS * per_round;
+        let before = Cpu::now(daemons, cluster);
+        let started = Instant::now();
+        timing.store(true, Ordering::Relaxed);
+        let finished = batch(std::mem::take(clients), batches, fp).await?;
+        timing.store(false, Ordering::Relaxed);
+        m.busy += started.elapsed();
+        Cpu::now(daemons, cluster).add_since(&before, &mut m.cpu);
+        for (mut c, ids) in finished {
+            m.done += ids.len();
+            consume(&mut c, &ids, fp).await?;
+            clients.push(c);
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    let pool = sampler.await??;
+    // SQLite has no pool: the sampler finds no connection of tcd's.
+    m.pool = pool.seen.then_some(pool);
+    Ok(m)
+}
+
+/// The pools' line: how full they were, and by Little's law (a mean count in a stage is
+/// its rate times the time each item spends there) how long each redeem held a connection
+/// out of the time it took with [`CLIENTS`] in flight; the rest was spent outside a
+/// transaction: client, gRPC, the CPU queue, and waiting for a free connection.
+fn pool_line(p: &PoolUse, replicas: usize, rate: f64) -> String {
+    let busy = p.busy as f64 / p.samples.max(1) as f64;
+    let (held, each) = (busy / rate * 1e3, CLIENTS as f64 / rate * 1e3);
+    format!(
+        "pool: {busy:.1} of {} connections busy on average, some replica's all busy in \
+         {:.0}% of {} samples; a redeem held a connection {held:.1} ms of its {each:.1} ms \
+         ({:.1} ms outside one)",
+        POOL * replicas,
+        100.0 * p.full as f64 / p.samples.max(1) as f64,
+        p.samples,
+        each - held,
+    )
+}
+
+async fn measure(
+    name: &str,
+    daemons: &[Daemon],
+    cluster: &Cluster,
+    n: usize,
+    total: usize,
+) -> anyhow::Result<()> {
     let fp = sha256_hex(b"fp");
     let mut clients = Vec::new();
     for i in 0..CLIENTS {
         clients.push(daemons[i % daemons.len()].client().await);
     }
-    // Batches of at most 500 outstanding raises (tcd holds at most 1000).
-    let mut samples = Vec::with_capacity(n);
     let mut next = 0;
-    while samples.len() < n {
-        let k = (n - samples.len()).min(500);
-        let warm = if next == 0 { 50 } else { 0 };
-        let batch = mint_all(&mut clients[0], next, k + warm, &fp).await?;
-        next += k + warm;
-        let mut done = Vec::new();
-        for (i, t) in batch.iter().enumerate() {
-            let at = Instant::now();
-            done.push((t.1.clone(), redeem(&mut clients[0], t, &fp).await?));
-            if i >= warm {
-                samples.push(at.elapsed());
-            }
-        }
-        consume(&mut clients[0], &done, &fp).await?;
-    }
-    let s = Stats::of(&samples);
-    let per_round = 480 / CLIENTS;
-    let (mut tcd_cpu, mut pg_cpu, mut busy, mut done) =
-        (Duration::ZERO, Duration::ZERO, Duration::ZERO, 0);
-    while done < total {
-        let mut batches = Vec::new();
-        for (w, c) in clients.iter_mut().enumerate() {
-            batches.push(mint_all(c, 1_000_000 + next + w * per_round, per_round, &fp).await?);
-        }
-        next += CLIENTS * per_round;
-        let (tcd0, pg0) = cpu(daemons);
-        let started = Instant::now();
-        let mut tasks = Vec::new();
-        for (mut c, batch) in clients.drain(..).zip(batches) {
-            let fp = fp.clone();
-            tasks.push(tokio::spawn(async move {
-                let mut ids = Vec::new();
-                for t in &batch {
-                    ids.push((t.1.clone(), redeem(&mut c, t, &fp).await?));
-                }
-                anyhow::Ok((c, ids))
-            }));
-        }
-        let mut finished = Vec::new();
-        for t in tasks {
-            finished.push(t.await??);
-        }
-        busy += started.elapsed();
-        let (tcd1, pg1) = cpu(daemons);
-        tcd_cpu += tcd1 - tcd0;
-        pg_cpu += pg1 - pg0;
-        for (mut c, ids) in finished {
-            done += ids.len();
-            consume(&mut c, &ids, &fp).await?;
-            clients.push(c);
-        }
-    }
-    let secs = busy.as_secs_f64();
-    let (tcd1, pg1, tcd0, pg0) = (tcd_cpu, pg_cpu, Duration::ZERO, Duration::ZERO);
-    let per_ms = |d: Duration| d.as_secs_f64() * 1e6 / done as f64;
+    let s = sequential(&mut clients[0], n, &fp, &mut next).await?;
+    let m = concurrent(&mut clients, daemons, cluster, total, &fp, &mut next).await?;
+    let per = |d: Duration| d.as_secs_f64() * 1e6 / m.done as f64;
+    let rate = m.done as f64 / m.busy.as_secs_f64();
     println!(
-        "{name:<12} redeem p50 {:>7.0} µs  p99 {:>7.0} µs | {CLIENTS} clients: {:>6.0} redeems/s, \
-         CPU per redeem: tcd {:>5.0} µs, postgres {:>5.0} µs",
+        "{name:<12} redeem p50 {:>7.0} µs  p99 {:>7.0} µs | {CLIENTS} clients: {:>6.0} redeems/s",
         us(s.p50),
         us(s.p99),
-        done as f64 / secs,
-        per_ms(tcd1 - tcd0),
-        per_ms(pg1 - pg0),
+        rate,
+    );
+    let all = m.cpu.client + m.cpu.tcd + m.cpu.pg;
+    let pool = m.pool.map_or_else(
+        || "no pool".to_string(),
+        |p| pool_line(&p, daemons.len(), rate),
+    );
+    println!(
+        "{:<12} CPU per redeem: client {:>4.0} µs, tcd {:>4.0} µs, postgres {:>4.0} µs \
+         (total {:>4.0} µs, of the {:>4.0} µs two cores give a redeem at this rate)\n{:<12} {pool}",
+        "",
+        per(m.cpu.client),
+        per(m.cpu.tcd),
+        per(m.cpu.pg),
+        per(all),
+        2.0 * per(m.busy),
+        "",
     );
     Ok(())
 }

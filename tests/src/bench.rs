@@ -1,8 +1,10 @@
 //! Helpers shared by the benchmarks (`tests/benches/*.rs`): locating a release binary,
 //! count settings from the environment, nearest-rank percentiles, a JSON-RPC peer,
-//! fields of `/proc/<pid>/status` and `/proc/<pid>/io`. A benchmark's `tcd` is a
-//! [`crate::Daemon`] run from [`release_binary`] (see [`crate::Daemon::program`]).
+//! fields of `/proc/<pid>/status` and `/proc/<pid>/io`, CPU times and parents from
+//! `/proc/<pid>/stat`. A benchmark's `tcd` is a [`crate::Daemon`] run from
+//! [`release_binary`] (see [`crate::Daemon::program`]).
 
+use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
@@ -191,6 +193,45 @@ pub fn proc_field(text: &str, key: &str) -> Option<u64> {
         let rest = l.strip_prefix(key)?.strip_prefix(':')?;
         rest.split_whitespace().next()?.parse().ok()
     })
+}
+
+/// The fields of `/proc/<pid>/stat` after the command name (which may hold spaces):
+/// field 3 (state) is index 0.
+fn stat_fields(pid: &str) -> Option<Vec<String>> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = stat.rsplit_once(')')?.1;
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+/// Every process: pid → parent pid.
+pub fn parents() -> HashMap<u32, u32> {
+    let mut m = HashMap::new();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let ppid = stat_fields(&pid.to_string()).and_then(|f| f.get(1)?.parse().ok());
+        if let Some(ppid) = ppid {
+            m.insert(pid, ppid);
+        }
+    }
+    m
+}
+
+/// CPU time (user + system, all threads) process `pid` ("self" for this one) has used;
+/// with `reaped`, plus that of its children it has waited for (a server's exited
+/// workers). Zero for a process that is gone.
+pub fn cpu_time(pid: &str, reaped: bool) -> Duration {
+    let Some(f) = stat_fields(pid) else {
+        return Duration::ZERO;
+    };
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+    // utime, stime (fields 14, 15), cutime, cstime (16, 17); USER_HZ is 100 on Linux.
+    let mut t = ticks(11) + ticks(12);
+    if reaped {
+        t += ticks(13) + ticks(14);
+    }
+    Duration::from_millis(t * 10)
 }
 
 /// The variable a bench re-runs itself under to play one of its roles (a fixture server,

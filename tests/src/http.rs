@@ -2,7 +2,7 @@
 //! raw Streamable HTTP client (reqwest) that reads JSON and event-stream answers alike.
 #![allow(dead_code)]
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -26,9 +26,15 @@ impl Front {
 
     /// As [`Front::start`], with extra environment variables for tc-shim.
     pub fn start_with(env: &Env, vault: &str, vars: &[(&str, &str)]) -> Front {
+        Front::start_argv(env.shim_argv(vault), env.tmp.path(), vars)
+    }
+
+    /// A front from `argv` (a `tc-shim serve VAULT …` command line, without `--http`),
+    /// its stderr logged in `logs`; waits until it accepts connections.
+    pub fn start_argv(argv: Vec<String>, logs: &Path, vars: &[(&str, &str)]) -> Front {
         let port = crate::free_port();
-        let log = env.tmp.path().join(format!("http-{vault}-{port}.log"));
-        let mut argv = env.shim_argv(vault);
+        let log = logs.join(format!("http-{port}.log"));
+        let mut argv = argv;
         argv.push("--http".into());
         argv.push(format!("127.0.0.1:{port}"));
         let child = Command::new(&argv[0])

@@ -536,8 +536,14 @@ pub fn status_kb(pid: u32, field: &str) -> u64 {
     bench::proc_field(&status, field).unwrap_or_else(|| panic!("{field} in {status}"))
 }
 
-/// Raises a request for `b` at `fp` with `summary` (what a human would be shown).
-pub async fn raise_summarised(c: &mut Client, b: &v1::Binding, fp: &str, summary: &str) {
+/// Raises a request for `b` at `fp` with `summary` (what a human would be shown); tcd's
+/// reply (the request id) or its refusal.
+pub async fn raise_request(
+    c: &mut Client,
+    b: &v1::Binding,
+    fp: &str,
+    summary: &str,
+) -> Result<v1::RaiseReply, tonic::Status> {
     c.raise(v1::RaiseRequest {
         binding: Some(b.clone()),
         state_fp: fp.into(),
@@ -545,7 +551,12 @@ pub async fn raise_summarised(c: &mut Client, b: &v1::Binding, fp: &str, summary
         ..Default::default()
     })
     .await
-    .expect("raise");
+    .map(tonic::Response::into_inner)
+}
+
+/// [`raise_request`], which must succeed.
+pub async fn raise_summarised(c: &mut Client, b: &v1::Binding, fp: &str, summary: &str) {
+    raise_request(c, b, fp, summary).await.expect("raise");
 }
 
 /// Raises then mints a token for `b` at `fp`.
@@ -569,11 +580,31 @@ pub async fn redeem(
     b: &v1::Binding,
     fp: &str,
 ) -> Result<String, tonic::Status> {
+    redeem_as(c, token, b, fp, false).await
+}
+
+/// Redeems the approval a human gave request-wise for `b` at `fp` (approve by request:
+/// no token, the identical call's retry).
+pub async fn redeem_approved(
+    c: &mut Client,
+    b: &v1::Binding,
+    fp: &str,
+) -> Result<String, tonic::Status> {
+    redeem_as(c, "", b, fp, true).await
+}
+
+async fn redeem_as(
+    c: &mut Client,
+    token: &str,
+    b: &v1::Binding,
+    fp: &str,
+    approved_request: bool,
+) -> Result<String, tonic::Status> {
     c.redeem(v1::RedeemRequest {
         token: token.into(),
         binding: Some(b.clone()),
         current_state_fp: fp.into(),
-        ..Default::default()
+        approved_request,
     })
     .await
     .map(|r| r.into_inner().redemption_id)
@@ -623,6 +654,26 @@ pub async fn event_stream(
         follow,
     };
     c.list_events(all).await.map(|r| r.into_inner())
+}
+
+/// The next event of `kind` on the follow stream `s`, waiting at most `within` (the
+/// stream is the only way a follower learns of another replica's commit).
+pub async fn next_event_of(
+    s: &mut tonic::Streaming<v1::Event>,
+    kind: &str,
+    within: Duration,
+) -> v1::Event {
+    let next = async {
+        loop {
+            let e = s.message().await.expect("stream").expect("event");
+            if e.kind == kind {
+                return e;
+            }
+        }
+    };
+    tokio::time::timeout(within, next)
+        .await
+        .unwrap_or_else(|_| panic!("no {kind} event on the stream within {within:?}"))
 }
 
 /// The events of `s` until it ends.

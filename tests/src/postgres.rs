@@ -213,9 +213,18 @@ impl Cluster {
         self.pg_ctl_start();
     }
 
-    /// Runs `sql` as the superuser in database `tc` (or `postgres` before it exists);
-    /// returns psql's unaligned output.
+    /// Runs `sql` as the superuser in database `postgres` (where the roles and databases
+    /// are made); returns psql's unaligned output.
     pub fn psql(&self, sql: &str) -> String {
+        self.psql_in("postgres", sql)
+    }
+
+    /// [`Cluster::psql`] in tcd's database.
+    pub fn query(&self, sql: &str) -> String {
+        self.psql_in(ROLE, sql)
+    }
+
+    fn psql_in(&self, database: &str, sql: &str) -> String {
         let port = self.port.to_string();
         let out = self.run_as_pg(
             "psql",
@@ -227,7 +236,7 @@ impl Cluster {
                 "-U",
                 "postgres",
                 "-d",
-                "postgres",
+                database,
                 "-v",
                 "ON_ERROR_STOP=1",
                 "-At",
@@ -239,29 +248,25 @@ impl Cluster {
         String::from_utf8_lossy(&out.stdout).trim().to_string()
     }
 
-    /// [`Cluster::psql`] in tcd's database.
-    pub fn query(&self, sql: &str) -> String {
-        let port = self.port.to_string();
-        let out = self.run_as_pg(
-            "psql",
-            &[
-                "-h",
-                path(&self.sock),
-                "-p",
-                &port,
-                "-U",
-                "postgres",
-                "-d",
-                ROLE,
-                "-v",
-                "ON_ERROR_STOP=1",
-                "-At",
-                "-c",
-                sql,
-            ],
+    /// The server's processes: the postmaster (first line of `postmaster.pid`) and its
+    /// children (one backend per connection, and the background workers).
+    pub fn server_pids(&self) -> Vec<u32> {
+        let pidfile = std::fs::read_to_string(self.data.join("postmaster.pid")).unwrap_or_default();
+        let Some(main) = pidfile
+            .lines()
+            .next()
+            .and_then(|l| l.trim().parse::<u32>().ok())
+        else {
+            return Vec::new();
+        };
+        let mut pids = vec![main];
+        pids.extend(
+            crate::bench::parents()
+                .into_iter()
+                .filter(|(_, parent)| *parent == main)
+                .map(|(pid, _)| pid),
         );
-        assert!(out.status.success(), "psql {sql}: {}", text(&out));
-        String::from_utf8_lossy(&out.stdout).trim().to_string()
+        pids
     }
 
     /// The URL tcd connects with (no password: see [`Cluster::password_file`]).

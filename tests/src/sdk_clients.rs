@@ -4,7 +4,7 @@
 #![allow(dead_code)]
 
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, ChildStdin, Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
 
@@ -77,6 +77,8 @@ pub fn node() -> PathBuf {
 pub struct Driver {
     pub child: Child,
     lines: mpsc::Receiver<Value>,
+    /// What a `pause` step waits for a line on (the plan itself is on argv).
+    stdin: Option<ChildStdin>,
     pub client: Client,
 }
 
@@ -97,7 +99,7 @@ impl Driver {
             cmd.args(["--bearer", b]);
         }
         let mut child = cmd
-            .stdin(Stdio::null())
+            .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
@@ -106,10 +108,17 @@ impl Driver {
             serde_json::from_str(&line).unwrap_or_else(|_| json!({"unparsable": line}))
         });
         Driver {
+            stdin: child.stdin.take(),
             child,
             lines,
             client,
         }
+    }
+
+    /// Lets a plan waiting in a `pause` step go on.
+    pub fn resume(&mut self) {
+        let w = self.stdin.as_mut().expect("stdin");
+        crate::send_line(w, "");
     }
 
     /// The next line (30 s at most); `None` when the driver ended.
@@ -193,4 +202,22 @@ pub fn call(name: &str, args: Value) -> Value {
 /// A call whose prompts get `answer` (the SDK drives the 2026-07-28 rounds).
 pub fn call_answering(name: &str, args: Value, answer: Value) -> Value {
     json!({"op": "call", "name": name, "args": args, "answer": answer})
+}
+
+/// Waits for one line on stdin ([`Driver::resume`]): the test acts, then the plan goes on.
+pub fn pause() -> Value {
+    json!({"op": "pause"})
+}
+
+/// One 2026-07-28 round (py_client and ts_client2), not driven: the answer to a prompt is
+/// the test's, given as `input_responses` with the `request_state` of an earlier round.
+pub fn raw_round(name: &str, args: Value, state: Option<&str>, responses: Option<Value>) -> Value {
+    let mut step = json!({"op": "raw", "name": name, "args": args});
+    if let Some(s) = state {
+        step["request_state"] = json!(s);
+    }
+    if let Some(r) = responses {
+        step["input_responses"] = r;
+    }
+    step
 }

@@ -302,15 +302,7 @@ impl Env {
 
     /// The argv that runs tc-shim for `vault` against this env.
     pub fn shim_argv(&self, vault: &str) -> Vec<String> {
-        vec![
-            bin("tc-shim").display().to_string(),
-            "serve".into(),
-            vault.into(),
-            "--config".into(),
-            self.config.display().to_string(),
-            "--socket".into(),
-            self.socket.display().to_string(),
-        ]
+        serve_argv(vault, &self.config, &self.socket)
     }
 
     /// The argv that runs tc-shim for `vault` with the downstream given inline (`-- …`).
@@ -320,6 +312,19 @@ impl Env {
         argv.extend(command.iter().cloned());
         argv
     }
+}
+
+/// The argv that runs `tc-shim serve VAULT` with `config` against the tcd on `socket`.
+pub fn serve_argv(vault: &str, config: &Path, socket: &Path) -> Vec<String> {
+    vec![
+        bin("tc-shim").display().to_string(),
+        "serve".into(),
+        vault.into(),
+        "--config".into(),
+        config.display().to_string(),
+        "--socket".into(),
+        socket.display().to_string(),
+    ]
 }
 
 /// A real SDK client fixture (Python `mcp` or the TypeScript SDK), driven one JSON

@@ -10,7 +10,7 @@ use super::Replicas;
 async fn a_replica_with_another_key_refuses_to_start() {
     let Some(r) = Replicas::start(1) else { return };
     let other = key_file(r.dir.path(), "other.key");
-    let mut d = r.prepared_keyed(&other, "");
+    let mut d = r.prepared_keyed(&other);
     let (st, err) = d.start_refused();
     assert!(!st.success(), "started with another key:\n{err}");
     assert!(
@@ -26,7 +26,7 @@ async fn a_replica_with_another_key_refuses_to_start() {
         "the key check is not printed:\n{err}"
     );
     // The first replica still serves, and a replica with the right key still starts.
-    let mut ok = r.prepared("");
+    let mut ok = r.prepared();
     ok.start_again();
     assert!(ok.is_running());
 }

@@ -6,9 +6,12 @@ use std::time::Duration;
 
 use tc_core::codes::events;
 use tc_proto::v1;
-use tc_tests::{binding, h, Reason};
+use tc_tests::{binding, h, next_event_of, raise_request, redeem_approved, Reason};
 
 use super::Replicas;
+
+/// How long a follower may take to see another replica's commit.
+const WITHIN: Duration = Duration::from_secs(10);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_raise_on_one_replica_reaches_follow_on_another_and_its_approval_runs_once() {
@@ -26,27 +29,11 @@ async fn a_raise_on_one_replica_reaches_follow_on_another_and_its_approval_runs_
         .into_inner();
     let call = binding("v", "t", "c", "live");
     let fp = h("fp");
-    let raised = a
-        .raise(v1::RaiseRequest {
-            binding: Some(call.clone()),
-            state_fp: fp.clone(),
-            summary: "live".into(),
-            ..Default::default()
-        })
+    let raised = raise_request(&mut a, &call, &fp, "live")
         .await
-        .expect("raise")
-        .into_inner();
-    // Waits on the stream itself (bounded): B has no other way to learn of A's commit.
-    let seen = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            let e = follow.message().await.expect("stream").expect("event");
-            if e.kind == events::REQUESTED {
-                return e;
-            }
-        }
-    })
-    .await
-    .expect("B's follow stream shows A's raise");
+        .expect("raise");
+    // B's follow stream shows A's raise.
+    let seen = next_event_of(&mut follow, events::REQUESTED, WITHIN).await;
     assert!(seen.detail_json.contains(&raised.request_id), "{seen:?}");
     // B's pending list has it too, and B approves it.
     let pending = b
@@ -61,34 +48,16 @@ async fn a_raise_on_one_replica_reaches_follow_on_another_and_its_approval_runs_
     })
     .await
     .expect("approve on B");
-    let retry = |mut c: tc_tests::Client| {
-        let (call, fp) = (call.clone(), fp.clone());
-        async move {
-            c.redeem(v1::RedeemRequest {
-                token: String::new(),
-                binding: Some(call),
-                current_state_fp: fp,
-                approved_request: true,
-            })
-            .await
-        }
-    };
-    retry(a.clone()).await.expect("the retry through A runs");
-    let again = retry(a.clone()).await;
+    redeem_approved(&mut a, &call, &fp)
+        .await
+        .expect("the retry through A runs");
+    let again = redeem_approved(&mut a, &call, &fp).await;
     assert_eq!(
         again.as_ref().err().and_then(tc_tests::reason_of),
         Some(Reason::NotApproved),
         "{again:?}"
     );
-    let redeemed = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            let e = follow.message().await.expect("stream").expect("event");
-            if e.kind == events::REDEEMED {
-                return e;
-            }
-        }
-    })
-    .await
-    .expect("B's stream shows A's redemption");
+    // B's stream shows A's redemption.
+    let redeemed = next_event_of(&mut follow, events::REDEEMED, WITHIN).await;
     assert_eq!(redeemed.args_hash, call.args_hash);
 }

@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 
 use tc_core::codes::events;
 use tc_proto::v1;
-use tc_tests::{binding, h, raise_and_mint, reason_of, Client, Reason};
+use tc_tests::{
+    binding, h, raise_and_mint, raise_request, reason_of, redeem_approved, Client, Reason,
+};
 use tokio::task::JoinSet;
 
 use super::Replicas;
@@ -105,17 +107,9 @@ async fn approval_round(clients: &[Client], round: usize) {
     let b = binding("v", "t", "c", &format!("approval-{round}"));
     let fp = h("fp");
     let n = clients.len();
-    let raised = clients[round % n]
-        .clone()
-        .raise(v1::RaiseRequest {
-            binding: Some(b.clone()),
-            state_fp: fp.clone(),
-            summary: "race".into(),
-            ..Default::default()
-        })
+    let raised = raise_request(&mut clients[round % n].clone(), &b, &fp, "race")
         .await
-        .expect("raise")
-        .into_inner();
+        .expect("raise");
     // Approved on another replica than the one it was raised on.
     clients[(round + 1) % n]
         .clone()
@@ -127,16 +121,7 @@ async fn approval_round(clients: &[Client], round: usize) {
         .expect("approve");
     let (won, refused) = race(clients, |mut c| {
         let (b, fp) = (b.clone(), fp.clone());
-        async move {
-            c.redeem(v1::RedeemRequest {
-                token: String::new(),
-                binding: Some(b),
-                current_state_fp: fp,
-                approved_request: true,
-            })
-            .await
-            .map(|_| ())
-        }
+        async move { redeem_approved(&mut c, &b, &fp).await.map(drop) }
     })
     .await;
     assert_eq!(won, 1, "approval, round {round}: winners ({refused:?})");

@@ -12,7 +12,7 @@ use super::Replicas;
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_replicas_migrate_one_fresh_database_at_once() {
     let Some(r) = Replicas::start(0) else { return };
-    let ds: Vec<_> = (0..3).map(|_| r.prepared("")).collect();
+    let ds: Vec<_> = (0..3).map(|_| r.prepared()).collect();
     // All three spawned before any is waited for: they race for the migration lock.
     let logs: Vec<_> = ds
         .iter()
@@ -60,7 +60,7 @@ async fn three_replicas_migrate_one_fresh_database_at_once() {
 async fn a_database_newer_than_the_binary_is_refused() {
     let Some(r) = Replicas::start(1) else { return };
     r.cluster.query("UPDATE tc_schema SET version = 99");
-    let mut d = r.prepared("");
+    let mut d = r.prepared();
     let (st, err) = d.start_refused();
     assert!(!st.success());
     assert!(
