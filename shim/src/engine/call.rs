@@ -45,7 +45,7 @@ impl Shim {
         // Everything below judges the call against the vault as it is now: no change made
         // through this shim may land between that and the downstream running it.
         self.wait_turn(&id).await;
-        if self.lock().held.get(&key(&id)).is_some_and(|h| h.cancelled) {
+        if self.lock().holds.cancelled(&key(&id)) == Some(true) {
             // Cancelled while it waited: judging it would only raise a request nobody gets.
             self.unhold(&id);
             self.gov.untrack(&key(&id));

@@ -60,9 +60,7 @@ impl Shim {
         }
         let def = tool.as_ref().map(|t| &*t.def);
         if def.is_some_and(|d| d.get("outputSchema").is_some()) {
-            if let Some(h) = self.lock().held.get_mut(&key(id)) {
-                h.schema = true;
-            }
+            self.lock().holds.set_schema(&key(id));
         }
         if policy::is_floor(def) && gate.is_none() {
             self.refuse(id, floor_result(&name, def));
@@ -168,7 +166,7 @@ impl Shim {
 
     /// The held call came through the lean facade's `call_capability`.
     pub(in crate::engine) fn is_lean(&self, id: &Value) -> bool {
-        self.lock().held.get(&key(id)).is_some_and(|h| h.lean)
+        self.lock().holds.get(&key(id)).is_some_and(|h| h.lean)
     }
 }
 

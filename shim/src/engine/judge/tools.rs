@@ -63,7 +63,7 @@ impl Shim {
     /// the cache is listed again only when a `list_changed` emptied it since (the call
     /// waited for its human meanwhile): a tool merely absent is not re-listed per call.
     pub async fn param_headers(&self, tool: &str) -> Option<Declared> {
-        if self.lock().tools.is_none() {
+        if !self.lock().tools.listed() {
             // Boxed: the listing's state would otherwise sit in every POST's task.
             let _ = Box::pin(self.list_all_tools()).await;
         }
@@ -118,11 +118,7 @@ impl Shim {
             self.gov.advertise_cursor(&name, t);
             true
         });
-        let mut st = self.lock();
-        let map = st.tools.get_or_insert_with(HashMap::new);
-        for (k, v) in learned {
-            learn_tool(map, k, v);
-        }
+        self.lock().tools.learn(learned);
     }
 
     /// Makes sure tool annotations are known, listing the downstream's tools ourselves if needed.
@@ -130,12 +126,7 @@ impl Shim {
     /// page the client never fetched, or added after `list_changed`) triggers a full
     /// re-list rather than being forwarded as if it were not destructive.
     pub(in crate::engine) async fn ensure_tools(&self, name: &str) -> Result<(), InternalError> {
-        if self
-            .lock()
-            .tools
-            .as_ref()
-            .is_some_and(|t| t.contains_key(name))
-        {
+        if self.lock().tools.has(name) {
             return Ok(());
         }
         // Boxed: the listing's state would otherwise sit in every call's task.
@@ -169,11 +160,7 @@ impl Shim {
         }
         let mut list: Vec<Value> = all.values().map(|v| (*v.def).clone()).collect();
         list.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
-        let mut st = self.lock();
-        let map = st.tools.get_or_insert_with(HashMap::new);
-        for (k, v) in all {
-            learn_tool(map, k, v);
-        }
+        self.lock().tools.learn(all);
         Ok(list)
     }
 
@@ -225,10 +212,43 @@ impl Shim {
 
     /// The cached tool: its definition and the arguments of it that name files.
     pub(in crate::engine) fn known_tool(&self, name: &str) -> Option<Tool> {
-        self.lock()
-            .tools
-            .as_ref()
-            .and_then(|m| m.get(name).cloned())
+        self.lock().tools.get(name)
+    }
+}
+
+/// The judge's cache of the downstream's tool definitions: None until the first
+/// listing, emptied by `list_changed`. Tools are shared, so a lookup per call does not
+/// copy a schema.
+#[derive(Default)]
+pub(in crate::engine) struct ToolCache {
+    tools: Option<HashMap<String, Tool>>,
+}
+
+impl ToolCache {
+    /// A listing was learned since the cache was last emptied.
+    pub(in crate::engine) fn listed(&self) -> bool {
+        self.tools.is_some()
+    }
+
+    pub(in crate::engine) fn has(&self, name: &str) -> bool {
+        self.tools.as_ref().is_some_and(|t| t.contains_key(name))
+    }
+
+    pub(in crate::engine) fn get(&self, name: &str) -> Option<Tool> {
+        self.tools.as_ref().and_then(|m| m.get(name).cloned())
+    }
+
+    /// Definitions may have changed (`list_changed`): the next judgment re-lists.
+    pub(in crate::engine) fn forget(&mut self) {
+        self.tools = None;
+    }
+
+    /// Caches the definitions of a listing (see [`learn_tool`]: the floor never weakens).
+    pub(in crate::engine) fn learn(&mut self, learned: impl IntoIterator<Item = (String, Tool)>) {
+        let map = self.tools.get_or_insert_with(HashMap::new);
+        for (k, v) in learned {
+            learn_tool(map, k, v);
+        }
     }
 }
 
