@@ -174,6 +174,11 @@ impl Shim {
         self.refuse(c.id, r);
     }
 
+    /// The held call came through the lean facade's `call_capability`.
+    pub(in crate::engine) fn is_lean(&self, id: &Value) -> bool {
+        self.lock().holds.get(&key(id)).is_some_and(|h| h.lean)
+    }
+
     /// Takes a held call out of the table (it is being answered or forwarded).
     pub(in crate::engine) fn unhold(&self, id: &Value) -> Option<Held> {
         self.lock().holds.take(&key(id))

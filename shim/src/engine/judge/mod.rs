@@ -14,9 +14,9 @@ use tc_proto::v1::Binding;
 
 use crate::engine::judge::tools::Tool;
 use crate::engine::refusal::judged::{floor_result, policy_result, unlisted_result};
-use crate::engine::{key, SentParams, Shim};
-use crate::wire::era;
-use crate::wire::mcp_headers;
+use crate::engine::refusal::Refusal;
+use crate::engine::{SentParams, Shim};
+use crate::wire::mcp_headers::ParamMismatch;
 use crate::wire::value::at;
 use policy::PolicyError;
 
@@ -34,52 +34,65 @@ pub(in crate::engine) struct Judged {
     pub(in crate::engine) read_only: bool,
     /// The definition it was judged by (None: the server did not list it).
     pub(in crate::engine) def: Option<Arc<Value>>,
+    /// The tool declares an `outputSchema` (a refusal goes in `_meta`).
+    pub(in crate::engine) schema: bool,
+}
+
+/// Why the judge lets a call go no further: what `call.rs` answers it with.
+pub(in crate::engine) enum Unjudged {
+    /// Refused (the floor, the policy, a tool list that could not be read); `schema`:
+    /// its tool declares an `outputSchema`, so the refusal goes in `_meta`.
+    Refused { refusal: Refusal, schema: bool },
+    /// Its `Mcp-Param-*` headers disagree with its arguments: a JSON-RPC error.
+    Headers(ParamMismatch),
+}
+
+impl From<Refusal> for Unjudged {
+    fn from(refusal: Refusal) -> Self {
+        Unjudged::Refused {
+            refusal,
+            schema: false,
+        }
+    }
 }
 
 impl Shim {
     /// Judge: the gate entry, the floor (a destructive tool without one is refused), the
-    /// paths under the root, whether `when` holds. None when the call was answered.
+    /// paths under the root, whether `when` holds. Answers nothing itself: a call it
+    /// stops comes back as [`Unjudged`] for `call.rs` to answer.
     pub(in crate::engine) async fn judge(
         &self,
-        id: &Value,
         msg: &Value,
         name: String,
         sent: SentParams,
-    ) -> Option<Judged> {
+    ) -> Result<Judged, Unjudged> {
         let args = at(msg, &["params", "arguments"])
             .cloned()
             .unwrap_or_else(|| json!({}));
         let gate = self.policy.gate_entry(&name).cloned();
-        if !self.learn_downstream(id, msg, &name, gate.is_some()).await {
-            return None;
-        }
+        self.learn_tools(&name, gate.is_some()).await?;
         let tool = self.known_tool(&name);
-        if let Err(why) = self.check_params(sent.as_deref(), tool.as_ref(), &args) {
-            self.answer_error(id, mcp_headers::HEADER_MISMATCH, why.to_string());
-            return None;
-        }
+        let params = self.check_params(sent.as_deref(), tool.as_ref(), &args);
+        params.map_err(Unjudged::Headers)?;
         let def = tool.as_ref().map(|t| &*t.def);
-        if def.is_some_and(|d| d.get("outputSchema").is_some()) {
-            self.lock().holds.set_schema(&key(id));
-        }
+        let schema = def.is_some_and(|d| d.get("outputSchema").is_some());
         if policy::is_floor(def) && gate.is_none() {
-            self.refuse(id, floor_result(&name, def));
-            return None;
+            let refusal = floor_result(&name, def);
+            return Err(Unjudged::Refused { refusal, schema });
         }
-        let paths = match self.resolve_paths(&name, tool.as_ref(), &args, gate.as_ref()) {
-            Ok(p) => p,
-            Err(e) => return self.refused(id, &e),
+        let refused = |e: PolicyError| Unjudged::Refused {
+            refusal: policy_result(&e),
+            schema,
         };
+        let paths = self.resolve_paths(&name, tool.as_ref(), &args, gate.as_ref());
+        let paths = paths.map_err(refused)?;
         let applies = match &gate {
-            Some(g) => match self.policy.applies(g, &args) {
-                Ok(a) => a,
-                Err(e) => return self.refused(id, &e),
-            },
+            Some(g) => self.policy.applies(g, &args).map_err(refused)?,
             None => false,
         };
         let read_only = policy::is_read_only(def);
         let def = tool.map(|t| t.def);
-        Some(Judged {
+        Ok(Judged {
             name,
             args,
             gate,
@@ -87,26 +100,20 @@ impl Shim {
             applies,
             read_only,
             def,
+            schema,
         })
     }
 
-    /// What judging needs of the downstream first: its era (for a modern call) and its
-    /// tool list. False when the call was refused: without the list the floor
-    /// (destructiveHint) cannot be seen, so every tool the policy does not gate fails closed.
-    async fn learn_downstream(&self, id: &Value, msg: &Value, name: &str, gated: bool) -> bool {
-        if let Some(meta) = era::request_meta(msg) {
-            if let Err(e) = self.ensure_down_era(meta).await {
-                tracing::warn!("could not find out the downstream's era: {e}");
-            }
-        }
+    /// The tool list judging needs first: without it the floor (destructiveHint) cannot
+    /// be seen, so every tool the policy does not gate fails closed.
+    async fn learn_tools(&self, name: &str, gated: bool) -> Result<(), Unjudged> {
         if let Err(e) = self.ensure_tools(name).await {
             tracing::warn!("could not list downstream tools before {name}: {e}");
             if !gated {
-                self.refuse(id, unlisted_result(name, &e));
-                return false;
+                return Err(unlisted_result(name, &e).into());
             }
         }
-        true
+        Ok(())
     }
 
     /// The paths the call's file-naming arguments resolve to, with the tool's discovered
@@ -148,12 +155,6 @@ impl Shim {
         }
     }
 
-    /// Answers a call the policy refused; None, for [`Shim::judge`] to return.
-    fn refused<T>(&self, id: &Value, e: &PolicyError) -> Option<T> {
-        self.refuse(id, policy_result(e));
-        None
-    }
-
     /// What an approval of this call is bound to: this vault, tool, caller and arguments.
     pub(in crate::engine) fn binding(&self, name: &str, args: &Value) -> Binding {
         Binding {
@@ -162,11 +163,6 @@ impl Shim {
             caller: self.caller.clone(),
             args_hash: tc_core::hash::args_hash(name, args),
         }
-    }
-
-    /// The held call came through the lean facade's `call_capability`.
-    pub(in crate::engine) fn is_lean(&self, id: &Value) -> bool {
-        self.lock().holds.get(&key(id)).is_some_and(|h| h.lean)
     }
 }
 
