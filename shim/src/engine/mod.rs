@@ -10,6 +10,12 @@
 //   forward    to the downstream; a held call answered; a downstream line; the exit path
 //   govern     the response governor: byte cap, oversize lines, paging
 //   refusal    what the agent is told, as one typed `Refusal`
+// Each stage owns its part of the engine's state (`state.rs`: admission the `Session`,
+// judge the `ToolCache`, confirm the `Holds`, forward the `Outstanding` requests), and
+// hands the next a typed result: `Judged` or `Unjudged`, then `Obtained` (an
+// `Approval`), which forward runs; `call.rs` passes them on. Two steps still reach
+// back: forward re-reads the judge's tool cache before an approved call runs (a
+// redefined tool is refused), and a downstream's own round is wrapped by confirm.
 pub mod admission;
 pub mod barrier;
 mod call;
@@ -80,6 +86,7 @@ pub struct Shim {
     daemon: Arc<Daemon>,
     to_child: Outbox,
     to_client: Outbox,
+    /// Every stage's state under one lock, never held across an await (`state.rs`).
     state: Mutex<State>,
     next_id: AtomicU64,
     /// Serializes finding out the downstream's era.
@@ -88,7 +95,7 @@ pub struct Shim {
     prompt_ttl: Duration,
     /// The approval page's base URL (`[approvals] listen`), for the URL route.
     page: Option<String>,
-    /// The response governor (byte cap, paging, resources/read): `gate/governed.rs`.
+    /// The response governor (byte cap, paging, resources/read): `govern/`.
     gov: Governor,
     /// The governor's events for the daemon's log, once there was one (`gov_event`).
     events: OnceLock<mpsc::UnboundedSender<Box<GovEvent>>>,

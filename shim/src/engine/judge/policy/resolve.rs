@@ -26,6 +26,13 @@ pub enum NameError {
     },
 }
 
+/// The path starts with `~` (`~` or `~user`), which server-filesystem expands.
+fn from_home(p: &Path) -> bool {
+    p.components().next().is_some_and(
+        |c| matches!(c, Component::Normal(n) if n.as_encoded_bytes().starts_with(b"~")),
+    )
+}
+
 fn nfc(s: &OsStr) -> Option<String> {
     s.to_str().map(|s| s.nfc().collect())
 }
@@ -44,10 +51,7 @@ impl Policy {
         let p = Path::new(raw);
         // server-filesystem expands a leading `~`; judging `<root>/~/x` instead would
         // gate, ACL-check and fingerprint a path the server never touches.
-        let home = p.components().next().is_some_and(
-            |c| matches!(c, Component::Normal(n) if n.as_encoded_bytes().starts_with(b"~")),
-        );
-        if home {
+        if from_home(p) {
             return Err(bad(format!(
                 "{raw:?} starts with `~`: tc does not expand home directories; give the path \
                  relative to the vault root (or absolute under it)"
