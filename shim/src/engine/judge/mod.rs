@@ -12,12 +12,13 @@ use serde_json::{json, Value};
 use tc_core::config::{Gate, Targets};
 use tc_proto::v1::Binding;
 
-use crate::engine::judge::tools::Tool;
+use crate::engine::judge::tools::{check_params, Tool};
 use crate::engine::refusal::judged::{floor_result, policy_result, unlisted_result};
 use crate::engine::refusal::Refusal;
 use crate::engine::{SentParams, Shim};
 use crate::wire::mcp_headers::ParamMismatch;
 use crate::wire::value::at;
+use policy::Policy;
 use policy::PolicyError;
 
 /// What the judge found out about a call.
@@ -57,9 +58,9 @@ impl From<Refusal> for Unjudged {
 }
 
 impl Shim {
-    /// Judge: the gate entry, the floor (a destructive tool without one is refused), the
-    /// paths under the root, whether `when` holds. Answers nothing itself: a call it
-    /// stops comes back as [`Unjudged`] for `call.rs` to answer.
+    /// Judge a call: its tool learned from the downstream first (the judge's
+    /// `ToolCache`), then [`Judge::judge`]. Answers nothing itself: a call it stops
+    /// comes back as [`Unjudged`] for `call.rs` to answer.
     pub(in crate::engine) async fn judge(
         &self,
         msg: &Value,
@@ -69,11 +70,46 @@ impl Shim {
         let args = at(msg, &["params", "arguments"])
             .cloned()
             .unwrap_or_else(|| json!({}));
-        let gate = self.policy.gate_entry(&name).cloned();
-        self.learn_tools(&name, gate.is_some()).await?;
+        let gated = self.policy.gate_entry(&name).is_some();
+        self.learn_tools(&name, gated).await?;
         let tool = self.known_tool(&name);
-        let params = self.check_params(sent.as_deref(), tool.as_ref(), &args);
-        params.map_err(Unjudged::Headers)?;
+        let judge = Judge {
+            policy: &self.policy,
+        };
+        judge.judge(name, args, tool, sent.as_deref())
+    }
+
+    /// The tool list judging needs first: without it the floor (destructiveHint) cannot
+    /// be seen, so every tool the policy does not gate fails closed.
+    async fn learn_tools(&self, name: &str, gated: bool) -> Result<(), Unjudged> {
+        if let Err(e) = self.ensure_tools(name).await {
+            tracing::warn!("could not list downstream tools before {name}: {e}");
+            if !gated {
+                return Err(unlisted_result(name, &e).into());
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The judge proper: the vault's policy applied to one call whose tool definition is
+/// known (or known not to be listed). No downstream I/O and nothing answered.
+pub(in crate::engine) struct Judge<'a> {
+    pub(in crate::engine) policy: &'a Policy,
+}
+
+impl Judge<'_> {
+    /// The gate entry, the `Mcp-Param-*` headers (HTTP), the floor (a destructive tool
+    /// without a gate entry is refused), the paths under the root, whether `when` holds.
+    pub(in crate::engine) fn judge(
+        &self,
+        name: String,
+        args: Value,
+        tool: Option<Tool>,
+        sent: Option<&[(String, String)]>,
+    ) -> Result<Judged, Unjudged> {
+        let gate = self.policy.gate_entry(&name).cloned();
+        check_params(sent, tool.as_ref(), &args).map_err(Unjudged::Headers)?;
         let def = tool.as_ref().map(|t| &*t.def);
         let schema = def.is_some_and(|d| d.get("outputSchema").is_some());
         if policy::is_floor(def) && gate.is_none() {
@@ -104,18 +140,6 @@ impl Shim {
         })
     }
 
-    /// The tool list judging needs first: without it the floor (destructiveHint) cannot
-    /// be seen, so every tool the policy does not gate fails closed.
-    async fn learn_tools(&self, name: &str, gated: bool) -> Result<(), Unjudged> {
-        if let Err(e) = self.ensure_tools(name).await {
-            tracing::warn!("could not list downstream tools before {name}: {e}");
-            if !gated {
-                return Err(unlisted_result(name, &e).into());
-            }
-        }
-        Ok(())
-    }
-
     /// The paths the call's file-naming arguments resolve to, with the tool's discovered
     /// arguments taken from the tool cache (found afresh for a tool not in it).
     fn resolve_paths(
@@ -127,7 +151,7 @@ impl Shim {
     ) -> Result<Vec<PathBuf>, PolicyError> {
         let uncached;
         let discovered = match tool {
-            Some(t) => t.paths(&self.policy),
+            Some(t) => t.paths(self.policy),
             None => {
                 uncached = self.policy.discover_args(name, None);
                 &uncached[..]
@@ -135,7 +159,9 @@ impl Shim {
         };
         self.policy.resolve_discovered(discovered, args, gate)
     }
+}
 
+impl Shim {
     /// Targets: the fingerprint of what the gate's confirmation covers, as it is now.
     pub(in crate::engine) async fn state_fp(
         &self,
@@ -227,5 +253,36 @@ mod tests {
             Some("requestState")
         );
         assert_eq!(reserved_argument(&json!("not an object")), None);
+    }
+
+    #[test]
+    fn the_judge_stops_a_floor_without_a_gate_and_judges_the_rest_without_io() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let gate = "[[vaults.gates]]\ntool = \"write_file\"\ntargets = { paths = [\"path\"] }\n";
+        let p = policy::tests::policy(&root, gate);
+        let judge = Judge { policy: &p };
+        let rm =
+            json!({"name": "rm", "annotations": {"destructiveHint": true}, "outputSchema": {}});
+        match judge.judge("rm".into(), json!({}), Some(Tool::new(rm)), None) {
+            Err(Unjudged::Refused { schema: true, .. }) => {}
+            _ => panic!("a destructive tool without a gate entry is refused, in _meta"),
+        }
+        let escape = json!({"path": "../x"});
+        let write = Tool::new(json!({"name": "write_file"}));
+        match judge.judge("write_file".into(), escape, Some(write.clone()), None) {
+            Err(Unjudged::Refused { schema: false, .. }) => {}
+            _ => panic!("a path out of the root is refused"),
+        }
+        let Ok(j) = judge.judge(
+            "write_file".into(),
+            json!({"path": "a.md"}),
+            Some(write),
+            None,
+        ) else {
+            panic!("a gated call under the root is judged");
+        };
+        assert!(j.gate.is_some() && j.applies && !j.read_only && !j.schema);
+        assert_eq!(j.paths, vec![root.join("a.md")]);
     }
 }

@@ -30,7 +30,7 @@ pub(in crate::engine) struct Tool {
 pub type Declared = Result<Arc<[ParamHeader]>, DeclarationError>;
 
 impl Tool {
-    fn new(def: Value) -> Tool {
+    pub(in crate::engine) fn new(def: Value) -> Tool {
         Tool {
             def: Arc::new(def),
             paths: Arc::default(),
@@ -68,26 +68,6 @@ impl Shim {
             let _ = Box::pin(self.list_all_tools()).await;
         }
         self.known_tool(tool).map(|t| t.params())
-    }
-
-    /// Checks the `Mcp-Param-*` headers a call came with (HTTP front) against its tool's
-    /// `x-mcp-header` arguments; a call without such headers (stdio) passes.
-    pub(in crate::engine) fn check_params(
-        &self,
-        sent: Option<&[(String, String)]>,
-        tool: Option<&Tool>,
-        args: &Value,
-    ) -> Result<(), ParamMismatch> {
-        let Some(sent) = sent else {
-            return Ok(());
-        };
-        let decls = match tool.map(Tool::params) {
-            Some(Ok(d)) => d,
-            // Unknown tool, or declarations a client may not use (the HTTP downstream
-            // refuses that call): nothing declared to compare.
-            _ => Arc::from([]),
-        };
-        mcp_headers::check_params(sent, &decls, Some(args))
     }
 
     /// Learns tool definitions from a `tools/list` result and rewrites it for the client.
@@ -250,6 +230,25 @@ impl ToolCache {
             learn_tool(map, k, v);
         }
     }
+}
+
+/// Checks the `Mcp-Param-*` headers a call came with (HTTP front) against its tool's
+/// `x-mcp-header` arguments; a call without such headers (stdio) passes.
+pub(in crate::engine) fn check_params(
+    sent: Option<&[(String, String)]>,
+    tool: Option<&Tool>,
+    args: &Value,
+) -> Result<(), ParamMismatch> {
+    let Some(sent) = sent else {
+        return Ok(());
+    };
+    let decls = match tool.map(Tool::params) {
+        Some(Ok(d)) => d,
+        // Unknown tool, or declarations a client may not use (the HTTP downstream
+        // refuses that call): nothing declared to compare.
+        _ => Arc::from([]),
+    };
+    mcp_headers::check_params(sent, &decls, Some(args))
 }
 
 /// Caches a tool definition. A destructive one is never replaced by a non-destructive
