@@ -86,3 +86,69 @@ impl State {
         (self.out.close(), self.holds.take_all())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+    use tokio::sync::oneshot;
+
+    use super::*;
+    use crate::engine::barrier::{Barrier, Kind};
+
+    fn held(cancelled: bool, place: Option<crate::engine::barrier::Place>) -> Held {
+        Held {
+            cancelled,
+            modern: true,
+            schema: false,
+            lean: false,
+            place,
+        }
+    }
+
+    #[test]
+    fn a_held_call_is_handed_over_with_its_place_unless_cancelled() {
+        let b = Arc::new(Barrier::default());
+        let mut st = State::default();
+        let (one, two) = (json!(1), json!("2"));
+        let place = b.place(Kind::Exclusive);
+        let t = place.ticket();
+        st.holds.hold(IdKey::of(&one), held(false, Some(place)));
+        st.holds.hold(IdKey::of(&two), held(true, None));
+        assert_eq!(st.hand_over(&one, None), Some(true));
+        assert!(!st.holds.contains(&IdKey::of(&one)));
+        let f = st.out.get(&IdKey::of(&one)).unwrap();
+        assert_eq!(f.place.as_ref().map(|p| p.ticket()), Some(t));
+        assert_eq!(f.modern.as_deref(), Some("tools/call"));
+        // Cancelled while held: taken out and not forwarded.
+        assert_eq!(st.hand_over(&two, None), None);
+        assert!(!st.in_use(&IdKey::of(&two)));
+        assert_eq!(st.in_flight(), 1);
+    }
+
+    #[test]
+    fn a_cancel_marks_a_held_call_and_starts_a_forwarded_calls_grace_once() {
+        let b = Arc::new(Barrier::default());
+        let mut st = State::default();
+        let (one, two) = (json!(1), json!(2));
+        st.holds.hold(IdKey::of(&one), held(false, None));
+        let (wake, woken) = oneshot::channel();
+        assert!(st.holds.wait(IdKey::of(&one), wake, None).is_ok());
+        assert!(matches!(st.cancel(&IdKey::of(&one)), Cancelled::Held));
+        assert_eq!(st.holds.cancelled(&IdKey::of(&one)), Some(true));
+        assert!(woken.blocking_recv().is_ok(), "its waiter is woken");
+        st.holds
+            .hold(IdKey::of(&two), held(false, Some(b.place(Kind::Shared))));
+        st.hand_over(&two, None);
+        assert!(matches!(
+            st.cancel(&IdKey::of(&two)),
+            Cancelled::Forwarded(_)
+        ));
+        assert!(matches!(st.cancel(&IdKey::of(&two)), Cancelled::Nothing));
+        assert!(matches!(
+            st.cancel(&IdKey::of(&json!(3))),
+            Cancelled::Nothing
+        ));
+    }
+}
