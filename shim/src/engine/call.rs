@@ -10,13 +10,14 @@ use tc_core::ErrorCode;
 
 use crate::engine::confirm::continued::Wrap;
 use crate::engine::confirm::{form, Obtained};
-use crate::engine::judge::{reserved_argument, strip, stripped, Judged};
+use crate::engine::judge::{reserved_argument, strip, stripped, Judged, Unjudged};
 use crate::engine::refusal::judged::policy_result;
 use crate::engine::refusal::judged::{reserved_argument_result, target_result};
 use crate::engine::refusal::Refusal;
 use crate::engine::refusal::Shown;
 use crate::engine::{key, Call, SentParams, Shim};
 use crate::wire::era;
+use crate::wire::mcp_headers;
 use crate::wire::outbox::Known;
 use crate::wire::peek::Peek;
 use crate::wire::value::at;
@@ -45,7 +46,7 @@ impl Shim {
         // Everything below judges the call against the vault as it is now: no change made
         // through this shim may land between that and the downstream running it.
         self.wait_turn(&id).await;
-        if self.lock().held.get(&key(&id)).is_some_and(|h| h.cancelled) {
+        if self.lock().holds.cancelled(&key(&id)) == Some(true) {
             // Cancelled while it waited: judging it would only raise a request nobody gets.
             self.unhold(&id);
             self.gov.untrack(&key(&id));
@@ -61,9 +62,19 @@ impl Shim {
             let r = Refusal::new(ErrorCode::InvalidInput, text, json!({}));
             return self.refuse(&id, r);
         };
-        let Some(j) = self.judge(&id, &msg, name, sent).await else {
-            return;
+        // The downstream's era first, for a modern call: its tool list is asked in it.
+        if let Some(meta) = era::request_meta(&msg) {
+            if let Err(e) = self.ensure_down_era(meta).await {
+                tracing::warn!("could not find out the downstream's era: {e}");
+            }
+        }
+        let j = match self.judge(&msg, name, sent).await {
+            Ok(j) => j,
+            Err(u) => return self.unjudged(&id, u),
         };
+        if j.schema {
+            self.lock().holds.set_schema(&key(&id));
+        }
         let no_params = json!({});
         let params = msg.get("params").unwrap_or(&no_params);
         // A call echoing a requestState is the second half of a confirmation that was
@@ -83,6 +94,21 @@ impl Shim {
             let line = m.to_string().into_bytes();
             // Its headers were checked against these arguments already.
             Box::pin(Arc::clone(&self).handle_call(id.clone(), m, line, None)).await;
+        }
+    }
+
+    /// Answers a call the judge stopped.
+    fn unjudged(&self, id: &Value, u: Unjudged) {
+        match u {
+            Unjudged::Refused { refusal, schema } => {
+                if schema {
+                    self.lock().holds.set_schema(&key(id));
+                }
+                self.refuse(id, refusal)
+            }
+            Unjudged::Headers(why) => {
+                self.answer_error(id, mcp_headers::HEADER_MISMATCH, why.to_string())
+            }
         }
     }
 

@@ -10,6 +10,12 @@
 //   forward    to the downstream; a held call answered; a downstream line; the exit path
 //   govern     the response governor: byte cap, oversize lines, paging
 //   refusal    what the agent is told, as one typed `Refusal`
+// Each stage owns its part of the engine's state (`state.rs`: admission the `Session`,
+// judge the `ToolCache`, confirm the `Holds`, forward the `Outstanding` requests), and
+// hands the next a typed result: `Judged` or `Unjudged`, then `Obtained` (an
+// `Approval`), which forward runs; `call.rs` passes them on. Two steps still reach
+// back: forward re-reads the judge's tool cache before an approved call runs (a
+// redefined tool is refused), and a downstream's own round is wrapped by confirm.
 pub mod admission;
 pub mod barrier;
 mod call;
@@ -18,10 +24,10 @@ pub mod forward;
 pub mod govern;
 pub mod judge;
 pub mod refusal;
+mod state;
 pub use admission::Parsed;
 pub use confirm::url_mode::page_base;
 
-use std::collections::{HashMap, HashSet};
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -31,58 +37,18 @@ use tc_proto::v1::Binding;
 use tokio::sync::{mpsc, oneshot, Semaphore};
 
 use crate::daemon_client::Daemon;
-use crate::engine::barrier::{Barrier, Place};
+use crate::engine::barrier::Barrier;
 use crate::engine::govern::governor::{GovEvent, Governor};
 use crate::engine::judge::policy::Policy;
-use crate::wire::era::Era;
 use crate::wire::framing::{Down, Frame, Rejected};
-use crate::wire::ids::{IdKey, IdTable};
+use crate::wire::ids::IdKey;
 use crate::wire::jsonrpc;
 use crate::wire::outbox::Outbox;
-use confirm::continued::Wrap;
 use refusal::Shown;
+use state::State;
 
 /// Ids of the shim's own requests (to either side) start with this.
 const OWN_ID_PREFIX: &str = "tc-shim-";
-
-/// What the answer to a forwarded client request needs done to it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-enum Pending {
-    Plain,
-    ToolsList,
-    /// The client's own `initialize`: its answer fixes the downstream era as legacy.
-    Initialize,
-}
-
-/// A client request forwarded downstream and not yet answered.
-struct Forwarded {
-    id: Value,
-    kind: Pending,
-    /// The method, when the request carried the modern envelope (its result must then
-    /// be completed if the downstream is legacy).
-    modern: Option<String>,
-    /// A call of a tool with a gate entry: a round the downstream answers with is
-    /// wrapped in our state (`continued.rs`).
-    wrap: Option<Wrap>,
-    /// A `tools/call`'s place in the barrier, released when this entry goes away.
-    place: Option<Place>,
-    /// The client cancelled it and the grace timer runs (one timer per call, however many
-    /// cancellations come).
-    grace: bool,
-}
-
-/// A `tools/call` the shim holds before forwarding.
-#[derive(Debug)]
-struct Held {
-    cancelled: bool,
-    modern: bool,
-    /// The tool declares an `outputSchema`: refusals go in `_meta`, not `structuredContent`.
-    schema: bool,
-    /// Sent as the lean facade's `call_capability`.
-    lean: bool,
-    /// Its place in the barrier (none for a read-only call), taken on arrival.
-    place: Option<Place>,
-}
 
 /// The `Mcp-Param-*` headers (lowercase name, decoded value) a message came with over
 /// HTTP; None on stdio. They travel with a `tools/call` to its task, whose judgement
@@ -111,40 +77,6 @@ struct Approval {
     redemption: Option<String>,
 }
 
-#[derive(Default)]
-struct State {
-    /// Client requests forwarded downstream and not yet answered, by canonical id.
-    pending: IdTable<Forwarded>,
-    /// The shim's own requests to the downstream.
-    internal: HashMap<String, oneshot::Sender<Value>>,
-    /// Tool definitions learned from `tools/list` (None until the first one).
-    /// Shared, so looking a definition up per call does not copy its schema.
-    tools: Option<HashMap<String, judge::tools::Tool>>,
-    /// `tools/call`s the shim holds (not yet forwarded): id → cancelled.
-    held: HashMap<IdKey, Held>,
-    /// Wakes a held call that waits on the human when the client cancels it.
-    wakers: HashMap<IdKey, oneshot::Sender<()>>,
-    /// The shim's own requests to the client (`elicitation/create`), by our id.
-    client_requests: HashMap<String, oneshot::Sender<Value>>,
-    /// The client's capabilities from its `initialize` (legacy era).
-    client_caps: Option<Value>,
-    /// The downstream's stdout closed.
-    child_gone: bool,
-    /// The client's era and protocol version, once known (`initialize` makes it legacy).
-    client_era: Option<(Era, String)>,
-    /// The downstream's era and protocol version, once known.
-    down_era: Option<(Era, String)>,
-    /// The downstream's `initialize` result when the shim did the handshake itself.
-    down_init: Option<Value>,
-    /// The protocol envelope of the latest modern client request.
-    envelope: Option<Value>,
-    /// The eras were logged.
-    eras_logged: bool,
-    /// Ids of the downstream's requests shown to the client and not yet answered: the only
-    /// answers the client may send downstream.
-    down_requests: HashSet<IdKey>,
-}
-
 /// Everything the pumps and call handlers share.
 pub struct Shim {
     /// Who makes the calls (see [`Options::caller`]).
@@ -158,6 +90,7 @@ pub struct Shim {
     daemon: Arc<Daemon>,
     to_child: Outbox,
     to_client: Outbox,
+    /// Every stage's state under one lock, never held across an await (`state.rs`).
     state: Mutex<State>,
     next_id: AtomicU64,
     /// Serializes finding out the downstream's era.
@@ -166,7 +99,7 @@ pub struct Shim {
     prompt_ttl: Duration,
     /// The approval page's base URL (`[approvals] listen`), for the URL route.
     page: Option<String>,
-    /// The response governor (byte cap, paging, resources/read): `gate/governed.rs`.
+    /// The response governor (byte cap, paging, resources/read): `govern/`.
     gov: Governor,
     /// The governor's events for the daemon's log, once there was one (`gov_event`).
     events: OnceLock<mpsc::UnboundedSender<Box<GovEvent>>>,

@@ -1,8 +1,6 @@
 //! Admission: what the gate refuses before acting on a line: a raw inner `\r` (either side),
 //! a client request it cannot track faithfully (id, table, envelope) or whose id is taken.
 
-use std::time::Instant;
-
 use serde_json::Value;
 
 use crate::engine::govern::governor::{PageReply, Track};
@@ -54,12 +52,12 @@ impl Shim {
             });
             return;
         }
-        let internal = id.as_str().and_then(|s| self.lock().internal.remove(s));
+        let internal = id.as_str().and_then(|s| self.lock().out.own_answered(s));
         if let Some(tx) = internal {
             let _ = tx.send(err);
             return;
         }
-        let pending = self.lock().pending.remove(&k);
+        let pending = self.lock().out.answered(&k);
         if let Some(p) = pending {
             self.send_client(&jsonrpc::error(
                 &p.id,
@@ -86,10 +84,10 @@ impl Shim {
         }
         let stale = {
             let mut st = self.lock();
-            if st.pending.len() + st.held.len() < MAX_IN_FLIGHT {
+            if st.in_flight() < MAX_IN_FLIGHT {
                 return true;
             }
-            st.pending.take_older(STALE_AFTER, Instant::now())
+            st.out.take_stale(STALE_AFTER)
         };
         let room = !stale.is_empty();
         for (k, p) in stale {
@@ -139,10 +137,7 @@ impl Shim {
             self.send_client(&reserved_id_error(i));
             return false;
         }
-        let in_use = {
-            let st = self.lock();
-            st.held.contains_key(&key(i)) || st.pending.contains_key(&key(i))
-        };
+        let in_use = self.lock().in_use(&key(i));
         if in_use {
             // Reusing a live id would overwrite the call's state and its governor
             // entry (a cancelled call could come back to life, an answer escape

@@ -6,43 +6,21 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 
 use crate::engine::forward::internal::InternalError;
-use crate::engine::{Pending, Shim};
+use crate::engine::forward::table::Pending;
+use crate::engine::Shim;
 use crate::wire::era::{self, Era};
 use crate::wire::jsonrpc;
 
 impl Shim {
     /// Records the client's era (an `initialize` selects legacy for the whole process).
     pub(in crate::engine) fn set_client_era(&self, e: Era, version: String) {
-        {
-            let mut st = self.lock();
-            match (&st.client_era, e) {
-                (None, _) | (Some((Era::Modern, _)), Era::Legacy) => {
-                    st.client_era = Some((e, version))
-                }
-                _ => {}
-            }
-        }
+        self.lock().session.set_client_era(e, version);
         self.note_eras();
     }
 
     /// Logs the negotiated eras once both are known.
     pub(in crate::engine) fn note_eras(&self) {
-        let line = {
-            let mut st = self.lock();
-            match (&st.client_era, &st.down_era, st.eras_logged) {
-                (Some((c, cv)), Some((d, dv)), false) => {
-                    let how = if st.down_init.is_some() {
-                        ", handshake by tc-shim"
-                    } else {
-                        ""
-                    };
-                    let l = format!("client era: {c} ({cv}), downstream era: {d} ({dv}{how})");
-                    st.eras_logged = true;
-                    Some(l)
-                }
-                _ => None,
-            }
-        };
+        let line = self.lock().session.eras_to_log();
         if let Some(l) = line {
             tracing::info!("{l}");
         }
@@ -55,9 +33,7 @@ impl Shim {
         if self.ensure_down_era(meta).await? != Era::Legacy {
             return Ok(None);
         }
-        let st = self.lock();
-        let caps = st.down_init.as_ref().and_then(|i| i.get("capabilities"));
-        Ok(Some(caps.cloned().unwrap_or(Value::Null)))
+        Ok(Some(self.lock().session.down_capabilities()))
     }
 
     /// Finds out (once) which era the downstream speaks, on behalf of a modern client
@@ -67,8 +43,8 @@ impl Shim {
         &self,
         meta: &Value,
     ) -> Result<Era, InternalError> {
-        if let Some((e, _)) = &self.lock().down_era {
-            return Ok(*e);
+        if let Some(e) = self.lock().session.down_era() {
+            return Ok(e);
         }
         // Boxed: the probe's state would otherwise sit in every call's task, known era or not.
         Box::pin(self.probe_down_era(meta)).await
@@ -77,14 +53,15 @@ impl Shim {
     /// [`Shim::ensure_down_era`] once the era is not known yet.
     async fn probe_down_era(&self, meta: &Value) -> Result<Era, InternalError> {
         let _probe = self.probe.lock().await;
-        if let Some((e, _)) = &self.lock().down_era {
-            return Ok(*e);
+        if let Some(e) = self.lock().session.down_era() {
+            return Ok(e);
         }
         let probe = self
             .internal_raw("server/discover", json!({"_meta": era::envelope(meta)}))
             .await?;
         if probe.get("result").is_some_and(Value::is_object) {
-            self.lock().down_era = Some((Era::Modern, era::meta_version(meta)));
+            let v = era::meta_version(meta);
+            self.lock().session.set_down_modern(v);
             self.note_eras();
             return Ok(Era::Modern);
         }
@@ -102,11 +79,7 @@ impl Shim {
             .to_string();
         let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
         self.send_child(note.to_string().into_bytes(), None);
-        {
-            let mut st = self.lock();
-            st.down_era = Some((Era::Legacy, version));
-            st.down_init = Some(init);
-        }
+        self.lock().session.set_down_handshake(version, init);
         self.note_eras();
         Ok(Era::Legacy)
     }
@@ -122,7 +95,7 @@ impl Shim {
         match self.ensure_down_era(&meta).await {
             Ok(Era::Modern) => self.forward_request(&id, Pending::Plain, None, line),
             Ok(Era::Legacy) => {
-                let init = self.lock().down_init.clone();
+                let init = self.lock().session.down_init();
                 match init {
                     Some(init) => {
                         self.send_client(&jsonrpc::response(&id, era::discover_result(&init)))

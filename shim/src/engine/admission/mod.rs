@@ -6,6 +6,7 @@ mod admit;
 mod eras;
 pub mod lean;
 pub mod roots;
+pub(in crate::engine) mod session;
 mod turn;
 
 use std::sync::Arc;
@@ -13,9 +14,11 @@ use std::sync::Arc;
 use serde_json::{json, Value};
 use tc_core::ErrorCode;
 
-use crate::engine::barrier::Place;
+use crate::engine::confirm::holds::Held;
+use crate::engine::forward::table::Pending;
 use crate::engine::refusal::Refusal;
-use crate::engine::{key, Held, Pending, SentParams, Shim, OWN_ID_PREFIX};
+use crate::engine::state::Cancelled;
+use crate::engine::{key, SentParams, Shim, OWN_ID_PREFIX};
 use crate::wire::era::{self, Era};
 use crate::wire::framing::{parse_message, refusal_id, Rejected};
 use crate::wire::jsonrpc;
@@ -134,7 +137,7 @@ impl Shim {
             return false;
         }
         if let (Some(m), Some(id)) = (meta, id) {
-            self.lock().envelope = Some(era::envelope(m));
+            self.lock().session.note_envelope(m);
             self.set_client_era(Era::Modern, era::meta_version(m));
             let v = era::meta_version(m);
             if v != era::MODERN_VERSION {
@@ -185,7 +188,7 @@ impl Shim {
     fn on_client_answer(&self, id: Value, msg: Value, line: Vec<u8>) {
         match id.as_str().filter(|s| s.starts_with(OWN_ID_PREFIX)) {
             Some(s) => {
-                let waiting = self.lock().client_requests.remove(s);
+                let waiting = self.lock().holds.answered(s);
                 match waiting {
                     Some(tx) => {
                         let _ = tx.send(msg);
@@ -198,7 +201,7 @@ impl Shim {
             // Only to a request the downstream made and the client was shown: an
             // answer to anything else (a question the shim answered itself, such
             // as roots/list, or one never asked) would put words in its mouth.
-            None if self.lock().down_requests.remove(&key(&id)) => {
+            None if self.lock().out.unasked(&key(&id)) => {
                 self.send_child(line, None);
             }
             None => tracing::warn!(
@@ -226,7 +229,8 @@ impl Shim {
             .unwrap_or("?")
             .to_string();
         self.set_client_era(Era::Legacy, v);
-        self.lock().client_caps = at(msg, &["params", "capabilities"]).cloned();
+        let caps = at(msg, &["params", "capabilities"]).cloned();
+        self.lock().session.set_client_caps(caps);
         self.forward_request(&id, Pending::Initialize, None, line)
     }
 
@@ -242,7 +246,7 @@ impl Shim {
     ) {
         let facade = self.policy.lean.then(|| lean::facade_call(&msg)).flatten();
         let place = self.place_for(&msg, facade.as_ref());
-        self.lock().held.insert(
+        self.lock().holds.hold(
             key(&id),
             Held {
                 cancelled: false,
@@ -278,7 +282,7 @@ impl Shim {
         };
         let modern = meta.is_some();
         match meta {
-            Some(meta) if self.lock().down_era.is_none() => {
+            Some(meta) if self.lock().session.down_era().is_none() => {
                 tokio::spawn(Arc::clone(self).forward_modern(id, kind, meta, m, line));
             }
             _ => self.forward_request(&id, kind, modern.then_some(m), line),
@@ -302,20 +306,12 @@ impl Shim {
     /// human); a forwarded one starts its grace timer. Forwarded either way.
     fn on_cancelled(self: &Arc<Self>, msg: &Value, line: Vec<u8>) {
         if let Some(rid) = at(msg, &["params", "requestId"]) {
-            let mut st = self.lock();
-            if let Some(h) = st.held.get_mut(&key(rid)) {
-                h.cancelled = true;
-                if let Some(w) = st.wakers.remove(&key(rid)) {
-                    let _ = w.send(());
-                }
-                return;
-            }
-            let forwarded = st.pending.get_mut(&key(rid)).filter(|p| !p.grace);
-            if let Some(p) = forwarded {
-                if let Some(t) = p.place.as_ref().map(Place::ticket) {
-                    p.grace = true;
-                    self.release_after_grace(key(rid), t);
-                }
+            // One step over confirm's and forward's parts (`State::cancel`).
+            let cancelled = self.lock().cancel(&key(rid));
+            match cancelled {
+                Cancelled::Held => return,
+                Cancelled::Forwarded(t) => self.release_after_grace(key(rid), t),
+                Cancelled::Nothing => {}
             }
         }
         self.send_child(line, None);

@@ -45,11 +45,7 @@ impl Shim {
 
     /// Waits for the held call's turn in the barrier (see `barrier.rs`).
     pub(in crate::engine) async fn wait_turn(&self, id: &Value) {
-        let ticket = self
-            .lock()
-            .held
-            .get(&key(id))
-            .and_then(|h| h.place.as_ref().map(Place::ticket));
+        let ticket = self.lock().holds.ticket(&key(id));
         if let Some(t) = ticket {
             self.barrier.enter(t).await;
         }
@@ -59,18 +55,13 @@ impl Shim {
     /// held for minutes, and takes a new one at the back of the queue for the judgment
     /// that follows the answer (which therefore sees every change made meanwhile).
     pub(in crate::engine) fn step_aside(&self, id: &Value) {
-        let mut st = self.lock();
-        if let Some(h) = st.held.get_mut(&key(id)) {
-            h.place = None;
-        }
+        self.lock().holds.set_place(&key(id), None);
     }
 
     /// Rejoins the barrier after [`Shim::step_aside`] and waits for the call's turn.
     pub(in crate::engine) async fn rejoin(&self, id: &Value) {
         let place = self.barrier.place(Kind::Exclusive);
-        if let Some(h) = self.lock().held.get_mut(&key(id)) {
-            h.place = Some(place);
-        }
+        self.lock().holds.set_place(&key(id), Some(place));
         self.wait_turn(id).await;
     }
 
@@ -81,13 +72,7 @@ impl Shim {
         let shim = Arc::clone(self);
         tokio::spawn(async move {
             tokio::time::sleep(CANCEL_GRACE).await;
-            let mut st = shim.lock();
-            if let Some(p) = st.pending.get_mut(&k) {
-                // The same call: its id may have been answered and reused meanwhile.
-                if p.place.as_ref().is_some_and(|p| p.ticket() == t) {
-                    p.place = None;
-                }
-            }
+            shim.lock().out.end_grace(&k, t);
         });
     }
 }

@@ -11,12 +11,13 @@ use tc_proto::v1::Binding;
 use tokio::sync::oneshot;
 
 use crate::daemon_client::DaemonError;
+use crate::engine::confirm::holds::Held;
 use crate::engine::judge::remove_token;
 use crate::engine::judge::targets;
 use crate::engine::refusal::judged::{policy_result, unreachable_result};
 use crate::engine::refusal::Refusal;
 use crate::engine::refusal::Shown;
-use crate::engine::{key, Approval, Call, Held, Shim};
+use crate::engine::{key, Approval, Call, Shim};
 use crate::wire::era;
 use crate::wire::jsonrpc;
 use crate::wire::outbox::Known;
@@ -174,7 +175,7 @@ impl Shim {
         let Some(inner_state) = downstream_round(&msg) else {
             return Some(msg);
         };
-        self.lock().held.insert(
+        self.lock().holds.hold(
             key(&id),
             Held {
                 cancelled: false,

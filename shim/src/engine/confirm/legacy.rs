@@ -12,7 +12,6 @@ use crate::engine::confirm::summary::summarize_gated;
 use crate::engine::refusal::Refusal;
 use crate::engine::refusal::Shown;
 use crate::engine::{key, Approval, Call, Shim, OWN_ID_PREFIX};
-use crate::wire::era::{self, Era};
 use crate::wire::value::at;
 
 /// A prompt's receivers (the client's answer, the call's cancellation) and the protocol
@@ -86,9 +85,8 @@ impl Shim {
         };
         let cancelled = {
             let mut st = self.lock();
-            st.client_requests.remove(&rid);
-            st.wakers.remove(&key(c.id));
-            st.held.get(&key(c.id)).is_none_or(|h| h.cancelled)
+            st.holds.end_wait(&key(c.id), Some(&rid));
+            st.holds.cancelled(&key(c.id)).unwrap_or(true)
         };
         let Some(resp) = outcome else {
             self.withdraw(c, &rid, state, cancelled).await;
@@ -113,15 +111,9 @@ impl Shim {
         let (answer_tx, answer_rx) = oneshot::channel();
         let (wake_tx, wake_rx) = oneshot::channel();
         let mut st = self.lock();
-        if st.held.get(&key(c.id)).is_none_or(|h| h.cancelled) {
-            return None;
-        }
-        st.client_requests.insert(rid.to_string(), answer_tx);
-        st.wakers.insert(key(c.id), wake_tx);
-        let version = match &st.client_era {
-            Some((Era::Legacy, v)) => v.clone(),
-            _ => era::LEGACY_VERSION.to_string(),
-        };
+        let prompt = Some((rid.to_string(), answer_tx));
+        st.holds.wait(key(c.id), wake_tx, prompt).ok()?;
+        let version = st.session.prompt_version();
         Some((answer_rx, wake_rx, version))
     }
 

@@ -4,6 +4,7 @@
 mod approved;
 pub mod continued;
 pub mod form;
+pub(in crate::engine) mod holds;
 mod legacy;
 mod modern;
 pub mod preview;
@@ -82,7 +83,7 @@ impl Shim {
     async fn ask(&self, c: &Call<'_>, meta: Option<&Value>) -> Option<Approval> {
         let (era, caps) = match meta {
             Some(m) => (Era::Modern, m.get(era::META_CAPS).cloned()),
-            None => (Era::Legacy, self.lock().client_caps.clone()),
+            None => (Era::Legacy, self.lock().session.client_caps()),
         };
         let route = form::route(
             era,

@@ -109,20 +109,16 @@ impl Shim {
         let elicitation_id = format!("tc-{request_id}-{n}");
         let (answer_tx, answer_rx) = oneshot::channel();
         let (wake_tx, wake_rx) = oneshot::channel();
-        {
-            let mut st = self.lock();
-            match st.held.get(&key(c.id)).map(|h| h.cancelled) {
-                None => return None,
-                Some(true) => {
-                    drop(st);
-                    // Cancelled meanwhile: nothing goes out, and its place is freed.
-                    self.answer(c.id, json!({}));
-                    return None;
-                }
-                Some(false) => {}
+        let prompt = Some((rid.clone(), answer_tx));
+        let waiting = self.lock().holds.wait(key(c.id), wake_tx, prompt);
+        match waiting {
+            Ok(()) => {}
+            Err(None) => return None,
+            Err(_) => {
+                // Cancelled meanwhile: nothing goes out, and its place is freed.
+                self.answer(c.id, json!({}));
+                return None;
             }
-            st.client_requests.insert(rid.clone(), answer_tx);
-            st.wakers.insert(key(c.id), wake_tx);
         }
         self.step_aside(c.id);
         self.send_client(&json!({
@@ -137,11 +133,7 @@ impl Shim {
         let (ended, answered) = self
             .wait_for_page(c, &request_id, Some(answer_rx), wake_rx)
             .await;
-        {
-            let mut st = self.lock();
-            st.client_requests.remove(&rid);
-            st.wakers.remove(&key(c.id));
-        }
+        self.lock().holds.end_wait(&key(c.id), Some(&rid));
         if !answered {
             // Withdraw the prompt: nobody waits for its answer any more.
             self.send_client(&json!({

@@ -135,24 +135,21 @@ impl Shim {
     /// target is now.
     async fn wait_url(&self, c: &Call<'_>, request_id: &str) -> Option<crate::engine::Approval> {
         let (wake_tx, wake_rx) = oneshot::channel();
-        {
-            let mut st = self.lock();
-            match st.held.get(&key(c.id)).map(|h| h.cancelled) {
-                // Answered by the exit path.
-                None => return None,
-                Some(true) => {
-                    drop(st);
-                    // Cancelled before the wait: nothing goes out, and its place is freed.
-                    self.answer(c.id, json!({}));
-                    return None;
-                }
-                Some(false) => st.wakers.insert(key(c.id), wake_tx),
-            };
+        let waiting = self.lock().holds.wait(key(c.id), wake_tx, None);
+        match waiting {
+            Ok(()) => {}
+            // Answered by the exit path.
+            Err(None) => return None,
+            Err(_) => {
+                // Cancelled before the wait: nothing goes out, and its place is freed.
+                self.answer(c.id, json!({}));
+                return None;
+            }
         }
         self.step_aside(c.id);
         let (ended, _) = self.wait_for_page(c, request_id, None, wake_rx).await;
-        self.lock().wakers.remove(&key(c.id));
-        let cancelled = self.lock().held.get(&key(c.id)).map(|h| h.cancelled);
+        self.lock().holds.end_wait(&key(c.id), None);
+        let cancelled = self.lock().holds.cancelled(&key(c.id));
         match (cancelled, ended) {
             // The exit path answered it meanwhile.
             (None, _) => None,

@@ -8,7 +8,6 @@ use serde_json::{json, Value};
 use tokio::sync::oneshot;
 
 use crate::engine::{Shim, OWN_ID_PREFIX};
-use crate::wire::era::{self, Era};
 
 /// How long an internal request (tools/list, probe) may take.
 const INTERNAL_TIMEOUT: Duration = Duration::from_secs(30);
@@ -58,29 +57,22 @@ impl Shim {
         let (tx, rx) = oneshot::channel();
         {
             let mut st = self.lock();
-            if st.child_gone {
+            if st.out.gone() {
                 return Err(InternalError::Exited);
             }
-            if matches!(st.down_era, Some((Era::Modern, _))) {
-                if let Some(p) = params.as_object_mut() {
-                    if !p.contains_key("_meta") {
-                        let env = st.envelope.clone().unwrap_or_else(era::default_envelope);
-                        p.insert("_meta".into(), env);
-                    }
-                }
-            }
-            st.internal.insert(id.clone(), tx);
+            st.session.envelop(&mut params);
+            st.out.own(id.clone(), tx);
         }
         let msg = json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params});
         if !self.send_child(msg.to_string().into_bytes(), None) {
-            self.lock().internal.remove(&id);
+            self.lock().out.own_answered(&id);
             return Err(InternalError::NotRunning);
         }
         match tokio::time::timeout(INTERNAL_TIMEOUT, rx).await {
             Ok(Ok(v)) => Ok(v),
             Ok(Err(_)) => Err(InternalError::Exited),
             Err(_) => {
-                self.lock().internal.remove(&id);
+                self.lock().out.own_answered(&id);
                 Err(InternalError::Timeout {
                     method: method.to_string(),
                 })

@@ -3,19 +3,21 @@
 
 pub mod internal;
 mod server;
+pub(in crate::engine) mod table;
 
 use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::engine::confirm::continued::Wrap;
+use crate::engine::confirm::holds::Held;
 use crate::engine::judge::{stripped, Judged};
 use crate::engine::refusal::judged::policy_result;
 use crate::engine::refusal::Refusal;
-use crate::engine::{key, Approval, Call, Forwarded, Held, Pending, Shim};
+use crate::engine::{key, Approval, Call, Shim};
 use crate::wire::era;
-use crate::wire::ids;
 use crate::wire::jsonrpc;
 use crate::wire::outbox::Known;
+use table::{Forwarded, Pending};
 
 impl Shim {
     /// Forwards a client request downstream, remembering it so its response can be matched.
@@ -26,19 +28,10 @@ impl Shim {
         modern: Option<String>,
         line: Vec<u8>,
     ) {
-        self.lock().pending.insert(
-            key(id),
-            Forwarded {
-                id: id.clone(),
-                kind,
-                modern,
-                wrap: None,
-                place: None,
-                grace: false,
-            },
-        );
+        let f = Forwarded::plain(id, kind, modern);
+        self.lock().out.forwarded(key(id), f);
         if !self.send_child(line, None) {
-            self.lock().pending.remove(&key(id));
+            self.lock().out.answered(&key(id));
             self.send_client(&jsonrpc::error(
                 id,
                 jsonrpc::INTERNAL_ERROR,
@@ -55,27 +48,12 @@ impl Shim {
         ack: Option<oneshot::Sender<()>>,
         wrap: Option<Wrap>,
     ) -> bool {
-        {
-            let mut st = self.lock();
-            let held = ids::take(&mut st.held, &key(id));
-            if held.as_ref().is_some_and(|h| h.cancelled) {
-                return false;
-            }
-            let modern = held.as_ref().is_some_and(|h| h.modern);
-            st.pending.insert(
-                key(id),
-                Forwarded {
-                    id: id.clone(),
-                    kind: Pending::Plain,
-                    modern: modern.then(|| "tools/call".to_string()),
-                    wrap,
-                    place: held.and_then(|h| h.place),
-                    grace: false,
-                },
-            );
+        // Confirm hands the call to forward under one lock: see `State::hand_over`.
+        if self.lock().hand_over(id, wrap).is_none() {
+            return false;
         }
         if !self.to_child.send_known(line, ack, known) {
-            self.lock().pending.remove(&key(id));
+            self.lock().out.answered(&key(id));
             self.send_client(&jsonrpc::error(
                 id,
                 jsonrpc::INTERNAL_ERROR,
@@ -150,7 +128,7 @@ impl Shim {
                 .err()
                 .map(|e| format!("its tool list could not be read again ({e})"))
         };
-        if self.lock().tools.is_none() {
+        if !self.lock().tools.listed() {
             if let Some(why) = relist().await {
                 return Some(why);
             }
@@ -196,14 +174,19 @@ impl Shim {
         self.refuse(c.id, r);
     }
 
+    /// The held call came through the lean facade's `call_capability`.
+    pub(in crate::engine) fn is_lean(&self, id: &Value) -> bool {
+        self.lock().holds.get(&key(id)).is_some_and(|h| h.lean)
+    }
+
     /// Takes a held call out of the table (it is being answered or forwarded).
     pub(in crate::engine) fn unhold(&self, id: &Value) -> Option<Held> {
-        ids::take(&mut self.lock().held, &key(id))
+        self.lock().holds.take(&key(id))
     }
 
     /// Answers a held call with a refusal, rendered for its tool (see [`Refusal::render`]).
     pub(in crate::engine) fn refuse(&self, id: &Value, r: Refusal) {
-        let schema = self.lock().held.get(&key(id)).is_some_and(|h| h.schema);
+        let schema = self.lock().holds.get(&key(id)).is_some_and(|h| h.schema);
         self.answer(id, r.render(schema));
     }
 
@@ -237,13 +220,11 @@ impl Shim {
     pub(in crate::engine) fn fail_pending(&self) {
         let (pending, held) = {
             let mut st = self.lock();
-            st.child_gone = true;
-            st.internal.clear();
+            // Closed before the governor is cleared, under the same lock: a page request
+            // checks `gone` and is tracked under it (`paged/io.rs`).
+            let closed = st.close();
             self.gov.clear();
-            (
-                std::mem::take(&mut st.pending),
-                std::mem::take(&mut st.held),
-            )
+            closed
         };
         for (_, Forwarded { id, .. }) in pending {
             self.send_client(&jsonrpc::error(

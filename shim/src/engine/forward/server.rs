@@ -7,8 +7,9 @@ use serde::Deserialize as _;
 use serde_json::Value;
 
 use crate::engine::admission::roots;
-use crate::engine::{key, reserved_id, reserved_id_error, Forwarded, Pending, Shim};
-use crate::wire::era::{self, Era};
+use crate::engine::forward::table::{Forwarded, Pending};
+use crate::engine::{key, reserved_id, reserved_id_error, Shim};
+use crate::wire::era;
 use crate::wire::ids;
 use crate::wire::jsonrpc;
 use crate::wire::outbox::Known;
@@ -109,7 +110,7 @@ impl Shim {
         if m == "notifications/tools/list_changed" {
             // As on the fast path: a line it refused (a member named twice) still tells the
             // client to re-list, so the cache must not outlive it.
-            self.lock().tools = None;
+            self.lock().tools.forget();
         }
         if m == roots::LIST {
             // Answered here, never asked of the client (roots.rs).
@@ -125,7 +126,7 @@ impl Shim {
         if m == "notifications/cancelled" {
             // The downstream withdrew its question: the client's answer may no longer go.
             if let Some(rid) = at(msg, &["params", "requestId"]) {
-                self.lock().down_requests.remove(&key(rid));
+                self.lock().out.unasked(&key(rid));
             }
         }
         true
@@ -138,7 +139,7 @@ impl Shim {
         let Some(mut msg) = self.govern_response(&id, line.len(), msg) else {
             return;
         };
-        if let Some(internal) = id.as_str().and_then(|s| self.lock().internal.remove(s)) {
+        if let Some(internal) = id.as_str().and_then(|s| self.lock().out.own_answered(s)) {
             let _ = internal.send(msg);
             return;
         }
@@ -148,7 +149,7 @@ impl Shim {
             self.to_client.send(line, None);
             return;
         }
-        let pending = self.lock().pending.remove(&key(&id));
+        let pending = self.lock().out.answered(&key(&id));
         let Some(mut p) = pending else {
             // No request waits for it (a late answer to one the shim stopped
             // waiting for, or never sent): passing it on could pass the cap.
@@ -184,15 +185,9 @@ impl Shim {
             .and_then(Value::as_str)
             .map(String::from);
         if let Some(v) = v {
-            let mut st = self.lock();
-            if st.down_era.is_none() {
-                st.down_era = Some((Era::Legacy, v.clone()));
-            }
             // The client asked for its newest version; this answer is the
             // one it agrees to, and our own prompts must be shaped for it.
-            if let Some((Era::Legacy, cv)) = &mut st.client_era {
-                *cv = v;
-            }
+            self.lock().session.agreed(v);
         }
         self.note_eras();
     }
@@ -201,7 +196,7 @@ impl Shim {
     /// tokens added), a modern request's result from a legacy downstream (completed).
     /// True when it changed.
     fn rewrite_answer(&self, p: &Forwarded, msg: &mut Value) -> bool {
-        let down_legacy = matches!(self.lock().down_era, Some((Era::Legacy, _)));
+        let down_legacy = self.lock().session.down_legacy();
         let mut changed = false;
         if let Some(result) = msg.get_mut("result") {
             if p.kind == Pending::ToolsList {
@@ -258,7 +253,7 @@ impl Shim {
         if m == "notifications/tools/list_changed" {
             // Definitions may have changed (a tool may have become destructive): the
             // next call re-lists instead of judging the floor from the old list.
-            self.lock().tools = None;
+            self.lock().tools.forget();
         }
         true
     }
@@ -267,11 +262,11 @@ impl Shim {
     fn pass_answer(&self, id: &Value, len: usize) -> bool {
         let k = key(id);
         let mut st = self.lock();
-        if id.as_str().is_some_and(|s| st.internal.contains_key(s)) {
+        if id.as_str().is_some_and(|s| st.out.is_own(s)) {
             return false;
         }
-        let down_legacy = matches!(st.down_era, Some((Era::Legacy, _)));
-        match st.pending.get(&k) {
+        let down_legacy = st.session.down_legacy();
+        match st.out.get(&k) {
             Some(p)
                 if p.kind == Pending::Plain
                     && p.id == *id
@@ -284,7 +279,7 @@ impl Shim {
         if !self.gov.passes(&k, len) {
             return false;
         }
-        st.pending.remove(&k);
+        st.out.answered(&k);
         true
     }
 
@@ -309,12 +304,7 @@ impl Shim {
 
     /// [`Shim::note_down_request`] without the refusal: false when the table is full.
     fn try_note_down_request(&self, id: &Value) -> bool {
-        let mut st = self.lock();
-        if st.down_requests.len() < MAX_DOWN_REQUESTS {
-            st.down_requests.insert(key(id));
-            return true;
-        }
-        false
+        self.lock().out.asked(key(id), MAX_DOWN_REQUESTS)
     }
 }
 

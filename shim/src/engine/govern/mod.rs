@@ -11,8 +11,9 @@ use tc_core::codes::events;
 use tc_proto::v1;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::engine::forward::table::Forwarded;
 use crate::engine::refusal::Refusal;
-use crate::engine::{key, Forwarded, Shim};
+use crate::engine::{key, Shim};
 use crate::wire::era;
 use crate::wire::framing::MAX_LINE;
 use crate::wire::jsonrpc;
@@ -25,10 +26,10 @@ impl Shim {
     /// requests wait, the general line limit otherwise.
     pub(in crate::engine) fn line_limit(&self) -> usize {
         let st = self.lock();
-        if !st.internal.is_empty() {
+        if st.out.own_waiting() {
             return MAX_LINE.max(self.gov.cap);
         }
-        self.gov.line_limit(st.pending.keys(), MAX_LINE)
+        self.gov.line_limit(st.out.keys(), MAX_LINE)
     }
 
     /// Notes a client request whose answer the governor caps, and refuses a
@@ -75,9 +76,8 @@ impl Shim {
         }
         // The request just noted is not in `pending`/`held` yet: keep it by name.
         let st = self.lock();
-        self.gov.prune(st.pending.len() + st.held.len() + 1, |t| {
-            *t == k || st.pending.contains_key(t) || st.held.contains_key(t)
-        });
+        self.gov
+            .prune(st.in_flight() + 1, |t| *t == k || st.in_use(t));
         false
     }
 
@@ -116,7 +116,7 @@ impl Shim {
     /// Answers a capped client request whose response was over the cap, instead of the
     /// response. False when that request is not waiting (nothing was sent).
     fn refuse_answer(&self, id: &Value, t: Track, bytes: u64) -> bool {
-        let Some(p) = self.lock().pending.remove(&key(id)) else {
+        let Some(p) = self.lock().out.answered(&key(id)) else {
             return false;
         };
         match t {
@@ -219,12 +219,12 @@ impl Shim {
         let why = format!(
             "the downstream's answer was {bytes} bytes, over tc-shim's {MAX_LINE}-byte line limit; it was not passed on"
         );
-        let internal = id.as_str().and_then(|s| self.lock().internal.remove(s));
+        let internal = id.as_str().and_then(|s| self.lock().out.own_answered(s));
         if let Some(tx) = internal {
             let _ = tx.send(jsonrpc::error(&id, jsonrpc::INTERNAL_ERROR, why));
             return;
         }
-        let pending = self.lock().pending.remove(&k);
+        let pending = self.lock().out.answered(&k);
         match pending {
             Some(_) => {
                 tracing::warn!("{why} (id {id})");

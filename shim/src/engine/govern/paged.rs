@@ -169,12 +169,7 @@ impl Shim {
             end: p.items.len(),
         };
         for attempt in 0..=MAX_PAGE_ATTEMPTS {
-            if self
-                .lock()
-                .held
-                .get(&key(p.id))
-                .is_some_and(|h| h.cancelled)
-            {
+            if self.lock().holds.cancelled(&key(p.id)) == Some(true) {
                 self.unhold(p.id);
                 return;
             }
@@ -283,7 +278,7 @@ impl Shim {
         let page = self.page_of(p, plan, cursor.as_deref());
         let mut result = result.clone();
         governor::decorate(&mut result, &page, p.schema);
-        if self.lock().held.get(&key(p.id)).is_some_and(|h| h.modern) {
+        if self.lock().holds.get(&key(p.id)).is_some_and(|h| h.modern) {
             era::mark_complete(&mut result, "tools/call");
         }
         let line = jsonrpc::response(p.id, result).to_string();

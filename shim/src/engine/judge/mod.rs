@@ -13,12 +13,13 @@ use tc_core::config::{Gate, Targets};
 use tc_core::grant::RealPaths;
 use tc_proto::v1::Binding;
 
-use crate::engine::judge::tools::Tool;
+use crate::engine::judge::tools::{check_params, Tool};
 use crate::engine::refusal::judged::{floor_result, policy_result, unlisted_result};
-use crate::engine::{key, SentParams, Shim};
-use crate::wire::era;
-use crate::wire::mcp_headers;
+use crate::engine::refusal::Refusal;
+use crate::engine::{SentParams, Shim};
+use crate::wire::mcp_headers::ParamMismatch;
 use crate::wire::value::at;
+use policy::Policy;
 use policy::PolicyError;
 
 /// What the judge found out about a call.
@@ -35,54 +36,100 @@ pub(in crate::engine) struct Judged {
     pub(in crate::engine) read_only: bool,
     /// The definition it was judged by (None: the server did not list it).
     pub(in crate::engine) def: Option<Arc<Value>>,
+    /// The tool declares an `outputSchema` (a refusal goes in `_meta`).
+    pub(in crate::engine) schema: bool,
+}
+
+/// Why the judge lets a call go no further: what `call.rs` answers it with.
+pub(in crate::engine) enum Unjudged {
+    /// Refused (the floor, the policy, a tool list that could not be read); `schema`:
+    /// its tool declares an `outputSchema`, so the refusal goes in `_meta`.
+    Refused { refusal: Refusal, schema: bool },
+    /// Its `Mcp-Param-*` headers disagree with its arguments: a JSON-RPC error.
+    Headers(ParamMismatch),
+}
+
+impl From<Refusal> for Unjudged {
+    fn from(refusal: Refusal) -> Self {
+        Unjudged::Refused {
+            refusal,
+            schema: false,
+        }
+    }
 }
 
 impl Shim {
-    /// Judge: the gate entry, the floor (a destructive tool without one is refused), the
-    /// paths under the root, whether `when` holds. None when the call was answered.
+    /// Judge a call: its tool learned from the downstream first (the judge's
+    /// `ToolCache`), then [`Judge::judge`]. Answers nothing itself: a call it stops
+    /// comes back as [`Unjudged`] for `call.rs` to answer.
     pub(in crate::engine) async fn judge(
         &self,
-        id: &Value,
         msg: &Value,
         name: String,
         sent: SentParams,
-    ) -> Option<Judged> {
+    ) -> Result<Judged, Unjudged> {
         let args = at(msg, &["params", "arguments"])
             .cloned()
             .unwrap_or_else(|| json!({}));
-        let gate = self.policy.gate_entry(&name).cloned();
-        if !self.learn_downstream(id, msg, &name, gate.is_some()).await {
-            return None;
-        }
+        let gated = self.policy.gate_entry(&name).is_some();
+        self.learn_tools(&name, gated).await?;
         let tool = self.known_tool(&name);
-        if let Err(why) = self.check_params(sent.as_deref(), tool.as_ref(), &args) {
-            self.answer_error(id, mcp_headers::HEADER_MISMATCH, why.to_string());
-            return None;
-        }
-        let def = tool.as_ref().map(|t| &*t.def);
-        if def.is_some_and(|d| d.get("outputSchema").is_some()) {
-            if let Some(h) = self.lock().held.get_mut(&key(id)) {
-                h.schema = true;
+        let judge = Judge {
+            policy: &self.policy,
+        };
+        judge.judge(name, args, tool, sent.as_deref())
+    }
+
+    /// The tool list judging needs first: without it the floor (destructiveHint) cannot
+    /// be seen, so every tool the policy does not gate fails closed.
+    async fn learn_tools(&self, name: &str, gated: bool) -> Result<(), Unjudged> {
+        if let Err(e) = self.ensure_tools(name).await {
+            tracing::warn!("could not list downstream tools before {name}: {e}");
+            if !gated {
+                return Err(unlisted_result(name, &e).into());
             }
         }
+        Ok(())
+    }
+}
+
+/// The judge proper: the vault's policy applied to one call whose tool definition is
+/// known (or known not to be listed). No downstream I/O and nothing answered.
+pub(in crate::engine) struct Judge<'a> {
+    pub(in crate::engine) policy: &'a Policy,
+}
+
+impl Judge<'_> {
+    /// The gate entry, the `Mcp-Param-*` headers (HTTP), the floor (a destructive tool
+    /// without a gate entry is refused), the paths under the root, whether `when` holds.
+    pub(in crate::engine) fn judge(
+        &self,
+        name: String,
+        args: Value,
+        tool: Option<Tool>,
+        sent: Option<&[(String, String)]>,
+    ) -> Result<Judged, Unjudged> {
+        let gate = self.policy.gate_entry(&name).cloned();
+        check_params(sent, tool.as_ref(), &args).map_err(Unjudged::Headers)?;
+        let def = tool.as_ref().map(|t| &*t.def);
+        let schema = def.is_some_and(|d| d.get("outputSchema").is_some());
         if policy::is_floor(def) && gate.is_none() {
-            self.refuse(id, floor_result(&name, def));
-            return None;
+            let refusal = floor_result(&name, def);
+            return Err(Unjudged::Refused { refusal, schema });
         }
-        let paths = match self.resolve_paths(&name, tool.as_ref(), &args, gate.as_ref()) {
-            Ok(p) => p,
-            Err(e) => return self.refused(id, &e),
+        let refused = |e: PolicyError| Unjudged::Refused {
+            refusal: policy_result(&e),
+            schema,
         };
+        let paths = self.resolve_paths(&name, tool.as_ref(), &args, gate.as_ref());
+        let paths = paths.map_err(refused)?;
         let applies = match &gate {
-            Some(g) => match self.policy.applies(g, &args) {
-                Ok(a) => a,
-                Err(e) => return self.refused(id, &e),
-            },
+            Some(g) => self.policy.applies(g, &args).map_err(refused)?,
             None => false,
         };
         let read_only = policy::is_read_only(def);
         let def = tool.map(|t| t.def);
-        Some(Judged {
+        Ok(Judged {
             name,
             args,
             gate,
@@ -90,37 +137,8 @@ impl Shim {
             applies,
             read_only,
             def,
+            schema,
         })
-    }
-
-    /// What judging needs of the downstream first: its era (for a modern call) and its
-    /// tool list. False when the call was refused: without the list the floor
-    /// (destructiveHint) cannot be seen, so every tool the policy does not gate fails closed.
-    async fn learn_downstream(&self, id: &Value, msg: &Value, name: &str, gated: bool) -> bool {
-        if let Some(meta) = era::request_meta(msg) {
-            if let Err(e) = self.ensure_down_era(meta).await {
-                tracing::warn!("could not find out the downstream's era: {e}");
-            }
-        }
-        if let Err(e) = self.ensure_tools(name).await {
-            tracing::warn!("could not list downstream tools before {name}: {e}");
-            if !gated {
-                self.refuse(id, unlisted_result(name, &e));
-                return false;
-            }
-        }
-        true
-    }
-
-    /// Where a gated call's file-naming arguments really lead, for grants (`grant_paths.rs`).
-    pub(in crate::engine) fn real_paths(&self, j: &Judged, gate: &Gate) -> RealPaths {
-        let tool = self.known_tool(&j.name);
-        let discovered = match &tool {
-            Some(t) => t.paths(&self.policy).to_vec(),
-            None => self.policy.discover_args(&j.name, None),
-        };
-        let specs = self.policy.with_gate_args(&discovered, Some(gate));
-        self.policy.real_paths(&specs, &j.args)
     }
 
     /// The paths the call's file-naming arguments resolve to, with the tool's discovered
@@ -134,13 +152,26 @@ impl Shim {
     ) -> Result<Vec<PathBuf>, PolicyError> {
         let uncached;
         let discovered = match tool {
-            Some(t) => t.paths(&self.policy),
+            Some(t) => t.paths(self.policy),
             None => {
                 uncached = self.policy.discover_args(name, None);
                 &uncached[..]
             }
         };
         self.policy.resolve_discovered(discovered, args, gate)
+    }
+}
+
+impl Shim {
+    /// Where a gated call's file-naming arguments really lead, for grants (`grant_paths.rs`).
+    pub(in crate::engine) fn real_paths(&self, j: &Judged, gate: &Gate) -> RealPaths {
+        let tool = self.known_tool(&j.name);
+        let discovered = match &tool {
+            Some(t) => t.paths(&self.policy).to_vec(),
+            None => self.policy.discover_args(&j.name, None),
+        };
+        let specs = self.policy.with_gate_args(&discovered, Some(gate));
+        self.policy.real_paths(&specs, &j.args)
     }
 
     /// Targets: the fingerprint of what the gate's confirmation covers, as it is now.
@@ -162,12 +193,6 @@ impl Shim {
         }
     }
 
-    /// Answers a call the policy refused; None, for [`Shim::judge`] to return.
-    fn refused<T>(&self, id: &Value, e: &PolicyError) -> Option<T> {
-        self.refuse(id, policy_result(e));
-        None
-    }
-
     /// What an approval of this call is bound to: this vault, tool, caller and arguments.
     pub(in crate::engine) fn binding(&self, name: &str, args: &Value) -> Binding {
         Binding {
@@ -176,11 +201,6 @@ impl Shim {
             caller: self.caller.clone(),
             args_hash: tc_core::hash::args_hash(name, args),
         }
-    }
-
-    /// The held call came through the lean facade's `call_capability`.
-    pub(in crate::engine) fn is_lean(&self, id: &Value) -> bool {
-        self.lock().held.get(&key(id)).is_some_and(|h| h.lean)
     }
 }
 
@@ -245,5 +265,36 @@ mod tests {
             Some("requestState")
         );
         assert_eq!(reserved_argument(&json!("not an object")), None);
+    }
+
+    #[test]
+    fn the_judge_stops_a_floor_without_a_gate_and_judges_the_rest_without_io() {
+        let d = tempfile::tempdir().unwrap();
+        let root = std::fs::canonicalize(d.path()).unwrap();
+        let gate = "[[vaults.gates]]\ntool = \"write_file\"\ntargets = { paths = [\"path\"] }\n";
+        let p = policy::tests::policy(&root, gate);
+        let judge = Judge { policy: &p };
+        let rm =
+            json!({"name": "rm", "annotations": {"destructiveHint": true}, "outputSchema": {}});
+        match judge.judge("rm".into(), json!({}), Some(Tool::new(rm)), None) {
+            Err(Unjudged::Refused { schema: true, .. }) => {}
+            _ => panic!("a destructive tool without a gate entry is refused, in _meta"),
+        }
+        let escape = json!({"path": "../x"});
+        let write = Tool::new(json!({"name": "write_file"}));
+        match judge.judge("write_file".into(), escape, Some(write.clone()), None) {
+            Err(Unjudged::Refused { schema: false, .. }) => {}
+            _ => panic!("a path out of the root is refused"),
+        }
+        let Ok(j) = judge.judge(
+            "write_file".into(),
+            json!({"path": "a.md"}),
+            Some(write),
+            None,
+        ) else {
+            panic!("a gated call under the root is judged");
+        };
+        assert!(j.gate.is_some() && j.applies && !j.read_only && !j.schema);
+        assert_eq!(j.paths, vec![root.join("a.md")]);
     }
 }

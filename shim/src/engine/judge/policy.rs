@@ -12,6 +12,7 @@ pub(in crate::engine) mod tests;
 mod when;
 
 pub use discover::{ArgSpec, PATHLIKE};
+pub use resolve::NameError;
 
 use crate::wire::value::at;
 use resolve::real_path;
@@ -26,6 +27,9 @@ use tc_core::config::{ArgKind, Gate, PathArgs, Targets, VaultConfig};
 pub enum PolicyError {
     #[error("argument {arg:?}: {why}")]
     InvalidInput { arg: String, why: String },
+    /// A path argument's name cannot be matched to one entry (told like `InvalidInput`).
+    #[error("argument {arg:?}: {why}")]
+    Name { arg: String, why: NameError },
     #[error("path {path} is denied by the vault ACL ({list} {glob})")]
     Acl {
         path: String,

@@ -30,7 +30,7 @@ pub(in crate::engine) struct Tool {
 pub type Declared = Result<Arc<[ParamHeader]>, DeclarationError>;
 
 impl Tool {
-    fn new(def: Value) -> Tool {
+    pub(in crate::engine) fn new(def: Value) -> Tool {
         Tool {
             def: Arc::new(def),
             paths: Arc::default(),
@@ -63,31 +63,11 @@ impl Shim {
     /// the cache is listed again only when a `list_changed` emptied it since (the call
     /// waited for its human meanwhile): a tool merely absent is not re-listed per call.
     pub async fn param_headers(&self, tool: &str) -> Option<Declared> {
-        if self.lock().tools.is_none() {
+        if !self.lock().tools.listed() {
             // Boxed: the listing's state would otherwise sit in every POST's task.
             let _ = Box::pin(self.list_all_tools()).await;
         }
         self.known_tool(tool).map(|t| t.params())
-    }
-
-    /// Checks the `Mcp-Param-*` headers a call came with (HTTP front) against its tool's
-    /// `x-mcp-header` arguments; a call without such headers (stdio) passes.
-    pub(in crate::engine) fn check_params(
-        &self,
-        sent: Option<&[(String, String)]>,
-        tool: Option<&Tool>,
-        args: &Value,
-    ) -> Result<(), ParamMismatch> {
-        let Some(sent) = sent else {
-            return Ok(());
-        };
-        let decls = match tool.map(Tool::params) {
-            Some(Ok(d)) => d,
-            // Unknown tool, or declarations a client may not use (the HTTP downstream
-            // refuses that call): nothing declared to compare.
-            _ => Arc::from([]),
-        };
-        mcp_headers::check_params(sent, &decls, Some(args))
     }
 
     /// Learns tool definitions from a `tools/list` result and rewrites it for the client.
@@ -118,11 +98,7 @@ impl Shim {
             self.gov.advertise_cursor(&name, t);
             true
         });
-        let mut st = self.lock();
-        let map = st.tools.get_or_insert_with(HashMap::new);
-        for (k, v) in learned {
-            learn_tool(map, k, v);
-        }
+        self.lock().tools.learn(learned);
     }
 
     /// Makes sure tool annotations are known, listing the downstream's tools ourselves if needed.
@@ -130,12 +106,7 @@ impl Shim {
     /// page the client never fetched, or added after `list_changed`) triggers a full
     /// re-list rather than being forwarded as if it were not destructive.
     pub(in crate::engine) async fn ensure_tools(&self, name: &str) -> Result<(), InternalError> {
-        if self
-            .lock()
-            .tools
-            .as_ref()
-            .is_some_and(|t| t.contains_key(name))
-        {
+        if self.lock().tools.has(name) {
             return Ok(());
         }
         // Boxed: the listing's state would otherwise sit in every call's task.
@@ -169,11 +140,7 @@ impl Shim {
         }
         let mut list: Vec<Value> = all.values().map(|v| (*v.def).clone()).collect();
         list.sort_by(|a, b| a["name"].as_str().cmp(&b["name"].as_str()));
-        let mut st = self.lock();
-        let map = st.tools.get_or_insert_with(HashMap::new);
-        for (k, v) in all {
-            learn_tool(map, k, v);
-        }
+        self.lock().tools.learn(all);
         Ok(list)
     }
 
@@ -225,11 +192,63 @@ impl Shim {
 
     /// The cached tool: its definition and the arguments of it that name files.
     pub(in crate::engine) fn known_tool(&self, name: &str) -> Option<Tool> {
-        self.lock()
-            .tools
-            .as_ref()
-            .and_then(|m| m.get(name).cloned())
+        self.lock().tools.get(name)
     }
+}
+
+/// The judge's cache of the downstream's tool definitions: None until the first
+/// listing, emptied by `list_changed`. Tools are shared, so a lookup per call does not
+/// copy a schema.
+#[derive(Default)]
+pub(in crate::engine) struct ToolCache {
+    tools: Option<HashMap<String, Tool>>,
+}
+
+impl ToolCache {
+    /// A listing was learned since the cache was last emptied.
+    pub(in crate::engine) fn listed(&self) -> bool {
+        self.tools.is_some()
+    }
+
+    pub(in crate::engine) fn has(&self, name: &str) -> bool {
+        self.tools.as_ref().is_some_and(|t| t.contains_key(name))
+    }
+
+    pub(in crate::engine) fn get(&self, name: &str) -> Option<Tool> {
+        self.tools.as_ref().and_then(|m| m.get(name).cloned())
+    }
+
+    /// Definitions may have changed (`list_changed`): the next judgment re-lists.
+    pub(in crate::engine) fn forget(&mut self) {
+        self.tools = None;
+    }
+
+    /// Caches the definitions of a listing (see [`learn_tool`]: the floor never weakens).
+    pub(in crate::engine) fn learn(&mut self, learned: impl IntoIterator<Item = (String, Tool)>) {
+        let map = self.tools.get_or_insert_with(HashMap::new);
+        for (k, v) in learned {
+            learn_tool(map, k, v);
+        }
+    }
+}
+
+/// Checks the `Mcp-Param-*` headers a call came with (HTTP front) against its tool's
+/// `x-mcp-header` arguments; a call without such headers (stdio) passes.
+pub(in crate::engine) fn check_params(
+    sent: Option<&[(String, String)]>,
+    tool: Option<&Tool>,
+    args: &Value,
+) -> Result<(), ParamMismatch> {
+    let Some(sent) = sent else {
+        return Ok(());
+    };
+    let decls = match tool.map(Tool::params) {
+        Some(Ok(d)) => d,
+        // Unknown tool, or declarations a client may not use (the HTTP downstream
+        // refuses that call): nothing declared to compare.
+        _ => Arc::from([]),
+    };
+    mcp_headers::check_params(sent, &decls, Some(args))
 }
 
 /// Caches a tool definition. A destructive one is never replaced by a non-destructive

@@ -112,11 +112,8 @@ pub(in crate::engine) fn policy_result(e: &PolicyError) -> Refusal {
             format!("Refused: {e}. Nothing was run."),
             json!({"path": path, "list": list, "glob": glob}),
         ),
-        PolicyError::InvalidInput { arg, why } => Refusal::new(
-            ErrorCode::InvalidInput,
-            format!("Refused: argument `{arg}`: {why}. Nothing was run."),
-            json!({"argument": arg, "reason": "path_escape"}),
-        ),
+        PolicyError::InvalidInput { arg, why } => invalid_path(arg, why),
+        PolicyError::Name { arg, why } => invalid_path(arg, why),
         PolicyError::Glob(_) => Refusal::new(ErrorCode::InvalidInput, e.to_string(), json!({})),
         PolicyError::Unjudged { arg, .. } => Refusal::new(
             ErrorCode::AclDenied,
@@ -124,6 +121,15 @@ pub(in crate::engine) fn policy_result(e: &PolicyError) -> Refusal {
             json!({"argument": arg, "reason": "unjudgeable"}),
         ),
     }
+}
+
+/// A path argument refused before any ACL: it escapes the root, or names no one entry.
+fn invalid_path(arg: &str, why: &dyn std::fmt::Display) -> Refusal {
+    Refusal::new(
+        ErrorCode::InvalidInput,
+        format!("Refused: argument `{arg}`: {why}. Nothing was run."),
+        json!({"argument": arg, "reason": "path_escape"}),
+    )
 }
 
 /// The tool list could not be read, so the floor cannot be seen: a tool the policy does

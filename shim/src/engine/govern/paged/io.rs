@@ -9,10 +9,11 @@ use tc_proto::v1::Binding;
 use tokio::sync::oneshot;
 
 use crate::daemon_client::DaemonError;
+use crate::engine::confirm::holds::Held;
 use crate::engine::govern::governor::{self, Item, PageReply, Position, Track};
 use crate::engine::judge::policy::PolicyError;
 use crate::engine::refusal::Refusal;
-use crate::engine::{key, Held, Shim};
+use crate::engine::{key, Shim};
 use crate::wire::era;
 use crate::wire::jsonrpc;
 
@@ -123,7 +124,7 @@ impl Shim {
             // Checked and noted under one state lock: `fail_pending` marks the child gone
             // and then clears the governor, so a waiter noted after would wait forever.
             let st = self.lock();
-            if st.child_gone {
+            if st.out.gone() {
                 return Err(PageFailed("the downstream MCP server exited".into()));
             }
             self.gov.track(pkey.clone(), Track::Page(tx));

@@ -1,12 +1,37 @@
 //! Where a path argument leads: resolved under the vault root, names matched under
 //! Unicode NFC as the server does, symlinks followed to where a write would land.
 
-use std::ffi::OsStr;
+use std::ffi::{OsStr, OsString};
 use std::path::{Component, Path, PathBuf};
 
 use unicode_normalization::UnicodeNormalization;
 
 use super::{Policy, PolicyError};
+
+/// Why a path argument's names cannot be matched to the entries the server would touch.
+#[derive(Debug, thiserror::Error)]
+pub enum NameError {
+    /// Several entries of one folder are the same name under Unicode NFC.
+    #[error(
+        "{name:?} is ambiguous in {}: several entries are the same name under Unicode \
+         normalization ({}); use the exact name",
+        folder.display(),
+        entries.join(", ")
+    )]
+    Ambiguous {
+        name: OsString,
+        /// The folder, relative to the vault root.
+        folder: PathBuf,
+        entries: Vec<String>,
+    },
+}
+
+/// The path starts with `~` (`~` or `~user`), which server-filesystem expands.
+fn from_home(p: &Path) -> bool {
+    p.components().next().is_some_and(
+        |c| matches!(c, Component::Normal(n) if n.as_encoded_bytes().starts_with(b"~")),
+    )
+}
 
 fn nfc(s: &OsStr) -> Option<String> {
     s.to_str().map(|s| s.nfc().collect())
@@ -26,10 +51,7 @@ impl Policy {
         let p = Path::new(raw);
         // server-filesystem expands a leading `~`; judging `<root>/~/x` instead would
         // gate, ACL-check and fingerprint a path the server never touches.
-        let home = p.components().next().is_some_and(
-            |c| matches!(c, Component::Normal(n) if n.as_encoded_bytes().starts_with(b"~")),
-        );
-        if home {
+        if from_home(p) {
             return Err(bad(format!(
                 "{raw:?} starts with `~`: tc does not expand home directories; give the path \
                  relative to the vault root (or absolute under it)"
@@ -61,7 +83,10 @@ impl Policy {
                 self.root.display()
             )));
         }
-        let norm = self.real_names(norm).map_err(bad)?;
+        let norm = self.real_names(norm).map_err(|why| PolicyError::Name {
+            arg: arg.into(),
+            why,
+        })?;
         // Symlinks: the longest existing ancestor must canonicalize under the root.
         match real_path(&norm) {
             Some(real) if !real.starts_with(&self.canon_root) => {
@@ -78,7 +103,7 @@ impl Policy {
     /// Replaces each name that does not exist byte-for-byte by the one existing entry of
     /// its folder equal to it under Unicode NFC, as server-filesystem does: otherwise
     /// the NFD spelling of an existing file would be judged new. Several → ambiguous.
-    fn real_names(&self, norm: PathBuf) -> Result<PathBuf, String> {
+    fn real_names(&self, norm: PathBuf) -> Result<PathBuf, NameError> {
         let base = if norm.starts_with(&self.root) {
             &self.root
         } else {
@@ -114,13 +139,11 @@ impl Policy {
                     break;
                 }
                 many => {
-                    let names: Vec<_> = many.iter().map(|n| n.to_string_lossy()).collect();
-                    return Err(format!(
-                        "{name:?} is ambiguous in {}: several entries are the same name \
-                         under Unicode normalization ({}); use the exact name",
-                        self.relative(&out).display(),
-                        names.join(", ")
-                    ));
+                    return Err(NameError::Ambiguous {
+                        name: name.to_os_string(),
+                        folder: self.relative(&out).to_path_buf(),
+                        entries: many.iter().map(|n| n.to_string_lossy().into()).collect(),
+                    });
                 }
             }
         }

@@ -190,8 +190,19 @@ fn unicode_equivalent_names_resolve_to_the_real_entry() {
     std::fs::write(root.join("e\u{323}\u{302}"), "b").unwrap();
     assert!(matches!(
         p.resolve("path", "\u{ea}\u{323}"),
-        Err(PolicyError::InvalidInput { .. })
+        Err(PolicyError::Name {
+            why: crate::engine::judge::policy::NameError::Ambiguous { .. },
+            ..
+        })
     ));
+    // Told as before the error was typed: the argument, then why, with the folder.
+    let e = p.resolve("path", "\u{ea}\u{323}").unwrap_err().to_string();
+    assert!(
+        e.starts_with("argument \"path\": ")
+            && e.contains(" is ambiguous in : several entries")
+            && e.ends_with("use the exact name"),
+        "{e}"
+    );
 }
 
 #[test]
