@@ -170,12 +170,18 @@ fn a_use_count_is_exact_when_racers_take_the_last_use() {
     assert_eq!(status(&all[0], tc_core::now_ms()), "used up");
 }
 
-#[test]
-fn a_revoke_refuses_the_next_call_and_one_already_approved() {
-    let (_d, l) = ledger();
+/// A grant on notes/** and a call it approved (notes/b.md) that has not run yet.
+fn granted_and_waiting() -> (tempfile::TempDir, Ledger, String, Write) {
+    let (d, l) = ledger();
     let g = give(&l, &write("notes/a.md"), &notes(0)).unwrap();
     let waiting = write("notes/b.md");
     assert!(raise(&l, &waiting).grant_id.is_some());
+    (d, l, g, waiting)
+}
+
+#[test]
+fn a_revoke_refuses_the_next_call_and_one_already_approved() {
+    let (_d, l, g, waiting) = granted_and_waiting();
     l.revoke_grant(&g, Some(ME)).unwrap();
     assert_eq!(reason(redeem(&l, &waiting)), Reason::Revoked);
     assert_eq!(raise(&l, &write("notes/c.md")).grant_id, None);
@@ -193,10 +199,7 @@ fn a_revoke_refuses_the_next_call_and_one_already_approved() {
 
 #[test]
 fn an_expired_grant_covers_nothing_and_its_end_is_logged_once() {
-    let (_d, l) = ledger();
-    let g = give(&l, &write("notes/a.md"), &notes(0)).unwrap();
-    let waiting = write("notes/b.md");
-    assert!(raise(&l, &waiting).grant_id.is_some());
+    let (_d, l, g, waiting) = granted_and_waiting();
     // Its expiry passes (set in the row: no test waits on a clock).
     l.store
         .exec_sql("UPDATE grants SET expires_at = 1")
