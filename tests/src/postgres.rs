@@ -14,6 +14,11 @@ pub const PG_USER: &str = "tcpg";
 pub const ROLE: &str = "tc";
 const PASSWORD: &str = "tc-test-password";
 
+/// The PostgreSQL schema version this build's tcd migrates to (the number of migrations
+/// in daemon/src/store/postgres/schema.rs): a new migration moves it, and the tests that
+/// read it say so.
+pub const SCHEMA_VERSION: &str = "2";
+
 /// Where Debian's server binaries are: `pg_config --bindir`, else the newest
 /// `/usr/lib/postgresql/*/bin` with an `initdb`.
 pub fn bindir() -> Option<PathBuf> {

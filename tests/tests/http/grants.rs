@@ -1,6 +1,6 @@
 //! Grants over Streamable HTTP with jwt callers: the Python `mcp` client of alice gets a
 //! grant (from `tcctl approve --grant`) that lets her later calls through in either era
-//! and in any session; bob's identical calls are not covered.
+//! and in any session; bob's identical calls are not covered; a revoke ends it.
 
 use serde_json::{json, Value};
 use tc_tests::http::{disk, mint_bearer, Front};
@@ -98,4 +98,26 @@ fn alices_grant_covers_her_calls_in_both_eras_and_never_bobs() {
     // modern.md, then (the approval spent) a.md again and legacy.md.
     assert_eq!(used.len(), 3, "{used:?}");
     assert!(used.iter().all(|e| e.caller == "alice"));
+    // Revoked: alice's next call it would have covered asks again, in either era.
+    let grant = used[0]
+        .detail_json
+        .split('"')
+        .find(|w| w.starts_with("g-"))
+        .unwrap()
+        .to_string();
+    let o = env.tcd.tcctl(&["revoke", &grant]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    for (c, file) in [
+        (Client::PyAuto, "notes/late1.md"),
+        (Client::PyLegacy, "notes/late2.md"),
+    ] {
+        let r = run_as(
+            c,
+            &url,
+            Some(&alice),
+            json!([call("write_file", write(file, "alice"))]),
+        );
+        assert!(code(r.result(0)).is_some(), "{c:?}: {}", r.steps[0]);
+        assert_eq!(disk(&env, file), None, "{c:?}");
+    }
 }

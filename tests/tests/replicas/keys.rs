@@ -49,7 +49,11 @@ async fn rotate_secret_is_refused_with_what_to_do_and_status_names_the_store() {
     let out = d.tcctl(&["status"]);
     let status = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(out.status.success(), "{status}");
-    let want = format!("postgresql 127.0.0.1:{}/tc, schema 1", r.cluster.port);
+    let want = format!(
+        "postgresql 127.0.0.1:{}/tc, schema {}",
+        r.cluster.port,
+        tc_tests::postgres::SCHEMA_VERSION
+    );
     assert!(status.contains(&want), "{status}");
     assert!(status.contains("1 replica(s) seen"), "{status}");
 }

@@ -53,7 +53,8 @@ async fn three_replicas_migrate_one_fresh_database_at_once() {
         .filter(|l| l.contains("postgresql schema migrated"))
         .count();
     assert_eq!(migrated, 1, "exactly one replica migrated:\n{logs:#?}");
-    assert_eq!(r.cluster.query("SELECT version FROM tc_schema"), "1");
+    let version = r.cluster.query("SELECT version FROM tc_schema");
+    assert_eq!(version, tc_tests::postgres::SCHEMA_VERSION);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
