@@ -42,9 +42,15 @@ pub struct GrantArg {
     pub value: String,
 }
 
-/// What the grant form of a waiting request offers: `None` when its arguments were not
-/// sent in full (no scope can be written from them).
+/// What the grant form of a waiting request offers: `None` when its gate allows no grants
+/// (or tcd's config has no such gate) or its arguments were not sent in full (no scope
+/// can be written from them). The ledger judges the grant asked either way.
 pub fn form(l: &Ledger, p: &Pending) -> Result<Option<Vec<GrantArg>>, DaemonError> {
+    let b = &p.binding;
+    let gate = l.grant_rules.get(&(b.vault.clone(), b.tool.clone()));
+    if !gate.is_some_and(|g| g.allowed) {
+        return Ok(None);
+    }
     let Ok(Value::Object(args)) = serde_json::from_str::<Value>(&p.args_json) else {
         return Ok(None);
     };

@@ -350,6 +350,7 @@ fn without_a_tcctl_page_session_the_page_shows_and_does_nothing() {
             format!("/api/requests/{id}/decline"),
             format!("/api/requests/{id}/approve/start"),
             "/api/passkeys/start".to_string(),
+            "/api/grants/g-2345678923/revoke".to_string(),
         ] {
             let (st, v) = tc_tests::page::post(
                 port,
