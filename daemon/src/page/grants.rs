@@ -237,6 +237,59 @@ mod tests {
         assert_eq!(folder_glob(&v(&["n*[1]/a.md"])), "n\\*\\[1\\]/**");
     }
 
+    /// A ledger whose gate (`v`, `write`) allows grants or not, with `notes/a\u{202e}.md`
+    /// raised (it really leads there); the form the page offers for it.
+    fn offered(allowed: bool) -> Option<Vec<GrantArg>> {
+        use crate::approvals::RaiseText;
+        use crate::grants::{GrantRule, GrantRules};
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::Store::for_test(dir.path());
+        let rule = GrantRule {
+            allowed,
+            max_seconds: 3600,
+            max_uses: None,
+        };
+        let rules = GrantRules::from([(("v".to_string(), "write".to_string()), rule)]);
+        let secret = crate::secret::Secret::ephemeral();
+        let l = Ledger::new(store, secret, 300).with_grant_rules(rules);
+        let args = json!({ "path": "notes/a\u{202e}.md", "content": "x" });
+        let b = crate::ledger::Binding {
+            vault: "v".into(),
+            tool: "write".into(),
+            caller: "c".into(),
+            args_hash: tc_core::hash::args_hash("write", &args),
+        };
+        let real = RealPaths::from([("path".into(), Some(vec!["notes/a\u{202e}.md".into()]))]);
+        let text = RaiseText {
+            summary: "write",
+            args_json: &args.to_string(),
+            covers: "",
+            preview: "",
+            real_paths: Some(&real),
+        };
+        l.raise_request(&b, &"f".repeat(64), &text, Some(1000))
+            .unwrap();
+        let p = l.pending("").unwrap().pop().unwrap();
+        form(&l, &p).unwrap()
+    }
+
+    #[test]
+    fn the_form_offers_a_glob_for_file_arguments_only_where_the_gate_allows_grants() {
+        assert_eq!(offered(false), None);
+        let args = offered(true).unwrap();
+        let by = |k: &str| args.iter().find(|a| a.key == k).unwrap();
+        assert_eq!(
+            (by("path").file, by("path").glob.as_str()),
+            (true, "notes/**")
+        );
+        assert_eq!(by("path").value, "\"notes/a⟨U+202E⟩.md\"");
+        assert_eq!(
+            (by("content").file, by("content").glob.as_str()),
+            (false, "")
+        );
+        assert_eq!(by("content").value, "\"x\"");
+    }
+
     #[test]
     fn values_are_escaped_and_cut() {
         assert_eq!(shown_value(&json!("a\u{202e}b")), "\"a⟨U+202E⟩b\"");
