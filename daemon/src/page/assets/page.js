@@ -283,6 +283,7 @@ function when(ms) {
 function renderGrants(now) {
   const body = document.querySelector('#grants tbody');
   document.getElementById('nogrants').hidden = state.grants.length > 0;
+  document.getElementById('grants').hidden = state.grants.length === 0;
   body.replaceChildren(...state.grants.map((g) => {
     const tr = el('tr', 'grant-row');
     tr.dataset.id = g.id;
@@ -293,7 +294,7 @@ function renderGrants(now) {
       ['', expires], ['used', String(g.used)], ['left', left], ['last', when(g.last_used_at_ms)]]) {
       tr.append(el('td', cls, v));
     }
-    const st = el('td');
+    const st = el('td', 'status-cell');
     st.append(el('span', 'status ' + g.status.replace(' ', '-'), g.status));
     const act = el('td');
     if (live && !state.read_only) {
