@@ -121,6 +121,11 @@ async function waitGrant({ id, status, used }) {
   return { cells, revokeVisible: await page.isVisible(`${grantRow(id)} button.revoke`) };
 }
 
+// Each row of the history table as its cells' texts.
+async function history() {
+  return { rows: await page.$$eval('#history tbody tr', (trs) => trs.map((tr) => [...tr.cells].map((td) => td.textContent))) };
+}
+
 async function revoke({ id }) {
   await page.click(`${grantRow(id)} button.revoke`);
   return { msg: await message(['revoked', 'not revoked']) };
@@ -174,7 +179,7 @@ async function reloadCount() {
 }
 
 const ops = {
-  open, register, waitRequest, approve, decline, grantApprove, waitGrant, revoke, assertion, request,
+  open, register, waitRequest, approve, decline, grantApprove, waitGrant, revoke, history, assertion, request,
   screenshot, reloadCount,
 };
 

@@ -138,6 +138,23 @@ fn a_grant_given_on_the_page_lets_similar_calls_run_until_it_is_revoked_there() 
     let row = b.cmd(json!({"op": "waitGrant", "id": g, "status": "revoked"}));
     assert_eq!(row["revokeVisible"], false, "{row}");
     assert_eq!(listed(&env, &g)["status"], "revoked");
+    // The history says when it was given, each use and the revoke.
+    let rows = b.cmd(json!({"op": "history"}))["rows"].clone();
+    let rows: Vec<Vec<String>> = serde_json::from_value(rows).unwrap();
+    let said = |what: &str| rows.iter().filter(|r| r[1] == what && r[6] == g).count();
+    assert_eq!(
+        (
+            said("grant given"),
+            said("grant used"),
+            said("grant revoked")
+        ),
+        (1, 1, 1),
+        "{rows:?}"
+    );
+    assert!(
+        rows.iter().any(|r| r[1] == "grant given" && r[2] == id),
+        "{rows:?}"
+    );
     let next = note("notes/c.md", "c");
     let again = refused_id(&h.call("write_file", next.clone()), &next);
     b.cmd(json!({"op": "waitRequest", "id": again}));

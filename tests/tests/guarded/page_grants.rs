@@ -22,7 +22,7 @@ fn grants(page: &tc_tests::page::PageSession) -> Vec<Value> {
 
 /// Human 1 approves their request on the page with their code and a grant on `*.txt`
 /// (the form offers the root's `**` for a file at the root): their agent's next `.txt`
-/// write runs without asking. Human 2's page lists none of it and their Revoke of it is
+/// write runs without asking. Human 2's page shows none of it (list or history) and their Revoke of it is
 /// answered as an unknown grant; a grant asked with a wrong code gives nothing; human 1
 /// revokes it on the page, and the next write asks again.
 #[test]
@@ -76,6 +76,16 @@ fn a_grant_on_the_page_needs_the_code_and_is_its_humans_alone() {
     );
     assert_eq!(mine[0]["scope"], "content: any; path under *.txt");
     assert!(grants(&p2).is_empty(), "human 2 sees human 1's grant");
+    let theirs = p2.state().to_string();
+    assert!(
+        !theirs.contains(&g),
+        "human 2's history shows the grant: {theirs}"
+    );
+    let own = p1.state()["history"].to_string();
+    assert!(
+        own.contains("grant given") && own.contains("grant used"),
+        "{own}"
+    );
     let revoke = format!("/api/grants/{g}/revoke");
     let (st, v) = p2.post(&revoke, &json!({}));
     assert_eq!(st, 409, "{v}");
