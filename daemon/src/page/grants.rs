@@ -36,6 +36,9 @@ pub struct GrantArg {
     pub name: String,
     /// It names files tc resolved under the vault root: offered a glob.
     pub file: bool,
+    /// Offered "any value": not for an argument that names a path, even one tc could not
+    /// resolve under the root (that one stays exact).
+    pub any: bool,
     /// The glob prefilled: the folder of the request's own path, then `/**` (escaped).
     pub glob: String,
     /// The value kept exact unless "any value" is ticked (compact JSON, escaped, cut).
@@ -66,6 +69,7 @@ pub fn form(l: &Ledger, p: &Pending) -> Result<Option<Vec<GrantArg>>, DaemonErro
                 key: key.clone(),
                 name: escape(key).into_owned(),
                 file: !own.is_empty(),
+                any: !paths.contains_key(key),
                 glob: if own.is_empty() {
                     String::new()
                 } else {
@@ -252,14 +256,17 @@ mod tests {
         let rules = GrantRules::from([(("v".to_string(), "write".to_string()), rule)]);
         let secret = crate::secret::Secret::ephemeral();
         let l = Ledger::new(store, secret, 300).with_grant_rules(rules);
-        let args = json!({ "path": "notes/a\u{202e}.md", "content": "x" });
+        let args = json!({ "path": "notes/a\u{202e}.md", "content": "x", "to": "../x" });
         let b = crate::ledger::Binding {
             vault: "v".into(),
             tool: "write".into(),
             caller: "c".into(),
             args_hash: tc_core::hash::args_hash("write", &args),
         };
-        let real = RealPaths::from([("path".into(), Some(vec!["notes/a\u{202e}.md".into()]))]);
+        let real = RealPaths::from([
+            ("path".into(), Some(vec!["notes/a\u{202e}.md".into()])),
+            ("to".into(), None),
+        ]);
         let text = RaiseText {
             summary: "write",
             args_json: &args.to_string(),
@@ -274,7 +281,7 @@ mod tests {
     }
 
     #[test]
-    fn the_form_offers_a_glob_for_file_arguments_only_where_the_gate_allows_grants() {
+    fn the_form_offers_globs_for_files_any_for_non_paths_and_nothing_where_grants_are_off() {
         assert_eq!(offered(false), None);
         let args = offered(true).unwrap();
         let by = |k: &str| args.iter().find(|a| a.key == k).unwrap();
@@ -288,6 +295,10 @@ mod tests {
             (false, "")
         );
         assert_eq!(by("content").value, "\"x\"");
+        // A path tc could not resolve under the root: exact, never "any".
+        let to = by("to");
+        assert_eq!((to.file, to.any), (false, false));
+        assert_eq!((by("content").any, by("path").any), (true, false));
     }
 
     #[test]

@@ -211,11 +211,16 @@ function grantForm(r, card) {
       x.glob.spellcheck = false;
       li.append(el('span', '', a.name + ' names files under '), x.glob);
     } else {
-      x.any = el('input', 'any');
-      x.any.type = 'checkbox';
-      const any = el('label', 'any');
-      any.append(x.any, document.createTextNode(' any value'));
-      li.append(el('span', '', a.name + ' exactly as shown: '), el('code', 'value', a.value), any);
+      li.append(el('span', '', a.name + ' exactly as shown: '), el('code', 'value', a.value));
+      if (a.any) {
+        x.any = el('input', 'any');
+        x.any.type = 'checkbox';
+        const any = el('label', 'any');
+        any.append(x.any, document.createTextNode(' any value'));
+        li.append(any);
+      } else {
+        li.append(el('span', 'note', ' (a path tc could not resolve under the vault root: only this one)'));
+      }
     }
     args.push(x);
     ul.append(li);
@@ -239,7 +244,7 @@ function grantForm(r, card) {
     const g = { seconds: Math.round(Number(minutes.value) * 60) || 0, uses: parseInt(uses.value, 10) || 0, globs: {}, any: [] };
     for (const x of args) {
       if (x.glob) g.globs[x.a.key] = x.glob.value;
-      else if (x.any.checked) g.any.push(x.a.key);
+      else if (x.any && x.any.checked) g.any.push(x.a.key);
     }
     return g;
   };
@@ -249,7 +254,7 @@ function grantForm(r, card) {
     let exact = 0;
     for (const x of args) {
       if (x.glob) parts.push(x.a.name + ' under ' + x.glob.value);
-      else if (x.any.checked) parts.push(x.a.name + ': any');
+      else if (x.any && x.any.checked) parts.push(x.a.name + ': any');
       else exact += 1;
     }
     if (exact) parts.push(exact + ' other argument' + (exact === 1 ? '' : 's') + ' exactly as now');
