@@ -85,6 +85,52 @@ async function decline({ id, reason }) {
   return { msg: await message(['declined', 'not declined']) };
 }
 
+// "Approve, and allow similar…" on `id`: reads the form as offered (each argument's
+// prefilled glob, or whether it offers "any value"), sets `globs` and ticks `any`, the
+// minutes and uses when given, and approves; returns the message and the words shown.
+async function grantApprove({ id, globs, any, minutes, uses }) {
+  const c = card(id);
+  if (!(await page.isVisible(`${c} .grant`))) await page.click(`${c} button.grant-open`);
+  await page.waitForSelector(`${c} .grant button.grant-approve`);
+  const offered = await page.$$eval(`${c} li.grant-arg`, (lis) => lis.map((li) => {
+    const g = li.querySelector('input.glob');
+    return { arg: li.dataset.arg, glob: g ? g.value : null, any: !!li.querySelector('input.any'), text: li.textContent };
+  }));
+  const arg = (a) => `${c} li.grant-arg[data-arg="${a}"]`;
+  for (const [a, g] of Object.entries(globs || {})) await page.fill(`${arg(a)} input.glob`, g);
+  for (const a of any || []) await page.check(`${arg(a)} input.any`);
+  if (minutes !== undefined) await page.fill(`${c} input.minutes`, String(minutes));
+  if (uses !== undefined) await page.fill(`${c} input.uses`, String(uses));
+  const words = await page.textContent(`${c} .grant-words`);
+  const scope = await page.textContent(`${c} ul.grant-scope`);
+  await page.click(`${c} button.grant-approve`);
+  return { msg: await message(['approved', 'not approved']), offered, words, scope };
+}
+
+const grantRow = (id) => `#grants tr[data-id="${id}"]`;
+
+// Waits until grant `id` is listed with `status` (and `used` uses, when given), with no
+// reload: the list follows the SSE stream.
+async function waitGrant({ id, status, used }) {
+  await page.waitForFunction(({ sel, status, used }) => {
+    const tr = document.querySelector(sel);
+    return tr && tr.querySelector('.status').textContent === status &&
+      (used === undefined || tr.querySelector('td.used').textContent === String(used));
+  }, { sel: grantRow(id), status, used });
+  const cells = await page.$$eval(`${grantRow(id)} td`, (tds) => tds.map((td) => td.textContent));
+  return { cells, revokeVisible: await page.isVisible(`${grantRow(id)} button.revoke`) };
+}
+
+// Each row of the history table as its cells' texts.
+async function history() {
+  return { rows: await page.$$eval('#history tbody tr', (trs) => trs.map((tr) => [...tr.cells].map((td) => td.textContent))) };
+}
+
+async function revoke({ id }) {
+  await page.click(`${grantRow(id)} button.revoke`);
+  return { msg: await message(['revoked', 'not revoked']) };
+}
+
 // In the page: a genuine assertion for `id` (from a fresh challenge), as JSON.
 async function assertion({ id }) {
   const credential = await page.evaluate(async (id) => {
@@ -132,7 +178,10 @@ async function reloadCount() {
   return { remote: page.remote, navigations: await page.evaluate(() => performance.getEntriesByType('navigation').length) };
 }
 
-const ops = { open, register, waitRequest, approve, decline, assertion, request, screenshot, reloadCount };
+const ops = {
+  open, register, waitRequest, approve, decline, grantApprove, waitGrant, revoke, history, assertion, request,
+  screenshot, reloadCount,
+};
 
 const rl = readline.createInterface({ input: process.stdin });
 for await (const line of rl) {

@@ -1,5 +1,5 @@
-//! The page's history: the answered, expired and consumed requests from the audit log,
-//! newest first, escaped for display.
+//! The page's history: the answered, expired and consumed requests and the grants given,
+//! used, revoked and ended, from the audit log, newest first, escaped for display.
 
 use serde::Serialize;
 use tc_core::codes::events;
@@ -10,23 +10,27 @@ use crate::ledger::Ledger;
 
 /// Rows shown.
 const LIMIT: u32 = 100;
-const KINDS: [&str; 4] = [
+const KINDS: [&str; 8] = [
     events::APPROVED,
     events::DECLINED,
     events::EXPIRED,
     events::CONSUMED,
+    events::GRANT_GIVEN,
+    events::GRANT_USED,
+    events::GRANT_REVOKED,
+    events::GRANT_ENDED,
 ];
 
 #[derive(Debug, Serialize)]
 pub struct HistoryRow {
     pub at_ms: i64,
-    /// approved, declined, expired or consumed.
+    /// approved, declined, expired, consumed, or grant given/used/revoked/ended.
     pub what: String,
     pub vault: String,
     pub tool: String,
     pub caller: String,
     pub request_id: String,
-    /// The decline's reason, the approval's factor or the route consumed.
+    /// The decline's reason, the approval's factor, the route consumed or the grant's id.
     pub note: String,
 }
 
@@ -40,11 +44,19 @@ fn text(d: &serde_json::Value, k: &str) -> String {
 
 fn row(at_ms: i64, kind: &str, v: String, t: String, c: String, detail: &str) -> HistoryRow {
     let d: serde_json::Value = serde_json::from_str(detail).unwrap_or_default();
-    let what = kind.rsplit('.').next().unwrap_or(kind).to_string();
+    let last = kind.rsplit('.').next().unwrap_or(kind);
+    let grant = kind.starts_with("tc.grant.");
+    let what = if grant {
+        format!("grant {last}")
+    } else {
+        last.to_string()
+    };
     let note = match kind {
         events::DECLINED => text(&d, "reason"),
         events::APPROVED => format!("factor: {}", text(&d, "factor")),
         events::CONSUMED => text(&d, "route"),
+        events::GRANT_ENDED => format!("{} ({})", text(&d, "grant_id"), text(&d, "why")),
+        _ if grant => text(&d, "grant_id"),
         _ => String::new(),
     };
     HistoryRow {

@@ -9,6 +9,7 @@
 
 pub mod assets;
 pub mod codes;
+pub mod grants;
 pub mod history;
 pub mod links;
 pub mod passkeys;

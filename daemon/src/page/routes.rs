@@ -1,8 +1,8 @@
 //! The page's routes: `/open` (a `tcctl page` link becomes a session), the shell and its
 //! assets, the state (JSON and SSE), Decline, Approve (passkey assertion, or TOTP in
-//! guarded mode) and passkey registration. Everything but the assets and the closed
-//! shell needs a session; every POST passes the CSRF check too; every decision is the
-//! ledger's.
+//! guarded mode), with a grant when asked (`grants.rs`), Revoke of a grant and passkey
+//! registration. Everything but the assets and the closed shell needs a session; every
+//! POST passes the CSRF check too; every decision is the ledger's.
 
 use std::sync::Arc;
 
@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use webauthn_rs::prelude::{PublicKeyCredential, RegisterPublicKeyCredential};
 
-use super::{assets, codes, links, passkeys, security, sse, Page, Viewer};
+use super::{assets, codes, grants, links, passkeys, security, sse, Page, Viewer};
 use crate::approvals::{is_request_id, Proof};
 use crate::error::DaemonError;
 use crate::factor::Approver;
@@ -42,6 +42,7 @@ pub fn router(page: Arc<Page>) -> Router {
         .route("/api/requests/{id}/approve/start", post(approve_start))
         .route("/api/requests/{id}/approve/finish", post(approve_finish))
         .route("/api/requests/{id}/approve/totp", post(approve_totp))
+        .route("/api/grants/{id}/revoke", post(grants::revoke))
         .route("/api/passkeys/start", post(passkey_start))
         .route("/api/passkeys/finish", post(passkey_finish))
         .layer(middleware::from_fn_with_state(
@@ -51,7 +52,8 @@ pub fn router(page: Arc<Page>) -> Router {
         .with_state(page)
 }
 
-/// A refusal as the page shows it: a status and a message (JSON `{"error": …}`).
+/// A refusal as the page shows it: a status and a message (JSON `{"error": …}`, escaped:
+/// a refusal may quote what the agent sent, a path or an argument's name).
 pub struct Refusal(StatusCode, String);
 
 impl IntoResponse for Refusal {
@@ -65,7 +67,7 @@ impl From<DaemonError> for Refusal {
         match e {
             DaemonError::Refused { reason, message } => Refusal(
                 StatusCode::CONFLICT,
-                format!("{}: {message}", reason.as_str()),
+                tc_core::display::escape(&format!("{}: {message}", reason.as_str())).into_owned(),
             ),
             other => {
                 tracing::warn!(error = %other, "approval page: internal error");
@@ -84,7 +86,7 @@ fn forbidden(why: &str) -> Refusal {
     Refusal(StatusCode::FORBIDDEN, why.into())
 }
 
-fn bad(why: &str) -> Refusal {
+pub(super) fn bad(why: &str) -> Refusal {
     Refusal(StatusCode::BAD_REQUEST, why.into())
 }
 
@@ -112,7 +114,7 @@ fn session(page: &Page, h: &HeaderMap) -> Result<Viewer, Refusal> {
 }
 
 /// A POST's session: CSRF-checked, and allowed to act (root's guarded view is read-only).
-fn acting(page: &Page, h: &HeaderMap) -> Result<Viewer, Refusal> {
+pub(super) fn acting(page: &Page, h: &HeaderMap) -> Result<Viewer, Refusal> {
     csrf(page, h)?;
     let v = session(page, h)?;
     if v.read_only {
@@ -204,7 +206,7 @@ async fn events(State(page): State<Arc<Page>>, h: HeaderMap) -> Answer {
 }
 
 /// Runs a ledger call on the store thread.
-async fn ledger<T: Send + 'static>(
+pub(super) async fn ledger<T: Send + 'static>(
     page: &Page,
     f: impl FnOnce(&crate::ledger::Ledger) -> Result<T, DaemonError> + Send + 'static,
 ) -> Result<T, Refusal> {
@@ -231,14 +233,34 @@ async fn decline(
     Ok(Json(json!({ "declined": id })).into_response())
 }
 
-/// A WebAuthn challenge for approving `id`, kept in this session for `id` alone.
+/// An approval's body: with `grant`, the grant the human asks for with it.
+#[derive(Deserialize)]
+struct StartBody {
+    #[serde(default)]
+    grant: Option<Value>,
+}
+
+/// The grant asked in a body, checked for shape (`None`: a plain approval).
+fn grant_ask(g: Option<Value>) -> Result<Option<crate::grants::GrantAsk>, Refusal> {
+    let Some(g) = g.filter(|g| !g.is_null()) else {
+        return Ok(None);
+    };
+    let body: grants::GrantBody = serde_json::from_value(g)
+        .map_err(|e| bad(&format!("malformed grant: {e}; nothing was approved")))?;
+    body.ask().map(Some)
+}
+
+/// A WebAuthn challenge for approving `id` (with the grant asked, if any), kept in this
+/// session for `id` alone.
 async fn approve_start(
     State(page): State<Arc<Page>>,
     Path(id): Path<String>,
     h: HeaderMap,
+    Json(b): Json<StartBody>,
 ) -> Answer {
     let v = acting(&page, &h)?;
     request_id(&id)?;
+    let ask = grant_ask(b.grant)?;
     let keys = ledger(&page, move |l| passkeys::usable(l, v.uid)).await?;
     if keys.is_empty() {
         return Err(Refusal(
@@ -255,7 +277,7 @@ async fn approve_start(
             if s.approving.len() >= MAX_CHALLENGES && !s.approving.contains_key(&id) {
                 s.approving.clear();
             }
-            s.approving.insert(id, state);
+            s.approving.insert(id, (state, ask));
         })
         .ok_or_else(|| forbidden("forbidden: no page session"))?;
     Ok(Json(options).into_response())
@@ -267,7 +289,7 @@ struct AssertionBody {
 }
 
 /// Verifies the assertion against the challenge issued for `id` (spent either way), then
-/// approves `id` in the ledger.
+/// approves `id` in the ledger, giving the grant asked with the challenge, if any.
 async fn approve_finish(
     State(page): State<Arc<Page>>,
     Path(id): Path<String>,
@@ -276,7 +298,7 @@ async fn approve_finish(
 ) -> Answer {
     acting(&page, &h)?;
     request_id(&id)?;
-    let state = page
+    let (state, ask) = page
         .sessions
         .with(&h, |s| s.approving.remove(&id))
         .flatten()
@@ -306,21 +328,27 @@ async fn approve_finish(
             ));
         };
         passkeys::used(l, &res)?;
-        l.approve_with(
-            &i,
-            Proof::Passkey {
-                owner,
-                credential: &credential,
-            },
-        )
+        let proof = Proof::Passkey {
+            owner,
+            credential: &credential,
+        };
+        l.approve_granting(&i, proof, ask.as_ref())
     })
     .await?;
-    Ok(Json(json!({ "approved": id, "expires_at_ms": approved.expires_at_ms })).into_response())
+    Ok(approved_json(&id, &approved))
+}
+
+fn approved_json(id: &str, a: &crate::approvals::Approved) -> Response {
+    let grant = a.grant_id.as_deref().map(tc_core::display::escape);
+    Json(json!({ "approved": id, "expires_at_ms": a.expires_at_ms, "grant": grant }))
+        .into_response()
 }
 
 #[derive(Deserialize)]
 struct TotpBody {
     code: String,
+    #[serde(default)]
+    grant: Option<Value>,
 }
 
 /// Guarded mode: approves `id` with the session's human's TOTP code (the ledger's checks
@@ -339,18 +367,17 @@ async fn approve_totp(
             "personal mode has no codes: approve with a passkey".into(),
         ));
     }
+    let ask = grant_ask(b.grant)?;
     let i = id.clone();
     let approved = ledger(&page, move |l| {
-        l.approve(
-            &i,
-            &Approver {
-                uid: v.uid,
-                code: Some(b.code),
-            },
-        )
+        let who = Approver {
+            uid: v.uid,
+            code: Some(b.code),
+        };
+        l.approve_granting(&i, Proof::Code(&who), ask.as_ref())
     })
     .await?;
-    Ok(Json(json!({ "approved": id, "expires_at_ms": approved.expires_at_ms })).into_response())
+    Ok(approved_json(&id, &approved))
 }
 
 #[derive(Deserialize)]

@@ -133,8 +133,9 @@ pub struct Session {
     pub code_failures: u32,
     /// A passkey registration under way (started with a valid code).
     pub registering: Option<PasskeyRegistration>,
-    /// Approvals under way: the WebAuthn challenge issued for each request id, single use.
-    pub approving: HashMap<String, PasskeyAuthentication>,
+    /// Approvals under way: the WebAuthn challenge issued for each request id, single use,
+    /// and the grant asked with it (fixed when the challenge was issued).
+    pub approving: HashMap<String, (PasskeyAuthentication, Option<crate::grants::GrantAsk>)>,
 }
 
 #[derive(Default)]

@@ -1,5 +1,6 @@
-//! The page's live feed (server-sent events): the whole state (requests, history) each
-//! time something commits, and every few seconds so expiries show; ends at shutdown.
+//! The page's live feed (server-sent events): the whole state (requests, grants, history)
+//! each time something commits (a grant given, used or revoked too), and every few
+//! seconds so expiries show; ends at shutdown.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -10,6 +11,7 @@ use serde::Serialize;
 use tokio_stream::wrappers::ReceiverStream;
 use tokio_stream::Stream;
 
+use super::grants::{self, GrantView};
 use super::history::{self, HistoryRow};
 use super::view::RequestView;
 use super::{passkeys, Page, Viewer};
@@ -28,6 +30,8 @@ pub struct State {
     pub passkeys: u32,
     pub now_ms: i64,
     pub requests: Vec<RequestView>,
+    /// Grants live and recently ended that the viewer may see (their own in guarded mode).
+    pub grants: Vec<GrantView>,
     pub history: Vec<HistoryRow>,
 }
 
@@ -39,12 +43,17 @@ pub async fn snapshot(page: &Page, v: Viewer) -> Result<State, DaemonError> {
     page.ledger
         .store
         .call(move || {
-            let requests = l
-                .pending("")?
-                .iter()
-                .filter(|p| owner.is_none() || p.raised_by_uid == owner)
-                .map(RequestView::new)
-                .collect();
+            let mut requests = Vec::new();
+            for p in l.pending("")? {
+                if owner.is_some() && p.raised_by_uid != owner {
+                    continue;
+                }
+                let mut view = RequestView::new(&p);
+                if p.status == "pending" && !v.read_only {
+                    view.grant = grants::form(&l, &p)?;
+                }
+                requests.push(view);
+            }
             Ok(State {
                 mode: l.mode().as_str(),
                 uid: v.uid,
@@ -52,6 +61,7 @@ pub async fn snapshot(page: &Page, v: Viewer) -> Result<State, DaemonError> {
                 passkeys: passkeys::count(&l, v.uid)?,
                 now_ms: tc_core::now_ms(),
                 requests,
+                grants: grants::list(&l, v)?,
                 history: history::recent(&l, owner)?,
             })
         })

@@ -23,6 +23,9 @@ pub struct RequestView {
     pub reason: String,
     /// A unified diff when the gate declares a preview (escaped line by line); "" when none.
     pub preview: String,
+    /// What "Approve, and allow similar…" offers (a waiting request whose arguments were
+    /// sent in full; filled in by the snapshot).
+    pub grant: Option<Vec<super::grants::GrantArg>>,
 }
 
 /// Escapes each line of `s` (newlines stay newlines).
@@ -52,6 +55,7 @@ impl RequestView {
             state_fp: escape(&p.state_fp).into_owned(),
             reason: escape(&p.reason).into_owned(),
             preview: lines(&p.preview),
+            grant: None,
         }
     }
 }

@@ -1,5 +1,5 @@
 //! The human's side: approve and decline by request, previews, the approval page in a
-//! real browser, `tcctl watch` and desktop notifications.
+//! real browser (grants on it too), `tcctl watch` and desktop notifications.
 //!
 //! One test binary; each module is one behaviour (tests/tests/README.md).
 
@@ -7,5 +7,6 @@ mod by_request;
 mod desktop_notify;
 mod grants;
 mod page_browser;
+mod page_grants;
 mod preview;
 mod watch;

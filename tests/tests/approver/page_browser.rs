@@ -17,7 +17,7 @@ use tc_tests::browser::Browser;
 use tc_tests::page::{http, PageSession};
 
 /// Server-filesystem behind the shim, tcd with the page on; the client connected.
-fn started(ttl: Option<u32>) -> (Env, Human, u16) {
+pub(crate) fn started(ttl: Option<u32>) -> (Env, Human, u16) {
     let env = fs_vault("", None);
     let port = tc_tests::page::listen_on_free_port(&env.config);
     let text = std::fs::read_to_string(&env.config).unwrap();
@@ -41,13 +41,13 @@ fn write(content: &str) -> Value {
 
 /// The request id of an `elicit_required` refusal.
 #[track_caller]
-fn refused_id(r: &Value, args: &Value) -> String {
+pub(crate) fn refused_id(r: &Value, args: &Value) -> String {
     assert_elicit_required(r, "write_file", "fs", args);
     request_id(r)
 }
 
 /// A one-time link from `tcctl page --print` (it opens one session of this user).
-fn page_link(env: &Env) -> String {
+pub(crate) fn page_link(env: &Env) -> String {
     let o = env.tcd.tcctl(&["page", "--print"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let link = String::from_utf8_lossy(&o.stdout).trim().to_string();
@@ -56,7 +56,7 @@ fn page_link(env: &Env) -> String {
 }
 
 /// `tcctl passkey add`'s code, registered on the page.
-fn register(env: &Env, b: &mut Browser) {
+pub(crate) fn register(env: &Env, b: &mut Browser) {
     let o = env.tcd.tcctl(&["passkey", "add"]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let code = String::from_utf8_lossy(&o.stdout).trim().to_string();
@@ -88,7 +88,7 @@ fn statuses(env: &Env) -> Vec<(String, String)> {
         .collect()
 }
 
-fn status_of(env: &Env, id: &str) -> String {
+pub(crate) fn status_of(env: &Env, id: &str) -> String {
     statuses(env)
         .into_iter()
         .find(|(i, _)| i == id)
@@ -350,6 +350,7 @@ fn without_a_tcctl_page_session_the_page_shows_and_does_nothing() {
             format!("/api/requests/{id}/decline"),
             format!("/api/requests/{id}/approve/start"),
             "/api/passkeys/start".to_string(),
+            "/api/grants/g-2345678923/revoke".to_string(),
         ] {
             let (st, v) = tc_tests::page::post(
                 port,

@@ -32,7 +32,7 @@ const REASON: &str = "tc-isolation-REASON-30d8e6b2";
 /// "v0"), note.txt (human 1's, "v0"). The page on `port`. For the test `name` in its
 /// namespace (None: the test returns).
 #[track_caller]
-fn scene(name: &str) -> Option<Scene> {
+pub(crate) fn scene(name: &str) -> Option<Scene> {
     let setup = Setup {
         page: true,
         preview: true,

@@ -1,5 +1,6 @@
 //! Guarded mode as root with real users: the deployment, the factor, the agent with the
-//! human's shell, humans kept apart, the page with TOTP.
+//! human's shell, humans kept apart, the page with TOTP
+//! (and grants given, listed and revoked on it).
 //!
 //! One test binary; each module is one behaviour (tests/tests/README.md).
 
@@ -9,4 +10,5 @@ mod deploy;
 mod factor;
 mod grants;
 mod humans_apart;
+mod page_grants;
 mod page_totp;

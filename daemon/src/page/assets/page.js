@@ -72,8 +72,9 @@ async function addPasskey() {
   }
 }
 
-async function approvePasskey(id) {
-  const o = (await post('/api/requests/' + id + '/approve/start')).publicKey;
+async function approvePasskey(id, grant) {
+  // The grant is asked with the challenge: the assertion approves with that grant.
+  const o = (await post('/api/requests/' + id + '/approve/start', { grant })).publicKey;
   o.challenge = fromB64u(o.challenge);
   (o.allowCredentials || []).forEach((c) => { c.id = fromB64u(c.id); });
   const c = await navigator.credentials.get({ publicKey: o });
@@ -90,15 +91,18 @@ async function approvePasskey(id) {
   return post('/api/requests/' + id + '/approve/finish', { credential });
 }
 
-async function approve(id, card) {
+async function approve(id, card, grant) {
   try {
+    let done;
     if (useTotp()) {
       const code = card.querySelector('input.totp').value;
-      await post('/api/requests/' + id + '/approve/totp', { code });
+      done = await post('/api/requests/' + id + '/approve/totp', { code, grant });
     } else {
-      await approvePasskey(id);
+      done = await approvePasskey(id, grant);
     }
-    say('approved ' + id + ': the agent\'s identical retry runs it once', true);
+    say(done.grant
+      ? 'approved ' + id + ' with grant ' + done.grant + ': similar calls run without asking until it ends or you revoke it'
+      : 'approved ' + id + ': the agent\'s identical retry runs it once', true);
   } catch (e) {
     say('not approved: ' + e.message);
   }
@@ -170,11 +174,143 @@ function newCard(r) {
   const no = el('button', 'decline', 'Decline');
   no.type = 'button';
   no.addEventListener('click', () => decline(r.id, card));
-  a.append(totp, ok, reason, no);
+  a.append(totp, ok);
+  if (r.grant) {
+    const form = grantForm(r, card);
+    const more = el('button', 'grant-open', 'Approve, and allow similar…');
+    more.type = 'button';
+    more.addEventListener('click', () => { form.hidden = !form.hidden; });
+    a.append(more);
+    card.grantForm = form;
+  }
+  a.append(reason, no);
   card.append(a);
+  if (card.grantForm) card.append(card.grantForm);
   card.actions = a;
   card.totp = totp;
   return card;
+}
+
+// "Approve, and allow similar…": each argument of the request, a file one with a glob
+// (prefilled with its own folder), any other exact unless "any value" is ticked; the
+// grant's life and uses; and what it would cover, in words, as the human edits it.
+function grantForm(r, card) {
+  const f = el('div', 'grant');
+  f.hidden = true;
+  f.append(el('p', '', 'Approve this request, and let later calls run without asking while all of this holds:'));
+  const ul = el('ul', 'grant-scope');
+  ul.append(el('li', '', 'tool ' + r.tool + ', in vault ' + r.vault + ', from caller ' + r.caller));
+  const args = [];
+  for (const a of r.grant) {
+    const li = el('li', 'grant-arg');
+    li.dataset.arg = a.name;
+    const x = { a };
+    if (a.file) {
+      x.glob = el('input', 'glob');
+      x.glob.value = a.glob;
+      x.glob.spellcheck = false;
+      li.append(el('span', '', a.name + ' names files under '), x.glob);
+    } else {
+      li.append(el('span', '', a.name + ' exactly as shown: '), el('code', 'value', a.value));
+      if (a.any) {
+        x.any = el('input', 'any');
+        x.any.type = 'checkbox';
+        const any = el('label', 'any');
+        any.append(x.any, document.createTextNode(' any value'));
+        li.append(any);
+      } else {
+        li.append(el('span', 'note', ' (a path tc could not resolve under the vault root: only this one)'));
+      }
+    }
+    args.push(x);
+    ul.append(li);
+  }
+  const minutes = el('input', 'minutes');
+  minutes.type = 'number';
+  minutes.min = '1';
+  minutes.value = '15';
+  const uses = el('input', 'uses');
+  uses.type = 'number';
+  uses.min = '1';
+  uses.placeholder = 'no limit';
+  const life = el('li', 'grant-life');
+  life.append(el('span', '', 'for '), minutes, el('span', '', ' minutes, at most '), uses, el('span', '', ' uses'));
+  ul.append(life);
+  const words = el('p', 'grant-words');
+  const go = el('button', 'grant-approve', 'Approve and allow');
+  go.type = 'button';
+  f.append(ul, words, go);
+  const ask = () => {
+    const g = { seconds: Math.round(Number(minutes.value) * 60) || 0, uses: parseInt(uses.value, 10) || 0, globs: {}, any: [] };
+    for (const x of args) {
+      if (x.glob) g.globs[x.a.key] = x.glob.value;
+      else if (x.any && x.any.checked) g.any.push(x.a.key);
+    }
+    return g;
+  };
+  const describe = () => {
+    const g = ask();
+    const parts = [];
+    let exact = 0;
+    for (const x of args) {
+      if (x.glob) parts.push(x.a.name + ' under ' + x.glob.value);
+      else if (x.any && x.any.checked) parts.push(x.a.name + ': any');
+      else exact += 1;
+    }
+    if (exact) parts.push(exact + ' other argument' + (exact === 1 ? '' : 's') + ' exactly as now');
+    words.textContent = 'Covers ' + r.tool + ' in vault ' + r.vault + ' from ' + r.caller + ': ' +
+      (parts.join('; ') || 'this exact call') + '; for ' + (g.seconds ? secs(g.seconds * 1000) : '15 min') +
+      (g.uses ? ', ' + g.uses + ' use' + (g.uses === 1 ? '' : 's') : ', any number of uses') + '.';
+  };
+  f.addEventListener('input', describe);
+  f.addEventListener('change', describe);
+  describe();
+  go.addEventListener('click', () => approve(r.id, card, ask()));
+  return f;
+}
+
+async function revoke(id) {
+  try {
+    await post('/api/grants/' + encodeURIComponent(id) + '/revoke');
+    say('revoked ' + id + ': the next similar call asks you again', true);
+  } catch (e) {
+    say('not revoked: ' + e.message);
+  }
+  refresh();
+}
+
+function when(ms) {
+  return ms ? new Date(ms).toLocaleTimeString() : 'never';
+}
+
+// The grants list: drawn when a state arrives (not every second, so a Revoke button is
+// not replaced under the pointer).
+function renderGrants(now) {
+  const body = document.querySelector('#grants tbody');
+  document.getElementById('nogrants').hidden = state.grants.length > 0;
+  document.getElementById('grants').hidden = state.grants.length === 0;
+  body.replaceChildren(...state.grants.map((g) => {
+    const tr = el('tr', 'grant-row');
+    tr.dataset.id = g.id;
+    const live = g.status === 'live';
+    const expires = live ? 'in ' + secs(g.expires_at_ms - now) : when(g.expires_at_ms);
+    const left = g.uses_left === null ? 'no limit' : String(g.uses_left);
+    for (const [cls, v] of [['gid', g.id], ['scope', g.scope], ['', g.tool], ['', g.vault], ['', g.caller],
+      ['', expires], ['used', String(g.used)], ['left', left], ['last', when(g.last_used_at_ms)]]) {
+      tr.append(el('td', cls, v));
+    }
+    const st = el('td', 'status-cell');
+    st.append(el('span', 'status ' + g.status.replace(' ', '-'), g.status));
+    const act = el('td');
+    if (live && !state.read_only) {
+      const b = el('button', 'revoke', 'Revoke');
+      b.type = 'button';
+      b.addEventListener('click', () => revoke(g.id));
+      act.append(b);
+    }
+    tr.append(st, act);
+    return tr;
+  }));
 }
 
 function secs(ms) {
@@ -204,6 +340,7 @@ function render() {
     card.left.textContent = status === 'pending' ? secs(r.expires_at_ms - now) : '—';
     card.reasonRow.textContent = r.reason || '—';
     card.actions.hidden = status !== 'pending' || state.read_only;
+    if (card.grantForm && card.actions.hidden) card.grantForm.hidden = true;
     card.totp.hidden = !useTotp();
   }
   for (const [id, card] of cards) {
@@ -226,6 +363,7 @@ function take(s) {
   state = s;
   skew = s.now_ms - Date.now();
   render();
+  renderGrants(s.now_ms);
 }
 
 async function refresh() {
