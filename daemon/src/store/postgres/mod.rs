@@ -24,6 +24,7 @@ use std::sync::Arc;
 
 use deadpool_postgres::Pool;
 use tc_core::config::PostgresConfig;
+use tokio_postgres::types::ToSql;
 
 pub use tx::PgTx;
 
@@ -107,12 +108,8 @@ impl PgStore {
         let client = self.client()?;
         let tx = PgTx::new(&client, self.handle(), true);
         let mut events = Vec::new();
-        let done = f(&tx, &mut events).and_then(|r| {
-            let (last, bytes) = log(&tx, &events)?;
-            Ok((r, last, bytes))
-        });
-        let (result, last, bytes) = match done {
-            Ok(d) => d,
+        let result = match f(&tx, &mut events) {
+            Ok(r) => r,
             Err(e) => {
                 if tx.started() && tx.batch("ROLLBACK").is_err() {
                     // Never hand a connection in an unknown state back to the pool.
@@ -121,19 +118,23 @@ impl PgStore {
                 return Err(e);
             }
         };
-        if !tx.started() {
+        if !tx.started() && events.is_empty() {
             return Ok((result, 0)); // nothing was sent: nothing to commit
         }
-        if let Err(e) = tx.batch("COMMIT") {
-            let _ = deadpool_postgres::Object::take(client);
-            // The commit may or may not have happened: whatever this write spent stays
-            // spent from the caller's point of view (it is told to stop, never to run).
-            return Err(StoreError::Unavailable(format!(
-                "{}: the commit's outcome is unknown ({e}); treated as spent, nothing runs",
-                self.describe
-            ))
-            .into());
-        }
+        let (last, bytes) = match log_and_commit(&tx, &events) {
+            Ok(logged) => logged,
+            Err(Tail::RolledBack(e)) => return Err(e.into()),
+            Err(Tail::Unsure(e)) => {
+                let _ = deadpool_postgres::Object::take(client);
+                // The commit may or may not have happened: whatever this write spent stays
+                // spent from the caller's point of view (it is told to stop, never to run).
+                return Err(StoreError::Unavailable(format!(
+                    "{}: the commit's outcome is unknown ({e}); treated as spent, nothing runs",
+                    self.describe
+                ))
+                .into());
+            }
+        };
         self.signals.count(&events, bytes);
         self.signals.committed(last);
         Ok((result, last))
@@ -179,19 +180,33 @@ impl Drop for PgStore {
     }
 }
 
+/// How the tail of a write (its events and `COMMIT`) failed.
+enum Tail {
+    /// An event statement failed: PostgreSQL rolled the transaction back at `COMMIT`.
+    RolledBack(StoreError),
+    /// The commit's outcome is not known (the connection failed): treated as spent,
+    /// never as "run it again".
+    Unsure(StoreError),
+}
+
 /// Inserts `events` under the events lock (ids then commit in id order), each announced
-/// with NOTIFY (delivered at commit): one `tc_log_event` round trip per event. Returns
-/// (last id, bytes).
-fn log(tx: &PgTx<'_>, events: &[NewEvent]) -> Result<(i64, u64), DaemonError> {
-    let (mut last, mut bytes) = (0, 0);
+/// with NOTIFY (delivered at commit), and commits: one `tc_log_event` per event and the
+/// `COMMIT`, pipelined in one round trip (which also keeps the events lock for one round
+/// trip, not two). Returns (last id, bytes).
+fn log_and_commit(tx: &PgTx<'_>, events: &[NewEvent]) -> Result<(i64, u64), Tail> {
     let now = tc_core::now_ms();
-    for ev in events {
-        let detail = ev.detail_text();
-        let owner = ev.owner_uid().map(i64::from);
-        let row = tx.one(
-            "SELECT tc_log_event($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
-            &[
-                &schema::EVENTS_LOCK,
+    let details: Vec<String> = events.iter().map(NewEvent::detail_text).collect();
+    let owners: Vec<Option<i64>> = events
+        .iter()
+        .map(|e| e.owner_uid().map(i64::from))
+        .collect();
+    let params: Vec<[&(dyn ToSql + Sync); 10]> = events
+        .iter()
+        .zip(&details)
+        .zip(&owners)
+        .map(|((ev, detail), owner)| {
+            [
+                &schema::EVENTS_LOCK as &(dyn ToSql + Sync),
                 &now,
                 &ev.kind,
                 &ev.vault,
@@ -199,12 +214,23 @@ fn log(tx: &PgTx<'_>, events: &[NewEvent]) -> Result<(i64, u64), DaemonError> {
                 &ev.caller,
                 &ev.args_hash,
                 &ev.state_fp,
-                &detail,
-                &owner,
-            ],
-        )?;
-        last = row.try_get(0).map_err(StoreError::from)?;
-        bytes += ev.size(&detail);
+                detail,
+                owner,
+            ]
+        })
+        .collect();
+    let lists: Vec<&[&(dyn ToSql + Sync)]> = params.iter().map(|p| &p[..]).collect();
+    let (rows, commit) = tx.all_then_commit(
+        "SELECT tc_log_event($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        &lists,
+    );
+    commit.map_err(Tail::Unsure)?;
+    let mut last = 0;
+    for row in rows {
+        last = row
+            .and_then(|r| Ok(r.try_get(0)?))
+            .map_err(Tail::RolledBack)?;
     }
+    let bytes = events.iter().zip(&details).map(|(ev, d)| ev.size(d)).sum();
     Ok((last, bytes))
 }

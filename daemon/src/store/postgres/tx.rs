@@ -60,6 +60,41 @@ impl<'a> PgTx<'a> {
         Ok(wait(self.rt, f)?)
     }
 
+    /// Runs `sql` once per parameter list, then `COMMIT`, pipelined: sent back to back
+    /// (with a due `BEGIN` ahead), so the whole tail of a transaction costs one round trip.
+    /// Returns each statement's row, then the commit's outcome. A statement that fails
+    /// aborts the transaction and its `COMMIT` then rolls back (PostgreSQL answers it
+    /// without an error): the caller must treat any failed row as nothing committed.
+    pub fn all_then_commit(&self, sql: &str, params: &[Params<'_>]) -> (Vec<Q<Row>>, Q<()>) {
+        let st = match self.stmt(sql) {
+            Ok(st) => st,
+            // Nothing of the tail was sent: roll back (a failed rollback reads as an
+            // unknown outcome, and the connection is not reused).
+            Err(e) => return (vec![Err(e)], self.batch("ROLLBACK")),
+        };
+        let begin = self.begin.replace(false).then(|| {
+            self.client
+                .batch_execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+        });
+        let rows =
+            futures_util::future::join_all(params.iter().map(|p| self.client.query_one(&st, p)));
+        let commit = self.client.batch_execute("COMMIT");
+        let begin = async {
+            match begin {
+                Some(b) => b.await,
+                None => Ok(()),
+            }
+        };
+        // join3 polls its futures in this order, and a request goes out on its first
+        // poll: BEGIN, the statements and COMMIT leave back to back.
+        let (begun, rows, commit) = wait(self.rt, futures_util::future::join3(begin, rows, commit));
+        let mut rows: Vec<Q<Row>> = rows.into_iter().map(|r| r.map_err(Into::into)).collect();
+        if let Err(e) = begun {
+            rows.insert(0, Err(e.into()));
+        }
+        (rows, commit.map_err(Into::into))
+    }
+
     /// Whether anything was sent since the transaction began (else there is nothing to
     /// commit or roll back).
     pub fn started(&self) -> bool {
