@@ -327,3 +327,35 @@ fn in_guarded_mode_a_human_sees_and_revokes_only_their_own_grants() {
     assert_eq!(reason(l.revoke_grant(&g, Some(ME + 1))), Reason::Unknown);
     l.revoke_grant(&g, Some(ME)).unwrap();
 }
+
+/// ATTACK (grants-attack branch): HOLE. tcd cannot see the files, so it takes the raiser's
+/// word for where each path leads (`real_paths`). In guarded mode any process of the
+/// human's uid may Raise (the agent with the human's shell), so it can raise the very call
+/// the model is about to make, with the same binding and state fingerprint, claiming its
+/// path leads under the grant's glob. The grant then approves it, and the honest shim's
+/// next identical call redeems that approval by binding (`held_approval` runs before the
+/// shim raises with the real paths) and runs a call the human never granted.
+#[test]
+fn in_guarded_mode_a_raise_with_forged_real_paths_does_not_approve_the_shims_call() {
+    let (_d, l) = ledger();
+    let l = l.with_mode(tc_core::config::Mode::Guarded);
+    let id = raise(&l, &write("notes/a.md")).request_id;
+    let proof = Proof::Passkey {
+        owner: Some(ME),
+        credential: "k",
+    };
+    l.approve_granting(&id, proof, Some(&notes(0))).unwrap();
+    // The agent, straight to tcd's socket as the human's uid: a call of private/x.md
+    // that it says really leads to notes/x.md.
+    let forged = write_as("c", "private/x.md", "notes/x.md");
+    let r = raise(&l, &forged);
+    // What the shim does first with the model's identical call: redeem by binding, before
+    // any raise of its own (with the real paths, which no grant covers).
+    let honest_shim = redeem(&l, &forged);
+    assert!(
+        honest_shim.is_err(),
+        "the shim ran private/x.md under grant {:?}, which covers only notes/**: the \
+         forged raise's approval was redeemed by the shim's honest call",
+        r.grant_id
+    );
+}
