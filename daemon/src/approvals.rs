@@ -455,7 +455,26 @@ impl Ledger {
     /// call against an unchanged target (else `replay_drift`, and it is spent). Refused as
     /// `declined` (with the reason), `expired` (the request or its approval lapsed
     /// unanswered; logged once, and the next retry raises afresh) or `not_approved`.
+    ///
+    /// An approval a grant made is not redeemed here (`not_approved`), only by
+    /// [`Ledger::redeem_granted`]: the grant judged the raiser's own word for where the
+    /// paths lead, and any process of the human's uid may raise.
     pub fn redeem_approved(&self, b: &Binding, current_fp: &str) -> Result<String, DaemonError> {
+        self.redeem_held(b, current_fp, false)
+    }
+
+    /// [`Ledger::redeem_approved`] by the shim that raised this call just now and was
+    /// told a grant covered it: an approval a grant made is redeemed too.
+    pub fn redeem_granted(&self, b: &Binding, current_fp: &str) -> Result<String, DaemonError> {
+        self.redeem_held(b, current_fp, true)
+    }
+
+    fn redeem_held(
+        &self,
+        b: &Binding,
+        current_fp: &str,
+        under_grant: bool,
+    ) -> Result<String, DaemonError> {
         b.check()?;
         if !tc_core::hash::is_sha256_hex(current_fp) {
             return Err(DaemonError::refused(
@@ -483,6 +502,10 @@ impl Ledger {
                     return Ok(Err(expired(row.status == APPROVED)));
                 }
                 _ => {}
+            }
+            if !row.grant_id.is_empty() && !under_grant {
+                // A grant's approval of some raise of this call, not of the caller's own.
+                return Err(not_approved());
             }
             let tok = token(tx, row.token_id)?;
             let Some(t) = tok.filter(|t| t.consumed_at.is_none()) else {

@@ -83,9 +83,10 @@ fn raise(l: &Ledger, w: &Write) -> Raised {
     raise_as(l, w, ME)
 }
 
+/// The shim's redeem right after its own raise a grant covered.
 fn redeem(l: &Ledger, w: &Write) -> Result<String, DaemonError> {
     let fp = tc_core::hash::sha256_hex(w.args.as_bytes());
-    l.redeem_approved(&w.binding, &fp)
+    l.redeem_granted(&w.binding, &fp)
 }
 
 fn notes(uses: u32) -> GrantAsk {
@@ -351,11 +352,18 @@ fn in_guarded_mode_a_raise_with_forged_real_paths_does_not_approve_the_shims_cal
     let r = raise(&l, &forged);
     // What the shim does first with the model's identical call: redeem by binding, before
     // any raise of its own (with the real paths, which no grant covers).
-    let honest_shim = redeem(&l, &forged);
+    let fp = tc_core::hash::sha256_hex(forged.args.as_bytes());
+    let honest_shim = l.redeem_approved(&forged.binding, &fp);
     assert!(
         honest_shim.is_err(),
         "the shim ran private/x.md under grant {:?}, which covers only notes/**: the \
          forged raise's approval was redeemed by the shim's honest call",
         r.grant_id
     );
+    assert_eq!(reason(honest_shim), Reason::NotApproved);
+    // The shim then raises the call with the paths it resolved: no grant covers it, and
+    // the approval the forged raise got is gone with the row it replaced.
+    let honest = write_as("c", "private/x.md", "private/x.md");
+    assert!(raise(&l, &honest).grant_id.is_none());
+    assert_eq!(reason(redeem(&l, &honest)), Reason::NotApproved);
 }
