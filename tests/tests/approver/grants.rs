@@ -392,3 +392,46 @@ fn a_raise_with_forged_real_paths_does_not_let_the_shims_call_run() {
     );
     assert_eq!(disk(&env, "other/z.md"), None);
 }
+
+/// ATTACK (grants-attack branch): symlinks that the path resolver read lexically.
+/// `notes/lx` → `../private/sub/../../notes/x.md`, dangling, with `private/sub` → `d1/d2`:
+/// `..` applied to the text says notes/x.md; the kernel steps through `private/sub` first
+/// and lands in private/notes/x.md. Also a dangling link out of notes/ and a loop.
+#[test]
+fn symlinks_read_lexically_dangling_or_looping_are_not_covered() {
+    let env = env();
+    std::fs::create_dir_all(env.root.join("private/d1/d2")).unwrap();
+    std::fs::create_dir_all(env.root.join("private/notes")).unwrap();
+    symlink("d1/d2", env.root.join("private/sub")).unwrap();
+    symlink("../private/sub/../../notes/x.md", env.root.join("notes/lx")).unwrap();
+    symlink("../other/new.md", env.root.join("notes/dang")).unwrap();
+    symlink("loop", env.root.join("notes/loop")).unwrap();
+    let mut h = Human::python("legacy", &env.shim_argv("fs"));
+    let first = write("notes/a.md", "a");
+    let r = h.call("write_file", first.clone());
+    grant(
+        &env,
+        &request_id(&r),
+        &["--path", "path=notes/**", "--any", "content"],
+    );
+    let ok = h.call("write_file", first);
+    assert_ne!(ok["isError"], true, "{ok}");
+    // Judged where the kernel leads it (private/, denied), not where its text reads;
+    // before, the grant covered it and only server-filesystem's own check refused it.
+    not_covered(
+        &env,
+        &mut h,
+        "write_file",
+        write("notes/lx", "through"),
+        "private/notes/x.md",
+    );
+    not_covered(
+        &env,
+        &mut h,
+        "write_file",
+        write("notes/dang", "no"),
+        "other/new.md",
+    );
+    let r = h.call("write_file", write("notes/loop", "no"));
+    assert_eq!(r["isError"], true, "{r}");
+}
