@@ -367,3 +367,22 @@ fn in_guarded_mode_a_raise_with_forged_real_paths_does_not_approve_the_shims_cal
     assert!(raise(&l, &honest).grant_id.is_none());
     assert_eq!(reason(redeem(&l, &honest)), Reason::NotApproved);
 }
+
+/// ATTACK (grants-attack branch): HOLE (disk). Every other text a raised row keeps is
+/// capped (`args_json` at 64 KiB, covers, preview), which with `MAX_RAISED` bounds what a
+/// flood of raises writes; `real_paths` was stored whole: a call naming many paths (or
+/// a raw Raise) stored megabytes per row.
+#[test]
+fn a_raised_rows_real_paths_are_capped_like_its_arguments() {
+    let (_d, l) = ledger();
+    let mut w = write("notes/a.md");
+    let many: Vec<String> = (0..40_000).map(|i| format!("notes/{i:0>40}.md")).collect();
+    w.real = RealPaths::from([("path".to_string(), Some(many))]);
+    let id = raise(&l, &w).request_id;
+    let row = l.store.read(|c| Ok(c.raised_by_id(&id)?)).unwrap().unwrap();
+    assert!(
+        row.real_paths.len() <= crate::approvals::ARGS_JSON_MAX,
+        "{} bytes of real_paths stored",
+        row.real_paths.len()
+    );
+}
