@@ -248,7 +248,12 @@ impl Ledger {
         let preview = tc_core::preview::capped(text.preview);
         let no_paths = tc_core::grant::RealPaths::new();
         let real_paths = text.real_paths.unwrap_or(&no_paths);
-        let real_paths_json = serde_json::to_string(real_paths).unwrap_or_default();
+        // Kept for the grant form and to check a glob against the approved call; capped
+        // like the arguments (past the cap nothing is kept: no glob can be given for it).
+        let real_paths_json = serde_json::to_string(real_paths)
+            .ok()
+            .filter(|s| s.len() <= ARGS_JSON_MAX)
+            .unwrap_or_default();
         let now = now_ms();
         let exp = now + self.ttl_ms;
         self.store.write(|tx, evs| {
