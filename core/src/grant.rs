@@ -278,3 +278,45 @@ mod tests {
         assert!(serde_json::from_str::<Scope>(r#"{"path":{"regex":".*"}}"#).is_err());
     }
 }
+
+#[cfg(test)]
+mod attack_probe {
+    //! Attacker's read (grants-attack branch): type confusion on exact arguments and
+    //! path lists against a glob; these hold.
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn exact_arguments_do_not_coerce_and_every_listed_path_must_fit() {
+        let none = RealPaths::new();
+        let s = Scope::of_call(
+            &json!({ "n": 1, "o": { "a": 1, "b": [2] } }),
+            &BTreeMap::new(),
+            &none,
+        )
+        .unwrap();
+        for other in [json!(1.0), json!("1"), json!([1]), json!(true), json!(null)] {
+            assert!(
+                !s.covers(&json!({ "n": other, "o": { "a": 1, "b": [2] } }), &none),
+                "{other}"
+            );
+        }
+        // Key order inside a value is not a different value (JSON objects are unordered).
+        assert!(s.covers(&json!({ "o": { "b": [2], "a": 1 }, "n": 1 }), &none));
+        let w = BTreeMap::from([("path".to_string(), ArgRule::Glob("notes/**".into()))]);
+        let own = RealPaths::from([("path".to_string(), Some(vec!["notes/a".to_string()]))]);
+        let s = Scope::of_call(&json!({ "path": "notes/a" }), &w, &own).unwrap();
+        let two = RealPaths::from([(
+            "path".to_string(),
+            Some(vec!["notes/a".to_string(), "other/b".to_string()]),
+        )]);
+        assert!(!s.covers(&json!({ "path": ["notes/a", "other/b"] }), &two));
+        let empty = RealPaths::from([("path".to_string(), Some(vec![]))]);
+        assert!(!s.covers(&json!({ "path": [] }), &empty));
+        // A path-naming argument given as an object, number or null gets no real path
+        // from the shim, so no glob covers it.
+        for v in [json!({ "p": "notes/a" }), json!(5), json!(null)] {
+            assert!(!s.covers(&json!({ "path": v }), &none), "{v}");
+        }
+    }
+}

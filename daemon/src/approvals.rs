@@ -248,7 +248,12 @@ impl Ledger {
         let preview = tc_core::preview::capped(text.preview);
         let no_paths = tc_core::grant::RealPaths::new();
         let real_paths = text.real_paths.unwrap_or(&no_paths);
-        let real_paths_json = serde_json::to_string(real_paths).unwrap_or_default();
+        // Kept for the grant form and to check a glob against the approved call; capped
+        // like the arguments (past the cap nothing is kept: no glob can be given for it).
+        let real_paths_json = serde_json::to_string(real_paths)
+            .ok()
+            .filter(|s| s.len() <= ARGS_JSON_MAX)
+            .unwrap_or_default();
         let now = now_ms();
         let exp = now + self.ttl_ms;
         self.store.write(|tx, evs| {
@@ -455,7 +460,26 @@ impl Ledger {
     /// call against an unchanged target (else `replay_drift`, and it is spent). Refused as
     /// `declined` (with the reason), `expired` (the request or its approval lapsed
     /// unanswered; logged once, and the next retry raises afresh) or `not_approved`.
+    ///
+    /// An approval a grant made is not redeemed here (`not_approved`), only by
+    /// [`Ledger::redeem_granted`]: the grant judged the raiser's own word for where the
+    /// paths lead, and any process of the human's uid may raise.
     pub fn redeem_approved(&self, b: &Binding, current_fp: &str) -> Result<String, DaemonError> {
+        self.redeem_held(b, current_fp, false)
+    }
+
+    /// [`Ledger::redeem_approved`] by the shim that raised this call just now and was
+    /// told a grant covered it: an approval a grant made is redeemed too.
+    pub fn redeem_granted(&self, b: &Binding, current_fp: &str) -> Result<String, DaemonError> {
+        self.redeem_held(b, current_fp, true)
+    }
+
+    fn redeem_held(
+        &self,
+        b: &Binding,
+        current_fp: &str,
+        under_grant: bool,
+    ) -> Result<String, DaemonError> {
         b.check()?;
         if !tc_core::hash::is_sha256_hex(current_fp) {
             return Err(DaemonError::refused(
@@ -483,6 +507,10 @@ impl Ledger {
                     return Ok(Err(expired(row.status == APPROVED)));
                 }
                 _ => {}
+            }
+            if !row.grant_id.is_empty() && !under_grant {
+                // A grant's approval of some raise of this call, not of the caller's own.
+                return Err(not_approved());
             }
             let tok = token(tx, row.token_id)?;
             let Some(t) = tok.filter(|t| t.consumed_at.is_none()) else {

@@ -244,7 +244,9 @@ impl Confirm for Service {
         let b = binding(owner, r.binding)?;
         let redemption_id = self
             .run(move |l| {
-                if r.approved_request && r.token.is_empty() {
+                if r.approved_request && r.token.is_empty() && r.under_grant {
+                    l.redeem_granted(&b, &r.current_state_fp)
+                } else if r.approved_request && r.token.is_empty() {
                     l.redeem_approved(&b, &r.current_state_fp)
                 } else {
                     l.redeem(&r.token, &b, &r.current_state_fp)

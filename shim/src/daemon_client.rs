@@ -205,12 +205,32 @@ impl Daemon {
         binding: Binding,
         current_fp: &str,
     ) -> Result<String, DaemonError> {
+        self.redeem_held(binding, current_fp, false).await
+    }
+
+    /// [`DaemonClient::redeem_approved`] right after this shim's own raise of the call,
+    /// which a grant covered: the only redeem that runs an approval a grant made.
+    pub async fn redeem_granted(
+        &self,
+        binding: Binding,
+        current_fp: &str,
+    ) -> Result<String, DaemonError> {
+        self.redeem_held(binding, current_fp, true).await
+    }
+
+    async fn redeem_held(
+        &self,
+        binding: Binding,
+        current_fp: &str,
+        under_grant: bool,
+    ) -> Result<String, DaemonError> {
         let mut c = self.client().await?;
         match c
             .redeem(v1::RedeemRequest {
                 binding: Some(binding),
                 current_state_fp: current_fp.into(),
                 approved_request: true,
+                under_grant,
                 ..Default::default()
             })
             .await

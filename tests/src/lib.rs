@@ -605,6 +605,7 @@ async fn redeem_as(
         binding: Some(b.clone()),
         current_state_fp: fp.into(),
         approved_request,
+        under_grant: false,
     })
     .await
     .map(|r| r.into_inner().redemption_id)

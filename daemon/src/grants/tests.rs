@@ -83,9 +83,10 @@ fn raise(l: &Ledger, w: &Write) -> Raised {
     raise_as(l, w, ME)
 }
 
+/// The shim's redeem right after its own raise a grant covered.
 fn redeem(l: &Ledger, w: &Write) -> Result<String, DaemonError> {
     let fp = tc_core::hash::sha256_hex(w.args.as_bytes());
-    l.redeem_approved(&w.binding, &fp)
+    l.redeem_granted(&w.binding, &fp)
 }
 
 fn notes(uses: u32) -> GrantAsk {
@@ -326,4 +327,62 @@ fn in_guarded_mode_a_human_sees_and_revokes_only_their_own_grants() {
     assert_eq!(l.grants(Some(0)).unwrap().len(), 1);
     assert_eq!(reason(l.revoke_grant(&g, Some(ME + 1))), Reason::Unknown);
     l.revoke_grant(&g, Some(ME)).unwrap();
+}
+
+/// ATTACK (grants-attack branch): HOLE. tcd cannot see the files, so it takes the raiser's
+/// word for where each path leads (`real_paths`). In guarded mode any process of the
+/// human's uid may Raise (the agent with the human's shell), so it can raise the very call
+/// the model is about to make, with the same binding and state fingerprint, claiming its
+/// path leads under the grant's glob. The grant then approves it, and the honest shim's
+/// next identical call redeems that approval by binding (`held_approval` runs before the
+/// shim raises with the real paths) and runs a call the human never granted.
+#[test]
+fn in_guarded_mode_a_raise_with_forged_real_paths_does_not_approve_the_shims_call() {
+    let (_d, l) = ledger();
+    let l = l.with_mode(tc_core::config::Mode::Guarded);
+    let id = raise(&l, &write("notes/a.md")).request_id;
+    let proof = Proof::Passkey {
+        owner: Some(ME),
+        credential: "k",
+    };
+    l.approve_granting(&id, proof, Some(&notes(0))).unwrap();
+    // The agent, straight to tcd's socket as the human's uid: a call of private/x.md
+    // that it says really leads to notes/x.md.
+    let forged = write_as("c", "private/x.md", "notes/x.md");
+    let r = raise(&l, &forged);
+    // What the shim does first with the model's identical call: redeem by binding, before
+    // any raise of its own (with the real paths, which no grant covers).
+    let fp = tc_core::hash::sha256_hex(forged.args.as_bytes());
+    let honest_shim = l.redeem_approved(&forged.binding, &fp);
+    assert!(
+        honest_shim.is_err(),
+        "the shim ran private/x.md under grant {:?}, which covers only notes/**: the \
+         forged raise's approval was redeemed by the shim's honest call",
+        r.grant_id
+    );
+    assert_eq!(reason(honest_shim), Reason::NotApproved);
+    // The shim then raises the call with the paths it resolved: no grant covers it, and
+    // the approval the forged raise got is gone with the row it replaced.
+    let honest = write_as("c", "private/x.md", "private/x.md");
+    assert!(raise(&l, &honest).grant_id.is_none());
+    assert_eq!(reason(redeem(&l, &honest)), Reason::NotApproved);
+}
+
+/// ATTACK (grants-attack branch): HOLE (disk). Every other text a raised row keeps is
+/// capped (`args_json` at 64 KiB, covers, preview), which with `MAX_RAISED` bounds what a
+/// flood of raises writes; `real_paths` was stored whole: a call naming many paths (or
+/// a raw Raise) stored megabytes per row.
+#[test]
+fn a_raised_rows_real_paths_are_capped_like_its_arguments() {
+    let (_d, l) = ledger();
+    let mut w = write("notes/a.md");
+    let many: Vec<String> = (0..40_000).map(|i| format!("notes/{i:0>40}.md")).collect();
+    w.real = RealPaths::from([("path".to_string(), Some(many))]);
+    let id = raise(&l, &w).request_id;
+    let row = l.store.read(|c| Ok(c.raised_by_id(&id)?)).unwrap().unwrap();
+    assert!(
+        row.real_paths.len() <= crate::approvals::ARGS_JSON_MAX,
+        "{} bytes of real_paths stored",
+        row.real_paths.len()
+    );
 }

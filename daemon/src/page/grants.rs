@@ -301,6 +301,74 @@ mod tests {
         assert_eq!((by("content").any, by("path").any), (true, false));
     }
 
+    /// ATTACK (grants-attack branch): HOLE, low, not fixed (ignored so the suite stays
+    /// green; run with `--ignored`). The form decides from the raised row's `real_paths`
+    /// which arguments are files (glob prefilled with their folder) and which may be
+    /// "any value". A re-raise of the same waiting call keeps its id and replaces those
+    /// paths, and in guarded mode anything of the human's uid may raise: the agent can
+    /// make the page offer "any value" for the path of the human's request, or prefill
+    /// `**`. The human still sees the glob or the tick before approving; the default is
+    /// the agent's. Fix (proposed): decide `file`/`any` from the gate's path arguments
+    /// (tcd has the gate config) and prefill from the call's own value as written.
+    #[test]
+    #[ignore = "HOLE (low): a same-uid re-raise with forged real_paths changes the page's grant form"]
+    fn a_re_raise_with_other_real_paths_does_not_change_what_the_form_offers() {
+        use crate::approvals::RaiseText;
+        use crate::grants::{GrantRule, GrantRules};
+        let dir = tempfile::tempdir().unwrap();
+        let store = crate::store::Store::for_test(dir.path());
+        let rule = GrantRule {
+            allowed: true,
+            max_seconds: 3600,
+            max_uses: None,
+        };
+        let rules = GrantRules::from([(("v".to_string(), "write".to_string()), rule)]);
+        let l = Ledger::new(store, crate::secret::Secret::ephemeral(), 300).with_grant_rules(rules);
+        let args = json!({ "path": "notes/deep/a.md", "content": "x" });
+        let b = crate::ledger::Binding {
+            vault: "v".into(),
+            tool: "write".into(),
+            caller: "c".into(),
+            args_hash: tc_core::hash::args_hash("write", &args),
+        };
+        let raise = |real: &RealPaths| {
+            let text = RaiseText {
+                summary: "write",
+                args_json: &args.to_string(),
+                covers: "",
+                preview: "",
+                real_paths: Some(real),
+            };
+            l.raise_request(&b, &"f".repeat(64), &text, Some(1000))
+                .unwrap()
+                .request_id
+        };
+        let honest = RealPaths::from([("path".into(), Some(vec!["notes/deep/a.md".into()]))]);
+        let id = raise(&honest);
+        let before = form(&l, &l.pending("").unwrap().pop().unwrap())
+            .unwrap()
+            .unwrap();
+        // The agent raises the same call again: no real path for `path` at all.
+        assert_eq!(
+            raise(&RealPaths::new()),
+            id,
+            "the waiting request keeps its id"
+        );
+        let after = form(&l, &l.pending("").unwrap().pop().unwrap())
+            .unwrap()
+            .unwrap();
+        let path = |f: &[GrantArg]| {
+            let a = f.iter().find(|a| a.key == "path").unwrap();
+            (a.file, a.any, a.glob.clone())
+        };
+        assert_eq!(path(&before), (true, false, "notes/deep/**".to_string()));
+        assert_eq!(
+            path(&after),
+            path(&before),
+            "the page now offers \"any value\" for the request's path argument"
+        );
+    }
+
     #[test]
     fn values_are_escaped_and_cut() {
         assert_eq!(shown_value(&json!("a\u{202e}b")), "\"a⟨U+202E⟩b\"");

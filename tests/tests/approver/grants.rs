@@ -320,3 +320,118 @@ fn a_gate_that_forbids_grants_is_named_and_policy_check_shows_each_rule() {
     assert_eq!(code(&again).as_deref(), Some("elicit_required"), "{again}");
     assert_eq!(disk(&env, "notes/a.md").as_deref(), Some("a"));
 }
+
+/// ATTACK (grants-attack branch): tcd takes a raise's `real_paths` on the raiser's word,
+/// and any process of the human's uid may raise (in guarded mode too: the agent with the
+/// human's shell). The model's call of other/z.md is waiting; the agent raises the same
+/// call (binding and fingerprint from `pending --json`) straight to tcd, claiming its
+/// path leads to notes/z.md, so the grant on notes/** approves it. The model's retry
+/// through the shim must not run under that approval: it is still not covered, and
+/// nothing is written.
+#[test]
+fn a_raise_with_forged_real_paths_does_not_let_the_shims_call_run() {
+    let env = env();
+    let mut h = Human::python("legacy", &env.shim_argv("fs"));
+    let first = write("notes/a.md", "a");
+    let r = h.call("write_file", first.clone());
+    let g = grant(
+        &env,
+        &request_id(&r),
+        &["--path", "path=notes/**", "--any", "content"],
+    );
+    let ok = h.call("write_file", first);
+    assert_ne!(ok["isError"], true, "{ok}");
+    let evil = write("other/z.md", "pwned");
+    let r = h.call("write_file", evil.clone());
+    assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
+    let id = request_id(&r);
+    let o = tcctl(&env, &["pending", "--json"]);
+    let p = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .find(|p| p["request_id"] == id.as_str())
+        .expect("the waiting request");
+    let s = |k: &str| p[k].as_str().unwrap().to_string();
+    let binding = tc_proto::v1::Binding {
+        vault: s("vault"),
+        tool: s("tool"),
+        caller: s("caller"),
+        args_hash: s("args_hash"),
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let forged = rt.block_on(async {
+        let mut c = tc_proto::v1::confirm_client::ConfirmClient::new(
+            tc_proto::connect(&env.socket).await.unwrap(),
+        );
+        let lie = tc_proto::v1::RealPaths {
+            paths: vec!["notes/z.md".into()],
+            outside: false,
+        };
+        c.raise(tc_proto::v1::RaiseRequest {
+            binding: Some(binding),
+            state_fp: s("state_fp"),
+            summary: "write_file".into(),
+            args_json: evil.to_string(),
+            real_paths: [("path".to_string(), lie)].into(),
+            ..Default::default()
+        })
+        .await
+        .expect("the forged raise")
+        .into_inner()
+    });
+    // The grant judged the lie (tcd cannot see the files)...
+    assert_eq!(forged.grant_id, g, "{forged:?}");
+    // ...but the shim does not run its own call under that approval.
+    let r = h.call("write_file", evil);
+    assert_eq!(
+        r["isError"], true,
+        "the forged approval ran other/z.md: {r}"
+    );
+    assert_eq!(disk(&env, "other/z.md"), None);
+}
+
+/// ATTACK (grants-attack branch): symlinks that the path resolver read lexically.
+/// `notes/lx` → `../private/sub/../../notes/x.md`, dangling, with `private/sub` → `d1/d2`:
+/// `..` applied to the text says notes/x.md; the kernel steps through `private/sub` first
+/// and lands in private/notes/x.md. Also a dangling link out of notes/ and a loop.
+#[test]
+fn symlinks_read_lexically_dangling_or_looping_are_not_covered() {
+    let env = env();
+    std::fs::create_dir_all(env.root.join("private/d1/d2")).unwrap();
+    std::fs::create_dir_all(env.root.join("private/notes")).unwrap();
+    symlink("d1/d2", env.root.join("private/sub")).unwrap();
+    symlink("../private/sub/../../notes/x.md", env.root.join("notes/lx")).unwrap();
+    symlink("../other/new.md", env.root.join("notes/dang")).unwrap();
+    symlink("loop", env.root.join("notes/loop")).unwrap();
+    let mut h = Human::python("legacy", &env.shim_argv("fs"));
+    let first = write("notes/a.md", "a");
+    let r = h.call("write_file", first.clone());
+    grant(
+        &env,
+        &request_id(&r),
+        &["--path", "path=notes/**", "--any", "content"],
+    );
+    let ok = h.call("write_file", first);
+    assert_ne!(ok["isError"], true, "{ok}");
+    // Judged where the kernel leads it (private/, denied), not where its text reads;
+    // before, the grant covered it and only server-filesystem's own check refused it.
+    not_covered(
+        &env,
+        &mut h,
+        "write_file",
+        write("notes/lx", "through"),
+        "private/notes/x.md",
+    );
+    not_covered(
+        &env,
+        &mut h,
+        "write_file",
+        write("notes/dang", "no"),
+        "other/new.md",
+    );
+    let r = h.call("write_file", write("notes/loop", "no"));
+    assert_eq!(r["isError"], true, "{r}");
+}

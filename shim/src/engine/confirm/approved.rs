@@ -83,11 +83,16 @@ impl Shim {
             return Held::Nothing;
         }
         // Redeemed like any approval (once, against the target as it is now); a revoke
-        // or the expiry since the raise refuses it here.
-        match self.redeem_approved(c).await {
-            Ok(a) => Held::Approved(Approval {
+        // or the expiry since the raise refuses it here. Only here is an approval a grant
+        // made redeemed: this raise's real paths are the ones this shim resolved.
+        match self
+            .daemon
+            .redeem_granted(c.binding.clone(), c.shown.state_fp)
+            .await
+        {
+            Ok(r) => Held::Approved(Approval {
                 route: GRANT_ROUTE,
-                ..a
+                redemption: Some(r),
             }),
             Err(e) => {
                 self.answer_refused(c, &e);

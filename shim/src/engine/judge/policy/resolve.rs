@@ -198,16 +198,37 @@ fn real_path_hops(p: &Path, hops: u32) -> Option<PathBuf> {
         // canonicalize fails on a symlink whose target does not exist yet.
         if let Ok(target) = std::fs::read_link(probe) {
             let base = probe.parent().unwrap_or(Path::new("/"));
-            let mut next = lexical(&base.join(target));
+            let mut next = walked(base, &target);
             if let Ok(rest) = p.strip_prefix(probe) {
                 if !rest.as_os_str().is_empty() {
-                    next = lexical(&next.join(rest));
+                    next = walked(&next, rest);
                 }
             }
             return real_path_hops(&next, hops + 1);
         }
         probe = probe.parent()?;
     }
+}
+
+/// `base` joined with `rel` as the kernel walks it: a `..` steps out of where the path so
+/// far really leads (through any symlink on it), not out of its text, so a link to
+/// `sub/../../x` where `sub` → `d1/d2` leads to `d1/x`, not to `../x`. Where the path so
+/// far does not exist, `..` is applied to the text (as [`lexical`]); `.` is dropped.
+fn walked(base: &Path, rel: &Path) -> PathBuf {
+    let mut out = lexical(base);
+    for c in rel.components() {
+        match c {
+            Component::CurDir => {}
+            Component::ParentDir => {
+                if let Ok(real) = std::fs::canonicalize(&out) {
+                    out = real;
+                }
+                out.pop();
+            }
+            other => out.push(other),
+        }
+    }
+    out
 }
 
 /// `p` with `.` dropped and `..` applied to the part before it, as a server's

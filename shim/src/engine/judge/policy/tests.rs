@@ -327,6 +327,36 @@ fn dangling_symlinks_are_judged_by_their_target() {
     );
 }
 
+/// Attacker's read of grants (grants-attack branch): a dangling link whose target has
+/// `..` after a symlinked folder. `notes/lx` → `../private/sub/../../notes/x.md` with
+/// `private/sub` → `d1/d2`: read as text it is notes/x.md; the kernel steps through
+/// `private/sub` first and a write lands in private/notes/x.md, which the ACL denies and
+/// no `notes/**` grant covers. It was judged (ACL and grants) as notes/x.md.
+#[test]
+fn a_dangling_link_is_walked_as_the_kernel_walks_it_not_read_as_text() {
+    let d = tempfile::tempdir().unwrap();
+    let root = std::fs::canonicalize(d.path()).unwrap().join("vault");
+    for dir in ["notes", "private/d1/d2", "private/notes"] {
+        std::fs::create_dir_all(root.join(dir)).unwrap();
+    }
+    std::os::unix::fs::symlink("d1/d2", root.join("private/sub")).unwrap();
+    let target = "../private/sub/../../notes/x.md";
+    std::os::unix::fs::symlink(target, root.join("notes/lx")).unwrap();
+    let real = super::resolve::real_path(&root.join("notes/lx")).unwrap();
+    assert_eq!(real, root.join("private/notes/x.md"));
+    let p = policy(&root, "[vaults.acl]\ndeny = [\"private/**\"]\n");
+    let paths = p
+        .resolve_all("t", None, &json!({"path": "notes/lx"}), None)
+        .unwrap();
+    assert!(
+        matches!(
+            p.check_acl(&paths, true),
+            Err(PolicyError::Acl { list: "deny", .. })
+        ),
+        "{paths:?}"
+    );
+}
+
 #[test]
 fn folder_globs_cover_the_folder_itself() {
     let d = tempfile::tempdir().unwrap();
