@@ -233,12 +233,7 @@ impl Ledger {
         uid: Option<u32>,
     ) -> Result<Raised, DaemonError> {
         b.check()?;
-        if !tc_core::hash::is_sha256_hex(state_fp) {
-            return Err(DaemonError::refused(
-                Reason::BadArgument,
-                "state_fp must be 64 lowercase hex digits",
-            ));
-        }
+        crate::record::check_hash("state_fp", state_fp)?;
         shown_is_bound(b, text.args_json)?;
         // A model can raise at will (each refused call does): bounded per caller.
         self.charge(&b.vault, &b.caller)?;
@@ -481,12 +476,7 @@ impl Ledger {
         under_grant: bool,
     ) -> Result<String, DaemonError> {
         b.check()?;
-        if !tc_core::hash::is_sha256_hex(current_fp) {
-            return Err(DaemonError::refused(
-                Reason::BadArgument,
-                "current_state_fp must be 64 lowercase hex digits",
-            ));
-        }
+        crate::record::check_hash("current_state_fp", current_fp)?;
         let now = now_ms();
         let nonce = crate::ledger::random_b64(16);
         self.store.write(|tx, evs| {

@@ -71,6 +71,19 @@ impl Browser {
     }
 
     /// Runs one command; panics with the script's error when it failed.
+    /// The page was never reloaded and fetched nothing from elsewhere (everything it
+    /// showed came over its own SSE stream and API).
+    #[track_caller]
+    pub fn assert_one_page_load(&mut self) {
+        let n = self.cmd(serde_json::json!({"op": "reloadCount"}));
+        assert_eq!(n["navigations"], 1, "the page was reloaded: {n}");
+        assert_eq!(
+            n["remote"],
+            serde_json::json!([]),
+            "the page fetched from elsewhere: {n}"
+        );
+    }
+
     pub fn cmd(&mut self, c: Value) -> Value {
         writeln!(self.stdin, "{c}").unwrap();
         let mut line = String::new();

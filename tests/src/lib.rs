@@ -492,6 +492,23 @@ impl Daemon {
         self.tcctl_command(args).output().expect("run tcctl")
     }
 
+    /// Grant `id` as `tcctl grants --json` lists it.
+    #[track_caller]
+    pub fn grant_listed(&self, id: &str) -> serde_json::Value {
+        let o = self.tcctl(&["grants", "--json"]);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(o.status.success(), "{text}");
+        String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|v| v["id"] == id)
+            .unwrap_or_else(|| panic!("{id} not listed: {text}"))
+    }
+
     /// `tcctl args` on this daemon's socket and config, stdin null, not started yet.
     pub fn tcctl_command(&self, args: &[&str]) -> Command {
         let mut c = Command::new(bin("tcctl"));

@@ -307,21 +307,23 @@ fn in_guarded_mode_a_grant_needs_the_factor_like_any_approval() {
     assert_eq!(reason(redeem(&l, &w)), Reason::NotApproved);
 }
 
-#[test]
-fn in_guarded_mode_a_human_sees_and_revokes_only_their_own_grants() {
-    let (_d, l) = ledger();
+/// A guarded-mode ledger where ME approved notes/a.md with a grant on notes/** (the
+/// factor is `factor::check`'s to test; a passkey proof stands for it here).
+fn guarded_grant() -> (tempfile::TempDir, Ledger, String) {
+    let (d, l) = ledger();
     let l = l.with_mode(tc_core::config::Mode::Guarded);
-    // The factor is checked by `factor::check`; a passkey proof stands for it here.
     let id = raise(&l, &write("notes/a.md")).request_id;
     let proof = Proof::Passkey {
         owner: Some(ME),
         credential: "k",
     };
-    let g = l
-        .approve_granting(&id, proof, Some(&notes(0)))
-        .unwrap()
-        .grant_id
-        .unwrap();
+    let a = l.approve_granting(&id, proof, Some(&notes(0))).unwrap();
+    (d, l, a.grant_id.unwrap())
+}
+
+#[test]
+fn in_guarded_mode_a_human_sees_and_revokes_only_their_own_grants() {
+    let (_d, l, g) = guarded_grant();
     assert_eq!(l.grants(Some(ME + 1)).unwrap().len(), 0);
     assert_eq!(l.grants(Some(ME)).unwrap().len(), 1);
     assert_eq!(l.grants(Some(0)).unwrap().len(), 1);
@@ -338,14 +340,7 @@ fn in_guarded_mode_a_human_sees_and_revokes_only_their_own_grants() {
 /// shim raises with the real paths) and runs a call the human never granted.
 #[test]
 fn in_guarded_mode_a_raise_with_forged_real_paths_does_not_approve_the_shims_call() {
-    let (_d, l) = ledger();
-    let l = l.with_mode(tc_core::config::Mode::Guarded);
-    let id = raise(&l, &write("notes/a.md")).request_id;
-    let proof = Proof::Passkey {
-        owner: Some(ME),
-        credential: "k",
-    };
-    l.approve_granting(&id, proof, Some(&notes(0))).unwrap();
+    let (_d, l, _) = guarded_grant();
     // The agent, straight to tcd's socket as the human's uid: a call of private/x.md
     // that it says really leads to notes/x.md.
     let forged = write_as("c", "private/x.md", "notes/x.md");

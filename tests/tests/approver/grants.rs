@@ -89,13 +89,7 @@ fn grant(env: &Env, id: &str, flags: &[&str]) -> String {
 
 /// The grant `g` as `tcctl grants --json` shows it.
 fn shown(env: &Env, g: &str) -> Value {
-    let o = tcctl(env, &["grants", "--json"]);
-    assert!(o.status.success(), "{}", text(&o));
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|v| v["id"] == g)
-        .unwrap_or_else(|| panic!("{g} not listed: {}", text(&o)))
+    env.tcd.grant_listed(g)
 }
 
 /// Calls `name` expecting no grant to cover it: a human is asked (the legacy client is
@@ -115,24 +109,31 @@ fn not_covered(env: &Env, h: &mut Human, name: &str, args: Value, rel: &str) {
     assert_eq!(disk(env, rel), None, "{rel} was written: {r}");
 }
 
+/// A legacy client whose first write (notes/a.md) was refused, approved with a grant on
+/// `notes/**` with any content, and then run: the client and the grant's id.
+fn legacy_granted(env: &Env) -> (Human, String) {
+    let mut h = Human::python("legacy", &env.shim_argv("fs"));
+    let first = write("notes/a.md", "a");
+    let r = h.call("write_file", first.clone());
+    assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
+    let g = grant(
+        env,
+        &request_id(&r),
+        &["--path", "path=notes/**", "--any", "content"],
+    );
+    let ok = h.call("write_file", first);
+    assert_ne!(ok["isError"], true, "{ok}");
+    assert_eq!(disk(env, "notes/a.md").as_deref(), Some("a"));
+    (h, g)
+}
+
 /// A legacy client (no in-protocol route): the first write is refused with a request id;
 /// the human approves it with a grant; the retry and every covered write run without
 /// asking; what the grant does not cover is refused, and a revoke ends it.
 #[test]
 fn a_grant_on_notes_lets_ten_writes_through_and_nothing_else_legacy() {
     let env = env();
-    let mut h = Human::python("legacy", &env.shim_argv("fs"));
-    let first = write("notes/a.md", "a");
-    let r = h.call("write_file", first.clone());
-    assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
-    let g = grant(
-        &env,
-        &request_id(&r),
-        &["--path", "path=notes/**", "--any", "content"],
-    );
-    let ok = h.call("write_file", first);
-    assert_ne!(ok["isError"], true, "{ok}");
-    assert_eq!(disk(&env, "notes/a.md").as_deref(), Some("a"));
+    let (mut h, g) = legacy_granted(&env);
     covered_then_revoked(&env, &mut h, &g);
 }
 
@@ -331,16 +332,7 @@ fn a_gate_that_forbids_grants_is_named_and_policy_check_shows_each_rule() {
 #[test]
 fn a_raise_with_forged_real_paths_does_not_let_the_shims_call_run() {
     let env = env();
-    let mut h = Human::python("legacy", &env.shim_argv("fs"));
-    let first = write("notes/a.md", "a");
-    let r = h.call("write_file", first.clone());
-    let g = grant(
-        &env,
-        &request_id(&r),
-        &["--path", "path=notes/**", "--any", "content"],
-    );
-    let ok = h.call("write_file", first);
-    assert_ne!(ok["isError"], true, "{ok}");
+    let (mut h, g) = legacy_granted(&env);
     let evil = write("other/z.md", "pwned");
     let r = h.call("write_file", evil.clone());
     assert_eq!(code(&r).as_deref(), Some("elicit_required"), "{r}");
@@ -406,16 +398,7 @@ fn symlinks_read_lexically_dangling_or_looping_are_not_covered() {
     symlink("../private/sub/../../notes/x.md", env.root.join("notes/lx")).unwrap();
     symlink("../other/new.md", env.root.join("notes/dang")).unwrap();
     symlink("loop", env.root.join("notes/loop")).unwrap();
-    let mut h = Human::python("legacy", &env.shim_argv("fs"));
-    let first = write("notes/a.md", "a");
-    let r = h.call("write_file", first.clone());
-    grant(
-        &env,
-        &request_id(&r),
-        &["--path", "path=notes/**", "--any", "content"],
-    );
-    let ok = h.call("write_file", first);
-    assert_ne!(ok["isError"], true, "{ok}");
+    let (mut h, _) = legacy_granted(&env);
     // Judged where the kernel leads it (private/, denied), not where its text reads;
     // before, the grant covered it and only server-filesystem's own check refused it.
     not_covered(

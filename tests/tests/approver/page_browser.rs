@@ -196,13 +196,7 @@ fn approve_on_the_page_runs_the_retry_once_and_decline_is_a_hard_stop() {
 
     let shot = shots().join("approval-page-history.png");
     b.cmd(json!({"op": "screenshot", "path": shot}));
-    let n = b.cmd(json!({"op": "reloadCount"}));
-    assert_eq!(n["navigations"], 1, "the page was reloaded: {n}");
-    assert_eq!(
-        n["remote"],
-        json!([]),
-        "the page fetched from elsewhere: {n}"
-    );
+    b.assert_one_page_load();
 }
 
 #[test]

@@ -6,7 +6,6 @@
 use serde_json::{json, Value};
 use tc_tests::browser::Browser;
 use tc_tests::elicit::{disk, events_of};
-use tc_tests::guarded::printed as text;
 
 use crate::page_browser::{page_link, refused_id, register, started, status_of};
 
@@ -16,13 +15,7 @@ fn note(path: &str, content: &str) -> Value {
 
 /// The grant `g` as `tcctl grants --json` shows it.
 fn listed(env: &tc_tests::shim::Env, g: &str) -> Value {
-    let o = env.tcd.tcctl(&["grants", "--json"]);
-    assert!(o.status.success(), "{}", text(&o));
-    String::from_utf8_lossy(&o.stdout)
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .find(|v| v["id"] == g)
-        .unwrap_or_else(|| panic!("{g} not listed: {}", text(&o)))
+    env.tcd.grant_listed(g)
 }
 
 /// The form as offered for one argument.
@@ -162,11 +155,5 @@ fn a_grant_given_on_the_page_lets_similar_calls_run_until_it_is_revoked_there() 
     assert_eq!(events_of(&env, "tc.grant.used"), 1);
     assert_eq!(events_of(&env, "tc.grant.revoked"), 1);
 
-    let n = b.cmd(json!({"op": "reloadCount"}));
-    assert_eq!(n["navigations"], 1, "the page was reloaded: {n}");
-    assert_eq!(
-        n["remote"],
-        json!([]),
-        "the page fetched from elsewhere: {n}"
-    );
+    b.assert_one_page_load();
 }

@@ -77,20 +77,7 @@ fn alices_grant_covers_her_calls_in_both_eras_and_never_bobs() {
     }
     assert_eq!(disk(&env, "notes/a.md").as_deref(), Some("alice"));
     // bob: the same kind of call is his own request, asked afresh; nothing written.
-    for (c, file) in [
-        (Client::PyAuto, "notes/bob1.md"),
-        (Client::PyLegacy, "notes/bob2.md"),
-    ] {
-        let r = run_as(
-            c,
-            &url,
-            Some(&bob),
-            json!([call("write_file", write(file, "bob"))]),
-        );
-        let refused = r.result(0);
-        assert!(code(refused).is_some(), "{c:?}: {refused}");
-        assert_eq!(disk(&env, file), None, "{c:?}");
-    }
+    asked_again(&env, &url, &bob, ["notes/bob1.md", "notes/bob2.md"]);
     let used = tc_tests::shim::all_events(&env.socket)
         .into_iter()
         .filter(|e| e.kind == "tc.grant.used")
@@ -107,17 +94,18 @@ fn alices_grant_covers_her_calls_in_both_eras_and_never_bobs() {
         .to_string();
     let o = env.tcd.tcctl(&["revoke", &grant]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    for (c, file) in [
-        (Client::PyAuto, "notes/late1.md"),
-        (Client::PyLegacy, "notes/late2.md"),
-    ] {
-        let r = run_as(
-            c,
-            &url,
-            Some(&alice),
-            json!([call("write_file", write(file, "alice"))]),
-        );
-        assert!(code(r.result(0)).is_some(), "{c:?}: {}", r.steps[0]);
-        assert_eq!(disk(&env, file), None, "{c:?}");
+    asked_again(&env, &url, &alice, ["notes/late1.md", "notes/late2.md"]);
+}
+
+/// The bearer of `bearer` writes each file in one era (2026-07-28, then legacy): no grant
+/// covers it, so a human is asked (refused here) and nothing is written.
+#[track_caller]
+fn asked_again(env: &Env, url: &str, bearer: &str, files: [&str; 2]) {
+    for (c, file) in [Client::PyAuto, Client::PyLegacy].into_iter().zip(files) {
+        let plan = json!([call("write_file", write(file, "no"))]);
+        let r = run_as(c, url, Some(bearer), plan);
+        let refused = r.result(0);
+        assert!(code(refused).is_some(), "{c:?}: {refused}");
+        assert_eq!(disk(env, file), None, "{c:?}");
     }
 }

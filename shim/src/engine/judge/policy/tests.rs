@@ -315,8 +315,14 @@ fn dangling_symlinks_are_judged_by_their_target() {
             p.resolve("path", raw)
         );
     }
+    assert_denied(&p, "in");
+}
+
+/// The call `t(path)` resolves, and the ACL's `deny` refuses it.
+#[track_caller]
+fn assert_denied(p: &Policy, path: &str) {
     let paths = p
-        .resolve_all("t", None, &json!({"path": "in"}), None)
+        .resolve_all("t", None, &json!({ "path": path }), None)
         .unwrap();
     assert!(
         matches!(
@@ -345,16 +351,7 @@ fn a_dangling_link_is_walked_as_the_kernel_walks_it_not_read_as_text() {
     let real = super::resolve::real_path(&root.join("notes/lx")).unwrap();
     assert_eq!(real, root.join("private/notes/x.md"));
     let p = policy(&root, "[vaults.acl]\ndeny = [\"private/**\"]\n");
-    let paths = p
-        .resolve_all("t", None, &json!({"path": "notes/lx"}), None)
-        .unwrap();
-    assert!(
-        matches!(
-            p.check_acl(&paths, true),
-            Err(PolicyError::Acl { list: "deny", .. })
-        ),
-        "{paths:?}"
-    );
+    assert_denied(&p, "notes/lx");
 }
 
 #[test]
