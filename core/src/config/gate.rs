@@ -33,6 +33,34 @@ fn yes() -> bool {
 }
 
 impl Gate {
+    /// The arguments this gate itself reads as paths: its `when` paths, its targets'
+    /// paths, tree or matching root or repository, its preview's file. The shim judges
+    /// them as paths whatever the tool's schema says; tcd offers and accepts only globs
+    /// for them in a grant.
+    pub fn path_args(&self) -> Vec<String> {
+        let mut names = Vec::new();
+        if let Some(w) = &self.when {
+            if let Some(cf) = &w.cross_folder {
+                names.extend(cf.iter().cloned());
+            }
+            if let Some(e) = &w.exists {
+                names.push(e.clone());
+            }
+        }
+        match &self.targets {
+            Some(Targets::Paths(p)) => names.extend(p.iter().cloned()),
+            Some(Targets::Tree { root, .. }) | Some(Targets::Matching { root, .. }) => {
+                names.push(root.clone())
+            }
+            Some(Targets::Git(Some(a))) => names.push(a.clone()),
+            _ => {}
+        }
+        if let Some(Preview::Diff(d)) = &self.preview {
+            names.push(d.path.clone());
+        }
+        names
+    }
+
     /// The longest grant this gate allows, in seconds.
     pub fn grant_seconds_cap(&self) -> u64 {
         self.max_grant_seconds

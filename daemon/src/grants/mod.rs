@@ -30,11 +30,14 @@ const ID_LEN: usize = 10;
 pub const ENDED_KEPT_MS: i64 = 24 * 3_600_000;
 
 /// What a gate allows of grants (`grants`, `max_grant_seconds`, `max_grant_uses`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GrantRule {
     pub allowed: bool,
     pub max_seconds: u64,
     pub max_uses: Option<u32>,
+    /// The gate's own path arguments ([`tc_core::config::Gate::path_args`]): widened only
+    /// by a glob, never to "any value", whatever a raise says of them.
+    pub path_args: Vec<String>,
 }
 
 /// Each gate's rule, by (vault, tool), from the daemon's own config.
@@ -49,6 +52,7 @@ pub fn rules_of(vaults: &[VaultConfig]) -> GrantRules {
                 allowed: g.grants,
                 max_seconds: g.grant_seconds_cap(),
                 max_uses: g.max_grant_uses,
+                path_args: g.path_args(),
             };
             rules.insert((v.id.clone(), g.tool.clone()), rule);
         }
@@ -89,12 +93,12 @@ fn rule_for(l: &Ledger, b: &Binding) -> Result<GrantRule, DaemonError> {
             b.tool
         )));
     }
-    Ok(*rule)
+    Ok(rule.clone())
 }
 
 /// The grant's expiry and uses as asked, within the gate's caps.
 fn bounds(
-    rule: GrantRule,
+    rule: &GrantRule,
     ask: &GrantAsk,
     tool: &str,
     now: i64,
@@ -161,10 +165,20 @@ pub(crate) fn give(
         Ok(r) => r,
         Err(e) => return Ok(Err(e)),
     };
-    let (expires_at, uses_left) = match bounds(rule, ask, &b.tool, now) {
+    let (expires_at, uses_left) = match bounds(&rule, ask, &b.tool, now) {
         Ok(x) => x,
         Err(e) => return Ok(Err(e)),
     };
+    if let Some(arg) = rule
+        .path_args
+        .iter()
+        .find(|a| ask.widen.get(*a) == Some(&ArgRule::Any))
+    {
+        return Ok(Err(refused(format!(
+            "argument {arg:?} names files (the gate reads it as a path): widen it with a glob \
+             under the vault root, not to any value"
+        ))));
+    }
     let Ok(args) = serde_json::from_str::<serde_json::Value>(&row.args_json) else {
         return Ok(Err(refused(
             "the request's arguments were not sent in full, so no scope can be written from them",

@@ -30,6 +30,7 @@ fn ledger() -> (tempfile::TempDir, Ledger) {
         allowed: true,
         max_seconds: tc_core::grant::DEFAULT_MAX_SECONDS,
         max_uses: None,
+        path_args: vec!["path".into()],
     })
 }
 
@@ -224,6 +225,7 @@ fn a_gate_that_forbids_or_caps_grants_refuses_and_approves_nothing() {
         allowed: false,
         max_seconds: 3600,
         max_uses: None,
+        path_args: vec!["path".into()],
     });
     let w = write("notes/a.md");
     assert_eq!(reason(give(&l, &w, &notes(0))), Reason::GrantRefused);
@@ -233,6 +235,7 @@ fn a_gate_that_forbids_or_caps_grants_refuses_and_approves_nothing() {
         allowed: true,
         max_seconds: 60,
         max_uses: Some(5),
+        path_args: vec!["path".into()],
     });
     let long = GrantAsk {
         seconds: 61,
@@ -380,4 +383,20 @@ fn a_raised_rows_real_paths_are_capped_like_its_arguments() {
         "{} bytes of real_paths stored",
         row.real_paths.len()
     );
+}
+
+/// The gate's own path arguments are widened only by a glob: "any value" for one is
+/// refused (and nothing approved), whatever a raise said of where it leads.
+#[test]
+fn a_gate_path_argument_cannot_be_widened_to_any_value() {
+    let (_d, l) = ledger();
+    let w = write("notes/a.md");
+    let any_path = GrantAsk {
+        seconds: 60,
+        uses: 0,
+        widen: BTreeMap::from([("path".to_string(), ArgRule::Any)]),
+    };
+    assert_eq!(reason(give(&l, &w, &any_path)), Reason::GrantRefused);
+    assert_eq!(reason(redeem(&l, &w)), Reason::NotApproved);
+    assert!(l.grants(None).unwrap().is_empty());
 }

@@ -61,15 +61,23 @@ pub fn form(l: &Ledger, p: &Pending) -> Result<Option<Vec<GrantArg>>, DaemonErro
     let paths: RealPaths = row
         .and_then(|r| serde_json::from_str(&r.real_paths).ok())
         .unwrap_or_default();
+    let gate_paths = gate.map(|g| g.path_args.as_slice()).unwrap_or_default();
     let offered = args
         .iter()
         .map(|(key, value)| {
-            let own = paths.get(key).cloned().flatten().unwrap_or_default();
+            // The gate's own path arguments are files whatever a raise said of them (any
+            // process of the human's uid may raise): a glob from the value as written.
+            let own = if gate_paths.contains(key) {
+                written_paths(value)
+            } else {
+                paths.get(key).cloned().flatten().unwrap_or_default()
+            };
+            let file = gate_paths.contains(key) || !own.is_empty();
             GrantArg {
                 key: key.clone(),
                 name: escape(key).into_owned(),
-                file: !own.is_empty(),
-                any: !paths.contains_key(key),
+                file,
+                any: !file && !paths.contains_key(key),
                 glob: if own.is_empty() {
                     String::new()
                 } else {
@@ -80,6 +88,20 @@ pub fn form(l: &Ledger, p: &Pending) -> Result<Option<Vec<GrantArg>>, DaemonErro
         })
         .collect();
     Ok(Some(offered))
+}
+
+/// The relative paths an argument names as written (a string or strings); absolute ones
+/// are left out (the human writes that glob themselves).
+fn written_paths(v: &Value) -> Vec<String> {
+    let all: Vec<&str> = match v {
+        Value::String(s) => vec![s.as_str()],
+        Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    all.into_iter()
+        .filter(|p| !p.is_empty() && !p.starts_with('/'))
+        .map(|p| p.trim_start_matches("./").to_string())
+        .collect()
 }
 
 fn shown_value(v: &Value) -> String {
@@ -252,6 +274,7 @@ mod tests {
             allowed,
             max_seconds: 3600,
             max_uses: None,
+            path_args: vec!["path".into()],
         };
         let rules = GrantRules::from([(("v".to_string(), "write".to_string()), rule)]);
         let secret = crate::secret::Secret::ephemeral();
@@ -301,17 +324,14 @@ mod tests {
         assert_eq!((by("content").any, by("path").any), (true, false));
     }
 
-    /// ATTACK (grants-attack branch): HOLE, low, not fixed (ignored so the suite stays
-    /// green; run with `--ignored`). The form decides from the raised row's `real_paths`
+    /// ATTACK (grants-attack branch): was a HOLE (low), now fixed: the form decided from the raised row's `real_paths`
     /// which arguments are files (glob prefilled with their folder) and which may be
     /// "any value". A re-raise of the same waiting call keeps its id and replaces those
     /// paths, and in guarded mode anything of the human's uid may raise: the agent can
     /// make the page offer "any value" for the path of the human's request, or prefill
-    /// `**`. The human still sees the glob or the tick before approving; the default is
-    /// the agent's. Fix (proposed): decide `file`/`any` from the gate's path arguments
-    /// (tcd has the gate config) and prefill from the call's own value as written.
+    /// `**`. Now `file`/`any` of the gate's path arguments come from the gate (tcd's
+    /// config) and the glob is prefilled from the call's own value as written.
     #[test]
-    #[ignore = "HOLE (low): a same-uid re-raise with forged real_paths changes the page's grant form"]
     fn a_re_raise_with_other_real_paths_does_not_change_what_the_form_offers() {
         use crate::approvals::RaiseText;
         use crate::grants::{GrantRule, GrantRules};
@@ -321,6 +341,7 @@ mod tests {
             allowed: true,
             max_seconds: 3600,
             max_uses: None,
+            path_args: vec!["path".into()],
         };
         let rules = GrantRules::from([(("v".to_string(), "write".to_string()), rule)]);
         let l = Ledger::new(store, crate::secret::Secret::ephemeral(), 300).with_grant_rules(rules);

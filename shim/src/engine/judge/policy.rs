@@ -20,7 +20,7 @@ use std::path::PathBuf;
 
 use globset::{Glob, GlobSet, GlobSetBuilder};
 use serde_json::Value;
-use tc_core::config::{ArgKind, Gate, PathArgs, Targets, VaultConfig};
+use tc_core::config::{ArgKind, Gate, PathArgs, VaultConfig};
 
 /// Why a call was refused by policy.
 #[derive(Debug, thiserror::Error)]
@@ -161,26 +161,7 @@ impl Policy {
             return std::borrow::Cow::Borrowed(discovered);
         };
         let mut specs = discovered.to_vec();
-        let mut names = Vec::new();
-        if let Some(w) = &g.when {
-            if let Some(cf) = &w.cross_folder {
-                names.extend(cf.iter().cloned());
-            }
-            if let Some(e) = &w.exists {
-                names.push(e.clone());
-            }
-        }
-        match &g.targets {
-            Some(Targets::Paths(p)) => names.extend(p.iter().cloned()),
-            Some(Targets::Tree { root, .. }) | Some(Targets::Matching { root, .. }) => {
-                names.push(root.clone())
-            }
-            Some(Targets::Git(Some(a))) => names.push(a.clone()),
-            _ => {}
-        }
-        if let Some(tc_core::config::Preview::Diff(d)) = &g.preview {
-            names.push(d.path.clone());
-        }
+        let names = g.path_args();
         for name in names {
             let spec = ArgSpec {
                 name,
