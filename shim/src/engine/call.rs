@@ -173,7 +173,6 @@ impl Shim {
             state_fp: &state_fp,
             lean: self.is_lean(id),
         };
-        let real_paths = self.real_paths(j, gate);
         let raised = std::sync::OnceLock::new();
         let call = Call {
             id,
@@ -181,7 +180,6 @@ impl Shim {
             shown: &shown,
             gate,
             args: &j.args,
-            real_paths: &real_paths,
             raised: &raised,
         };
         match self.obtain(&call, msg, j, resuming).await {

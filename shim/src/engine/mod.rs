@@ -62,8 +62,6 @@ struct Call<'a> {
     shown: &'a Shown<'a>,
     gate: &'a tc_core::config::Gate,
     args: &'a Value,
-    /// Where its file-naming arguments really lead (a grant's globs judge these).
-    real_paths: &'a tc_core::grant::RealPaths,
     /// The id tcd gave its raised request, once raised (a route asks under that id).
     raised: &'a OnceLock<String>,
 }

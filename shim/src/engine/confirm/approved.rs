@@ -126,7 +126,7 @@ impl Shim {
             args_json: shown_args(c.args),
             covers: crate::engine::confirm::form::describe_targets(c.gate.targets.as_ref()),
             preview: crate::engine::confirm::preview::preview(&self.policy, c.gate, c.args),
-            real_paths: c.real_paths.clone(),
+            real_paths: self.real_paths(c.shown.tool, c.gate, c.args),
         };
         self.daemon
             .raise(c.binding.clone(), c.shown.state_fp, text)

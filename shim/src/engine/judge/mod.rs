@@ -163,15 +163,16 @@ impl Judge<'_> {
 }
 
 impl Shim {
-    /// Where a gated call's file-naming arguments really lead, for grants (`grant_paths.rs`).
-    pub(in crate::engine) fn real_paths(&self, j: &Judged, gate: &Gate) -> RealPaths {
-        let tool = self.known_tool(&j.name);
+    /// Where a gated call's file-naming arguments really lead, for grants
+    /// (`grant_paths.rs`): resolved when the call is raised, not for every gated call.
+    pub(in crate::engine) fn real_paths(&self, name: &str, gate: &Gate, args: &Value) -> RealPaths {
+        let tool = self.known_tool(name);
         let discovered = match &tool {
             Some(t) => t.paths(&self.policy).to_vec(),
-            None => self.policy.discover_args(&j.name, None),
+            None => self.policy.discover_args(name, None),
         };
         let specs = self.policy.with_gate_args(&discovered, Some(gate));
-        self.policy.real_paths(&specs, &j.args)
+        self.policy.real_paths(&specs, args)
     }
 
     /// Targets: the fingerprint of what the gate's confirmation covers, as it is now.
