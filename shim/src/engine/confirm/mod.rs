@@ -32,6 +32,29 @@ pub(in crate::engine) enum Obtained {
 }
 
 impl Shim {
+    /// Registers a held call's wait on the human (see `Holds::wait`): false when it must
+    /// not wait, because the exit path answered it, or it was cancelled meanwhile (then
+    /// nothing goes out, its place is freed and it is answered here).
+    pub(in crate::engine) fn hold_for_human(
+        &self,
+        c: &Call<'_>,
+        wake: tokio::sync::oneshot::Sender<()>,
+        prompt: Option<(String, tokio::sync::oneshot::Sender<Value>)>,
+    ) -> bool {
+        let waiting = self
+            .lock()
+            .holds
+            .wait(crate::engine::key(c.id), wake, prompt);
+        match waiting {
+            Ok(()) => true,
+            Err(None) => false,
+            Err(_) => {
+                self.answer(c.id, json!({}));
+                false
+            }
+        }
+    }
+
     /// A re-sent call carrying a requestState is judged by that state first (ours, or a
     /// downstream's round sealed inside ours); a token it still carries is redeemed
     /// only if the state sends the call back to be judged afresh.

@@ -110,15 +110,8 @@ impl Shim {
         let (answer_tx, answer_rx) = oneshot::channel();
         let (wake_tx, wake_rx) = oneshot::channel();
         let prompt = Some((rid.clone(), answer_tx));
-        let waiting = self.lock().holds.wait(key(c.id), wake_tx, prompt);
-        match waiting {
-            Ok(()) => {}
-            Err(None) => return None,
-            Err(_) => {
-                // Cancelled meanwhile: nothing goes out, and its place is freed.
-                self.answer(c.id, json!({}));
-                return None;
-            }
+        if !self.hold_for_human(c, wake_tx, prompt) {
+            return None;
         }
         self.step_aside(c.id);
         self.send_client(&json!({

@@ -135,16 +135,8 @@ impl Shim {
     /// target is now.
     async fn wait_url(&self, c: &Call<'_>, request_id: &str) -> Option<crate::engine::Approval> {
         let (wake_tx, wake_rx) = oneshot::channel();
-        let waiting = self.lock().holds.wait(key(c.id), wake_tx, None);
-        match waiting {
-            Ok(()) => {}
-            // Answered by the exit path.
-            Err(None) => return None,
-            Err(_) => {
-                // Cancelled before the wait: nothing goes out, and its place is freed.
-                self.answer(c.id, json!({}));
-                return None;
-            }
+        if !self.hold_for_human(c, wake_tx, None) {
+            return None;
         }
         self.step_aside(c.id);
         let (ended, _) = self.wait_for_page(c, request_id, None, wake_rx).await;
