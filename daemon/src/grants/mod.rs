@@ -235,12 +235,13 @@ pub(crate) fn cover(
     now: i64,
 ) -> Result<Option<String>, DaemonError> {
     let b = r.binding;
+    // A tool whose gate gives no grants costs its raises no query.
+    let rule = l.grant_rules.get(&(b.vault.clone(), b.tool.clone()));
+    if rule.is_none_or(|g| !g.allowed) {
+        return Ok(None);
+    }
     let live = tx.live_grants(&b.vault, &b.caller, &b.tool, now)?;
-    if live.is_empty()
-        || l.grant_rules
-            .get(&(b.vault.clone(), b.tool.clone()))
-            .is_none_or(|g| !g.allowed)
-    {
+    if live.is_empty() {
         return Ok(None);
     }
     let Ok(args) = serde_json::from_str::<serde_json::Value>(r.args_json) else {

@@ -237,33 +237,15 @@ fn a_gate_that_forbids_or_caps_grants_refuses_and_approves_nothing() {
         max_uses: Some(5),
         path_args: vec!["path".into()],
     });
-    let long = GrantAsk {
-        seconds: 61,
-        ..notes(1)
+    // A grant for `seconds` with `uses`, on notes/**.
+    let asked = |seconds, uses| GrantAsk {
+        seconds,
+        ..notes(uses)
     };
-    assert_eq!(reason(give(&l, &w, &long)), Reason::GrantRefused);
-    assert_eq!(
-        reason(give(
-            &l,
-            &w,
-            &GrantAsk {
-                seconds: 60,
-                ..notes(6)
-            }
-        )),
-        Reason::GrantRefused
-    );
-    assert_eq!(
-        reason(give(
-            &l,
-            &w,
-            &GrantAsk {
-                seconds: 60,
-                ..notes(0)
-            }
-        )),
-        Reason::GrantRefused
-    );
+    for (seconds, uses) in [(61, 1), (60, 6), (60, 0)] {
+        let r = give(&l, &w, &asked(seconds, uses));
+        assert_eq!(reason(r), Reason::GrantRefused, "{seconds} s, {uses} uses");
+    }
     // The approved call must be inside its own grant.
     let outside = GrantAsk {
         seconds: 60,
@@ -271,15 +253,7 @@ fn a_gate_that_forbids_or_caps_grants_refuses_and_approves_nothing() {
         widen: BTreeMap::from([("path".to_string(), ArgRule::Glob("private/**".into()))]),
     };
     assert_eq!(reason(give(&l, &w, &outside)), Reason::GrantRefused);
-    assert!(give(
-        &l,
-        &w,
-        &GrantAsk {
-            seconds: 60,
-            ..notes(5)
-        }
-    )
-    .is_ok());
+    assert!(give(&l, &w, &asked(60, 5)).is_ok());
     // A tool the daemon's config has no gate for gets no grant.
     let (_d, l) = ledger();
     let mut other = write("notes/a.md");
