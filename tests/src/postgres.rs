@@ -17,7 +17,7 @@ const PASSWORD: &str = "tc-test-password";
 /// The PostgreSQL schema version this build's tcd migrates to (the number of migrations
 /// in daemon/src/store/postgres/schema.rs): a new migration moves it, and the tests that
 /// read it say so.
-pub const SCHEMA_VERSION: &str = "2";
+pub const SCHEMA_VERSION: &str = "3";
 
 /// Where Debian's server binaries are: `pg_config --bindir`, else the newest
 /// `/usr/lib/postgresql/*/bin` with an `initdb`.

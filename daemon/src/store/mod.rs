@@ -202,9 +202,9 @@ impl Store {
         self.read(|c| Ok(c.events_after(after, limit, owner)?))
     }
 
-    /// Number of events ever committed (the newest id; retention keeps the newest row).
+    /// Number of events ever committed (live and pruned).
     pub fn event_count(&self) -> Result<u64, DaemonError> {
-        self.read(|c| Ok(c.max_event_id()? as u64))
+        self.read(|c| Ok(c.events_ever()?.max(0) as u64))
     }
 
     /// Periodic upkeep: PostgreSQL re-reads the log's size (every replica writes it) and

@@ -178,12 +178,16 @@ pub trait EventQueries {
     /// Inserts `ev` (detail as stored) at `at_ms`; returns its id.
     fn insert_event(&self, ev: &NewEvent, detail: &str, at_ms: i64) -> Q<i64>;
     /// Events with `id > after`, oldest first, at most `limit`, only `owner`'s if given.
+    /// None is left out that a later call with `after` = the last id returned would miss
+    /// (an event may commit after one with a higher id: PostgreSQL returns only the ids
+    /// below which everything has committed). Read before the transaction writes.
     fn events_after(&self, after: i64, limit: u32, owner: Option<u32>) -> Q<Vec<EventRow>>;
-    /// The newest event id (0: none).
-    fn max_event_id(&self) -> Q<i64>;
+    /// How many events were ever committed (live and pruned).
+    fn events_ever(&self) -> Q<i64>;
     /// The newest events of `kinds`, at most `limit`, only `owner`'s if given.
     fn history(&self, kinds: &[&str], limit: u32, owner: Option<u32>) -> Q<Vec<HistoryRow>>;
-    /// The oldest events (never the newest), at most `limit`, with their sizes.
+    /// The oldest events (never the newest), at most `limit`, with their sizes; every
+    /// event with an id up to the last one returned is among them (committed).
     fn oldest_events(&self, limit: u32) -> Q<Vec<EventSize>>;
     fn delete_events_through(&self, id: i64) -> Q<()>;
     /// Counts one pruned event of `kind` for `reason`.

@@ -9,6 +9,7 @@ mod faults;
 mod gateways;
 mod keys;
 mod live;
+mod order;
 mod race;
 mod startup;
 

@@ -1,7 +1,7 @@
-//! PostgreSQL: [`EventQueries`]. Ids come from an identity column; writers insert their
-//! events under one transaction lock (`schema::EVENTS_LOCK`), so ids commit in order.
+//! PostgreSQL: [`EventQueries`]. An event's id is its transaction's id << 16 plus its
+//! rank (`tc_append_event`); reads in id order stop at the horizon (`schema::HORIZON`).
 
-use super::schema::PRUNE_LOCK;
+use super::schema::{HORIZON, PRUNE_LOCK};
 use super::tx::{uid, PgTx};
 use crate::record::{EventRow, NewEvent};
 use crate::store::queries::{EventQueries, EventSize, HistoryRow, Q};
@@ -16,28 +16,42 @@ impl EventQueries for PgTx<'_> {
     fn insert_event(&self, ev: &NewEvent, detail: &str, at_ms: i64) -> Q<i64> {
         let owner = ev.owner_uid().map(uid);
         let r = self.one(
-            "INSERT INTO events (at_ms, kind, vault, tool, caller, args_hash, state_fp, detail, owner_uid)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) RETURNING id",
+            "SELECT tc_append_event($1, $2, $3, $4, $5, $6, $7, $8, $9)",
             &[
-                &at_ms, &ev.kind, &ev.vault, &ev.tool, &ev.caller, &ev.args_hash, &ev.state_fp,
-                &detail, &owner,
+                &at_ms,
+                &ev.kind,
+                &ev.vault,
+                &ev.tool,
+                &ev.caller,
+                &ev.args_hash,
+                &ev.state_fp,
+                &detail,
+                &owner,
             ],
         )?;
         Ok(r.try_get(0)?)
     }
 
+    /// Only events below the horizon: an event above it may have a neighbour with a
+    /// lower id whose transaction has not committed yet, and the caller's next read
+    /// starts past whatever this one returns.
     fn events_after(&self, after: i64, limit: u32, owner: Option<u32>) -> Q<Vec<EventRow>> {
         let owner = owner.map(uid);
         let sql = format!(
-            "SELECT {EVENT_COLS} FROM events
+            "SELECT {EVENT_COLS}, {HORIZON} AS tc_horizon FROM events
              WHERE id > $1 AND ($3::BIGINT IS NULL OR owner_uid = $3) ORDER BY id LIMIT $2"
         );
-        self.all_as(&sql, &[&after, &i64::from(limit), &owner], rows::event_row)
+        self.below_horizon(&sql, &[&after, &i64::from(limit), &owner], rows::event_row)
     }
 
-    fn max_event_id(&self) -> Q<i64> {
+    /// Ids are sparse here (transaction ids), so the live rows plus the pruned ones.
+    fn events_ever(&self) -> Q<i64> {
         Ok(self
-            .one("SELECT coalesce(max(id), 0)::BIGINT FROM events", &[])?
+            .one(
+                "SELECT ((SELECT count(*) FROM events)
+                   + (SELECT coalesce(sum(n), 0) FROM events_pruned))::BIGINT",
+                &[],
+            )?
             .try_get(0)?)
     }
 
@@ -55,12 +69,15 @@ impl EventQueries for PgTx<'_> {
         )
     }
 
+    /// Only events below the horizon, so that everything up to the last one returned is
+    /// committed: `delete_events_through` then deletes exactly these rows, never one a
+    /// follower has not been able to read yet (nor one uncounted).
     fn oldest_events(&self, limit: u32) -> Q<Vec<EventSize>> {
         let sql = format!(
-            "SELECT id, at_ms, kind, {EVENT_BYTES}::BIGINT FROM events
+            "SELECT id, at_ms, kind, {EVENT_BYTES}::BIGINT, {HORIZON} AS tc_horizon FROM events
              WHERE id < (SELECT max(id) FROM events) ORDER BY id LIMIT $1"
         );
-        self.all_as(&sql, &[&i64::from(limit)], rows::event_size)
+        self.below_horizon(&sql, &[&i64::from(limit)], rows::event_size)
     }
 
     fn delete_events_through(&self, id: i64) -> Q<()> {

@@ -1,6 +1,7 @@
 //! LISTEN on a connection of its own: every replica's commit (NOTIFY with its newest event
-//! id) wakes this replica's `--follow` streams, which then read `id > cursor` from the
-//! database, so a notification lost while reconnecting is caught up, never doubled.
+//! id) wakes this replica's `--follow` streams, which then read `id > cursor` (below the
+//! horizon) from the database, so a notification lost while reconnecting is caught up,
+//! never doubled.
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -5,12 +5,14 @@
 //!   lock, checks that this replica's key is the one the database was keyed with, and
 //!   runs the rules' transactions ([`PgTx`]) on blocking threads.
 //! - `listen`: a dedicated LISTEN connection that wakes `--follow` streams on any
-//!   replica's commit, reconnecting with backoff.
+//!   replica's commit, reconnecting with backoff; `horizon`: reads of the log stop where
+//!   every older transaction has ended, so ids that commit out of order are never passed.
 
 mod connect;
 mod events;
 mod factors;
 mod grants;
+mod horizon;
 mod listen;
 mod page;
 mod raised;
@@ -41,6 +43,8 @@ pub struct PgStore {
     rt: Option<tokio::runtime::Runtime>,
     pool: Pool,
     signals: Arc<Signals>,
+    /// Events reads left above the horizon, for the watcher that wakes the streams.
+    held: Arc<horizon::Held>,
     /// "host:port/database, schema N", for `tcctl status` and errors.
     pub(crate) describe: String,
     /// This replica's row in `replicas`.
@@ -69,10 +73,13 @@ impl PgStore {
         let signals = Arc::new(Signals::load(&tx)?);
         drop(client);
         handle.spawn(listen::run(conn, signals.clone(), describe.clone()));
+        let held = Arc::new(horizon::Held::default());
+        handle.spawn(horizon::watch(pool.clone(), held.clone(), signals.clone()));
         Ok(PgStore {
             rt: Some(rt),
             pool,
             signals,
+            held,
             describe: format!("postgresql {describe}, schema {version}"),
             replica,
         })
@@ -146,7 +153,7 @@ impl PgStore {
         f: impl FnOnce(&dyn Tx) -> Result<T, DaemonError>,
     ) -> Result<T, DaemonError> {
         let client = self.client()?;
-        f(&PgTx::new(&client, self.handle(), false))
+        f(&PgTx::new(&client, self.handle(), false).noting(&self.held))
     }
 
     /// Counters, the log's size and the commit signal (this replica's).
@@ -189,10 +196,10 @@ enum Tail {
     Unsure(StoreError),
 }
 
-/// Inserts `events` under the events lock (ids then commit in id order), each announced
-/// with NOTIFY (delivered at commit), and commits: one `tc_log_event` per event and the
-/// `COMMIT`, pipelined in one round trip (which also keeps the events lock for one round
-/// trip, not two). Returns (last id, bytes).
+/// Inserts `events` (ids in this transaction's own id range, see `schema::HORIZON`), each
+/// announced with NOTIFY (delivered at commit), and commits: one `tc_append_event` per
+/// event and the `COMMIT`, pipelined in one round trip. No lock: concurrent writers
+/// commit in any order, readers wait for the horizon instead. Returns (last id, bytes).
 fn log_and_commit(tx: &PgTx<'_>, events: &[NewEvent]) -> Result<(i64, u64), Tail> {
     let now = tc_core::now_ms();
     let details: Vec<String> = events.iter().map(NewEvent::detail_text).collect();
@@ -200,14 +207,13 @@ fn log_and_commit(tx: &PgTx<'_>, events: &[NewEvent]) -> Result<(i64, u64), Tail
         .iter()
         .map(|e| e.owner_uid().map(i64::from))
         .collect();
-    let params: Vec<[&(dyn ToSql + Sync); 10]> = events
+    let params: Vec<[&(dyn ToSql + Sync); 9]> = events
         .iter()
         .zip(&details)
         .zip(&owners)
         .map(|((ev, detail), owner)| {
             [
-                &schema::EVENTS_LOCK as &(dyn ToSql + Sync),
-                &now,
+                &now as &(dyn ToSql + Sync),
                 &ev.kind,
                 &ev.vault,
                 &ev.tool,
@@ -221,7 +227,7 @@ fn log_and_commit(tx: &PgTx<'_>, events: &[NewEvent]) -> Result<(i64, u64), Tail
         .collect();
     let lists: Vec<&[&(dyn ToSql + Sync)]> = params.iter().map(|p| &p[..]).collect();
     let (rows, commit) = tx.all_then_commit(
-        "SELECT tc_log_event($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+        "SELECT tc_append_event($1, $2, $3, $4, $5, $6, $7, $8, $9)",
         &lists,
     );
     commit.map_err(Tail::Unsure)?;

@@ -97,6 +97,44 @@ pub const MIGRATIONS: &[&str] = &[
     ALTER TABLE raised ADD COLUMN real_paths TEXT NOT NULL DEFAULT '';
     ALTER TABLE raised ADD COLUMN grant_id TEXT NOT NULL DEFAULT '';
     "#,
+    // 3 (events without a global lock): an event's id is its writing transaction's id
+    // shifted left by 16 bits, plus its rank in that transaction, so id order is
+    // transaction order and readers stop at the horizon (`HORIZON`) instead of writers
+    // taking turns. The ids of older events (1, 2, ... from the identity) stay below.
+    r#"
+    ALTER TABLE events ALTER COLUMN id DROP IDENTITY IF EXISTS;
+    DO $$ BEGIN
+        IF (SELECT coalesce(max(id), 0) FROM events) >= pg_current_xact_id()::TEXT::BIGINT << 16 THEN
+            RAISE EXCEPTION 'events: ids already reach past this transaction''s id space';
+        END IF;
+    END $$;
+    CREATE FUNCTION tc_append_event(p_at BIGINT, p_kind TEXT, p_vault TEXT, p_tool TEXT,
+        p_caller TEXT, p_args TEXT, p_fp TEXT, p_detail TEXT, p_owner BIGINT)
+    RETURNS BIGINT LANGUAGE plpgsql AS $$
+    DECLARE
+        base BIGINT := pg_current_xact_id()::TEXT::BIGINT << 16;
+        new_id BIGINT;
+    BEGIN
+        -- Only this transaction writes ids in [base, base + 65536): the next rank is one
+        -- past the last it wrote (an index probe of its own, uncommitted rows).
+        SELECT coalesce(max(id) + 1, base) INTO new_id FROM events
+        WHERE id >= base AND id < base + 65536;
+        IF new_id >= base + 65536 THEN
+            RAISE EXCEPTION 'more than 65536 events in one transaction';
+        END IF;
+        INSERT INTO events (id, at_ms, kind, vault, tool, caller, args_hash, state_fp, detail, owner_uid)
+        VALUES (new_id, p_at, p_kind, p_vault, p_tool, p_caller, p_args, p_fp, p_detail, p_owner);
+        PERFORM pg_notify('tc_events', new_id::TEXT);
+        RETURN new_id;
+    END $$;
+    -- Replicas of the previous build, still running during an upgrade, call this: they
+    -- now write ids the new way (and no longer take the events lock).
+    CREATE OR REPLACE FUNCTION tc_log_event(p_lock INT, p_at BIGINT, p_kind TEXT, p_vault TEXT,
+        p_tool TEXT, p_caller TEXT, p_args TEXT, p_fp TEXT, p_detail TEXT, p_owner BIGINT)
+    RETURNS BIGINT LANGUAGE sql AS $$
+        SELECT tc_append_event(p_at, p_kind, p_vault, p_tool, p_caller, p_args, p_fp, p_detail, p_owner)
+    $$;
+    "#,
 ];
 
 /// The schema version this build writes.
@@ -108,8 +146,11 @@ pub const SCHEMA_VERSION: i64 = MIGRATIONS.len() as i64;
 pub const MIGRATE_LOCK: i32 = 0x7463_6d67;
 /// The lock class one replica's collection and retention run under ("tcpr").
 pub const PRUNE_LOCK: i32 = 0x7463_7072;
-/// The transaction lock class every event insert takes, so event ids commit in id order
-/// and a reader of `id > N` never passes an id that commits later ("tcev").
-pub const EVENTS_LOCK: i32 = 0x7463_6576;
+/// Below this id every event is committed for good: no transaction still running can
+/// write one under it (an event's id is its transaction's id << 16, plus its rank; every
+/// transaction older than the snapshot's `xmin` has ended). `--follow` readers and
+/// retention stop here, so a reader of `id > N` never passes an id that commits later.
+/// It is evaluated in the statement's own snapshot, so rows read with it are consistent.
+pub const HORIZON: &str = "(pg_snapshot_xmin(pg_current_snapshot())::TEXT::BIGINT << 16)";
 /// The channel each commit's newest event id is announced on.
 pub const CHANNEL: &str = "tc_events";

@@ -6,6 +6,7 @@ use tokio::runtime::Handle;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Row, Statement};
 
+use super::horizon::Held;
 use crate::store::queries::Q;
 
 /// The parameters of one query.
@@ -20,6 +21,8 @@ pub struct PgTx<'a> {
     pub(super) rt: &'a Handle,
     /// `BEGIN` is due: it is pipelined with the first statement (one round trip less).
     pub(super) begin: std::cell::Cell<bool>,
+    /// A reader's: where to note events it left above the horizon (`horizon.rs`).
+    pub(super) held: Option<&'a Held>,
 }
 
 /// Runs `f` to completion on this thread. The connections live on the store's runtime
@@ -40,7 +43,14 @@ impl<'a> PgTx<'a> {
             client,
             rt,
             begin: std::cell::Cell::new(begun),
+            held: None,
         }
+    }
+
+    /// A reader that tells the watcher of events it left above the horizon.
+    pub fn noting(mut self, held: &'a Held) -> PgTx<'a> {
+        self.held = Some(held);
+        self
     }
 
     /// Runs `f`, with the due `BEGIN` sent ahead of it on the same connection (requests

@@ -42,7 +42,8 @@ impl EventQueries for Connection {
         })
     }
 
-    fn max_event_id(&self) -> Q<i64> {
+    /// Ids are `max(id) + 1` and retention keeps the newest row: the newest id.
+    fn events_ever(&self) -> Q<i64> {
         Ok(self
             .prepare_cached("SELECT coalesce(max(id), 0) FROM events")?
             .query_row([], |r| r.get(0))?)
