@@ -13,6 +13,8 @@ mod events;
 mod factors;
 mod grants;
 mod horizon;
+#[cfg(test)]
+mod horizon_tests;
 mod listen;
 mod page;
 mod raised;
