@@ -5,7 +5,8 @@
 //! Run with `cargo build --release -p tcd && cargo bench -p tc-tests --bench replicas`
 //! (as root: the cluster runs as an unprivileged user, see tests/src/postgres.rs).
 //!
-//! Per store: sequential redeem latency (p50/p99, one client), then redeems/s with 16
+//! Per store: sequential redeem latency (p50/p99, one client; each redeem right after one
+//! floor transaction, whose latency is reported too), then redeems/s with 16
 //! concurrent clients spread over the replicas, and where the time of a redeem went in
 //! that phase: CPU per redeem of the client (this process), tcd (the replicas) and
 //! PostgreSQL (the cluster's processes), from /proc, and how full each replica's pool was
@@ -54,23 +55,44 @@ fn main() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The floor: one `INSERT` in its own committed transaction, sequential, one connection.
+/// The floor's connection: one `INSERT` in its own committed transaction (`BEGIN`,
+/// `INSERT`, `COMMIT`: three round trips and a WAL flush, as a redeem has).
+struct Floor {
+    client: tokio_postgres::Client,
+    insert: tokio_postgres::Statement,
+}
+
+impl Floor {
+    /// Connects and makes the floor's table (again: each PostgreSQL store drops the schema).
+    async fn connect(cluster: &Cluster) -> anyhow::Result<Floor> {
+        let (client, conn) =
+            tokio_postgres::connect(&cluster.url_with_password(), tokio_postgres::NoTls).await?;
+        tokio::spawn(conn);
+        client
+            .batch_execute("CREATE TABLE IF NOT EXISTS floor (id BIGSERIAL PRIMARY KEY, v BIGINT)")
+            .await?;
+        let insert = client.prepare("INSERT INTO floor (v) VALUES ($1)").await?;
+        Ok(Floor { client, insert })
+    }
+
+    /// One transaction; its latency.
+    async fn once(&self, v: i64) -> anyhow::Result<Duration> {
+        let t = Instant::now();
+        self.client.batch_execute("BEGIN").await?;
+        self.client.execute(&self.insert, &[&v]).await?;
+        self.client.batch_execute("COMMIT").await?;
+        Ok(t.elapsed())
+    }
+}
+
+/// The floor on its own, sequential, one connection (before any store).
 async fn floor(cluster: &Cluster, n: usize) -> anyhow::Result<()> {
-    let (client, conn) =
-        tokio_postgres::connect(&cluster.url_with_password(), tokio_postgres::NoTls).await?;
-    tokio::spawn(conn);
-    client
-        .batch_execute("CREATE TABLE IF NOT EXISTS floor (id BIGSERIAL PRIMARY KEY, v BIGINT)")
-        .await?;
-    let st = client.prepare("INSERT INTO floor (v) VALUES ($1)").await?;
+    let f = Floor::connect(cluster).await?;
     let mut samples = Vec::with_capacity(n);
     for i in 0..n + 50 {
-        let t = Instant::now();
-        client.batch_execute("BEGIN").await?;
-        client.execute(&st, &[&(i as i64)]).await?;
-        client.batch_execute("COMMIT").await?;
+        let d = f.once(i as i64).await?;
         if i >= 50 {
-            samples.push(t.elapsed());
+            samples.push(d);
         }
     }
     let s = Stats::of(&samples);
@@ -315,9 +337,17 @@ async fn sample_pools(
 }
 
 /// Sequential redeems through one client (batches of at most 500 outstanding raises:
-/// tcd holds at most 1000); their latencies. `next` numbers the calls.
-async fn sequential(c: &mut Client, n: usize, fp: &str, next: &mut usize) -> anyhow::Result<Stats> {
-    let mut samples = Vec::with_capacity(n);
+/// tcd holds at most 1000), each right after one floor transaction on the same server,
+/// so both see the disk as it is that moment (the floor of a phase minutes earlier moves
+/// with the disk's other writers); the latencies of both. `next` numbers the calls.
+async fn sequential(
+    c: &mut Client,
+    floor: &Floor,
+    n: usize,
+    fp: &str,
+    next: &mut usize,
+) -> anyhow::Result<(Stats, Stats)> {
+    let (mut samples, mut floors) = (Vec::with_capacity(n), Vec::with_capacity(n));
     while samples.len() < n {
         let k = (n - samples.len()).min(500);
         let warm = if *next == 0 { 50 } else { 0 };
@@ -325,15 +355,17 @@ async fn sequential(c: &mut Client, n: usize, fp: &str, next: &mut usize) -> any
         *next += k + warm;
         let mut done = Vec::new();
         for (i, t) in batch.iter().enumerate() {
+            let f = floor.once((*next + i) as i64).await?;
             let at = Instant::now();
             done.push((t.1.clone(), redeem(c, t, fp).await?));
             if i >= warm {
                 samples.push(at.elapsed());
+                floors.push(f);
             }
         }
         consume(c, &done, fp).await?;
     }
-    Ok(Stats::of(&samples))
+    Ok((Stats::of(&samples), Stats::of(&floors)))
 }
 
 /// What the concurrent phase measured: redeems, the time the clients ran, the CPU each
@@ -450,7 +482,8 @@ async fn measure(
         clients.push(daemons[i % daemons.len()].client().await);
     }
     let mut next = 0;
-    let s = sequential(&mut clients[0], n, &fp, &mut next).await?;
+    let floor = Floor::connect(cluster).await?;
+    let (s, f) = sequential(&mut clients[0], &floor, n, &fp, &mut next).await?;
     let m = concurrent(&mut clients, daemons, cluster, total, &fp, &mut next).await?;
     let per = |d: Duration| d.as_secs_f64() * 1e6 / m.done as f64;
     let rate = m.done as f64 / m.busy.as_secs_f64();
@@ -459,6 +492,14 @@ async fn measure(
         us(s.p50),
         us(s.p99),
         rate,
+    );
+    println!(
+        "{:<12} floor interleaved with those redeems: p50 {:>7.0} µs  p99 {:>7.0} µs \
+         (redeem p50 / floor p50 = {:.2})",
+        "",
+        us(f.p50),
+        us(f.p99),
+        s.p50.as_secs_f64() / f.p50.as_secs_f64(),
     );
     let all = m.cpu.client + m.cpu.tcd + m.cpu.pg;
     let pool = m.pool.map_or_else(
