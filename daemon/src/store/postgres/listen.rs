@@ -1,7 +1,7 @@
 //! LISTEN on a connection of its own: every replica's commit (NOTIFY with its newest event
 //! id) wakes this replica's `--follow` streams, which then read `id > cursor` (below the
 //! horizon) from the database, so a notification lost while reconnecting is caught up,
-//! never doubled.
+//! never doubled; the newest id is also checked every few seconds.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,6 +16,8 @@ use crate::store::signals::Signals;
 
 const FIRST_DELAY: Duration = Duration::from_millis(100);
 const MAX_DELAY: Duration = Duration::from_secs(5);
+/// How often the newest id is read, for commits whose announcement never came.
+const CHECK_EVERY: Duration = Duration::from_secs(2);
 
 /// Listens until the runtime ends, reconnecting with backoff.
 pub async fn run(conn: Connector, signals: Arc<Signals>, describe: String) {
@@ -76,9 +78,31 @@ where
     // Whatever committed while not listening: streams read past their cursor now.
     signals.committed(newest);
     tracing::info!("listening for other replicas' commits");
-    while let Some(id) = rx.recv().await {
-        signals.committed(id);
+    // Replicas announce after their commit (`notify.rs`): one killed in between never
+    // does, so the newest id is also checked now and then.
+    let mut check = tokio::time::interval(CHECK_EVERY);
+    let mut seen = newest;
+    loop {
+        tokio::select! {
+            id = rx.recv() => match id {
+                Some(id) => {
+                    seen = seen.max(id);
+                    signals.committed(id);
+                }
+                None => break,
+            },
+            _ = check.tick() => {
+                let row = client
+                    .query_one("SELECT coalesce(max(id), 0)::BIGINT FROM events", &[])
+                    .await?;
+                let newest = row.try_get::<_, i64>(0)?;
+                if newest > seen {
+                    seen = newest;
+                    signals.committed(newest);
+                }
+            }
+        }
     }
-    drop(client);
+    driver.abort();
     Ok(())
 }

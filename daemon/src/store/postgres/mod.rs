@@ -6,7 +6,8 @@
 //!   runs the rules' transactions ([`PgTx`]) on blocking threads.
 //! - `listen`: a dedicated LISTEN connection that wakes `--follow` streams on any
 //!   replica's commit, reconnecting with backoff; `horizon`: reads of the log stop where
-//!   every older transaction has ended, so ids that commit out of order are never passed.
+//!   every older transaction has ended, so ids that commit out of order are never passed;
+//!   `notify`: this replica's commits announced after they commit.
 
 mod connect;
 mod events;
@@ -16,6 +17,7 @@ mod horizon;
 #[cfg(test)]
 mod horizon_tests;
 mod listen;
+mod notify;
 mod page;
 mod raised;
 pub mod schema;
@@ -47,6 +49,8 @@ pub struct PgStore {
     signals: Arc<Signals>,
     /// Events reads left above the horizon, for the watcher that wakes the streams.
     held: Arc<horizon::Held>,
+    /// Announces this replica's commits to the others (after the commit).
+    notifier: Arc<notify::Notifier>,
     /// "host:port/database, schema N", for `tcctl status` and errors.
     pub(crate) describe: String,
     /// This replica's row in `replicas`.
@@ -77,11 +81,18 @@ impl PgStore {
         handle.spawn(listen::run(conn, signals.clone(), describe.clone()));
         let held = Arc::new(horizon::Held::default());
         handle.spawn(horizon::watch(pool.clone(), held.clone(), signals.clone()));
+        let notifier = Arc::new(notify::Notifier::default());
+        handle.spawn(notify::run(
+            pool.clone(),
+            notifier.clone(),
+            describe.clone(),
+        ));
         Ok(PgStore {
             rt: Some(rt),
             pool,
             signals,
             held,
+            notifier,
             describe: format!("postgresql {describe}, schema {version}"),
             replica,
         })
@@ -146,6 +157,7 @@ impl PgStore {
         };
         self.signals.count(&events, bytes);
         self.signals.committed(last);
+        self.notifier.note(last);
         Ok((result, last))
     }
 
@@ -198,10 +210,10 @@ enum Tail {
     Unsure(StoreError),
 }
 
-/// Inserts `events` (ids in this transaction's own id range, see `schema::HORIZON`), each
-/// announced with NOTIFY (delivered at commit), and commits: one `tc_append_event` per
-/// event and the `COMMIT`, pipelined in one round trip. No lock: concurrent writers
-/// commit in any order, readers wait for the horizon instead. Returns (last id, bytes).
+/// Inserts `events` (ids in this transaction's own id range, see `schema::HORIZON`) and
+/// commits: one `tc_append_event` per event and the `COMMIT`, pipelined in one round
+/// trip. No lock, and no NOTIFY inside (`notify.rs` says why): concurrent writers commit
+/// in any order, readers wait for the horizon instead. Returns (last id, bytes).
 fn log_and_commit(tx: &PgTx<'_>, events: &[NewEvent]) -> Result<(i64, u64), Tail> {
     let now = tc_core::now_ms();
     let details: Vec<String> = events.iter().map(NewEvent::detail_text).collect();

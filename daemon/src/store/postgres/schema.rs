@@ -101,6 +101,7 @@ pub const MIGRATIONS: &[&str] = &[
     // shifted left by 16 bits, plus its rank in that transaction, so id order is
     // transaction order and readers stop at the horizon (`HORIZON`) instead of writers
     // taking turns. The ids of older events (1, 2, ... from the identity) stay below.
+    // No NOTIFY in the writer's transaction either (`notify.rs`).
     r#"
     ALTER TABLE events ALTER COLUMN id DROP IDENTITY IF EXISTS;
     DO $$ BEGIN
@@ -124,16 +125,19 @@ pub const MIGRATIONS: &[&str] = &[
         END IF;
         INSERT INTO events (id, at_ms, kind, vault, tool, caller, args_hash, state_fp, detail, owner_uid)
         VALUES (new_id, p_at, p_kind, p_vault, p_tool, p_caller, p_args, p_fp, p_detail, p_owner);
-        PERFORM pg_notify('tc_events', new_id::TEXT);
         RETURN new_id;
     END $$;
     -- Replicas of the previous build, still running during an upgrade, call this: they
-    -- now write ids the new way (and no longer take the events lock).
+    -- now write ids the new way (no events lock) and still notify in their transaction.
     CREATE OR REPLACE FUNCTION tc_log_event(p_lock INT, p_at BIGINT, p_kind TEXT, p_vault TEXT,
         p_tool TEXT, p_caller TEXT, p_args TEXT, p_fp TEXT, p_detail TEXT, p_owner BIGINT)
-    RETURNS BIGINT LANGUAGE sql AS $$
-        SELECT tc_append_event(p_at, p_kind, p_vault, p_tool, p_caller, p_args, p_fp, p_detail, p_owner)
-    $$;
+    RETURNS BIGINT LANGUAGE plpgsql AS $$
+    DECLARE new_id BIGINT;
+    BEGIN
+        new_id := tc_append_event(p_at, p_kind, p_vault, p_tool, p_caller, p_args, p_fp, p_detail, p_owner);
+        PERFORM pg_notify('tc_events', new_id::TEXT);
+        RETURN new_id;
+    END $$;
     "#,
 ];
 
@@ -152,5 +156,5 @@ pub const PRUNE_LOCK: i32 = 0x7463_7072;
 /// retention stop here, so a reader of `id > N` never passes an id that commits later.
 /// It is evaluated in the statement's own snapshot, so rows read with it are consistent.
 pub const HORIZON: &str = "(pg_snapshot_xmin(pg_current_snapshot())::TEXT::BIGINT << 16)";
-/// The channel each commit's newest event id is announced on.
+/// The channel each commit's newest event id is announced on (after the commit).
 pub const CHANNEL: &str = "tc_events";
