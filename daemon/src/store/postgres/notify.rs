@@ -10,10 +10,18 @@
 use std::sync::atomic::{AtomicI64, Ordering::SeqCst};
 use std::sync::Arc;
 
+use std::time::Duration;
+
 use deadpool_postgres::Pool;
 use tokio::sync::Notify;
 
 use super::schema::CHANNEL;
+
+/// After an announcement, the next one waits at least this long: under load each replica
+/// then sends a few hundred a second at most, whatever its commit rate (every one wakes
+/// every replica's LISTEN connection), and a follower on another replica learns of a
+/// commit at most this much later.
+const GAP: Duration = Duration::from_millis(5);
 
 /// The newest event id committed and not yet announced (0: none).
 #[derive(Default)]
@@ -33,7 +41,7 @@ impl Notifier {
 }
 
 /// Until the runtime ends: announces each noted id (the newest, if several were noted
-/// while the previous announcement was on its way).
+/// while the previous announcement was on its way or within [`GAP`] of it).
 pub async fn run(pool: Pool, n: Arc<Notifier>, describe: String) {
     loop {
         n.wake.notified().await;
@@ -54,5 +62,6 @@ pub async fn run(pool: Pool, n: Arc<Notifier>, describe: String) {
             // (another commit, their LISTEN reconnect, or their periodic check).
             tracing::warn!(store = %describe, error = %e, "could not announce a commit to the other replicas");
         }
+        tokio::time::sleep(GAP).await;
     }
 }
