@@ -10,8 +10,9 @@
 //! concurrent clients spread over the replicas, and where the time of a redeem went in
 //! that phase: CPU per redeem of the client (this process), tcd (the replicas) and
 //! PostgreSQL (the cluster's processes), from /proc, and how full each replica's pool was
-//! (pg_stat_activity sampled every 10 ms). Knobs: `TC_BENCH_N` (sequential samples,
-//! default 1000), `TC_BENCH_CONC_TOTAL` (concurrent redeems, default 2400), `TCD_BIN`.
+//! (pg_stat_activity sampled every 10 ms, with what each busy backend waited on).
+//! Knobs: `TC_BENCH_N` (sequential samples, default 1000), `TC_BENCH_CONC_TOTAL`
+//! (concurrent redeems, default 2400), `TCD_BIN`.
 //! Redeemed calls are recorded as run between timed batches (untimed), which keeps the
 //! raised requests under tcd's cap.
 
@@ -249,6 +250,9 @@ struct PoolUse {
     full: u64,
     /// Whether any connection of a replica was seen (none: SQLite).
     seen: bool,
+    /// Busy connections by what their backend was doing (`wait_event_type:wait_event`,
+    /// or `CPU` when it waited on nothing), summed over samples.
+    waits: HashMap<String, u64>,
 }
 
 /// Local TCP port → the replica (index in `pids`) whose socket it is: each process's
@@ -300,7 +304,8 @@ async fn sample_pools(
     tokio::spawn(conn);
     let q = client
         .prepare(
-            "SELECT client_port, state <> 'idle' FROM pg_stat_activity \
+            "SELECT client_port, state <> 'idle', \
+             coalesce(wait_event_type || ':' || wait_event, 'CPU') FROM pg_stat_activity \
              WHERE application_name = 'tcd'",
         )
         .await?;
@@ -326,7 +331,12 @@ async fn sample_pools(
         for r in &rows {
             if let Some(i) = port(r).and_then(|p| ports.get(&p)) {
                 out.seen = true;
-                busy[*i] += usize::from(r.get::<_, Option<bool>>(1) == Some(true));
+                let on = r.get::<_, Option<bool>>(1) == Some(true);
+                busy[*i] += usize::from(on);
+                if on {
+                    let what: String = r.get(2);
+                    *out.waits.entry(what).or_insert(0) += 1;
+                }
             }
         }
         out.samples += 1;
@@ -458,14 +468,23 @@ async fn concurrent(
 fn pool_line(p: &PoolUse, replicas: usize, rate: f64) -> String {
     let busy = p.busy as f64 / p.samples.max(1) as f64;
     let (held, each) = (busy / rate * 1e3, CLIENTS as f64 / rate * 1e3);
+    let mut waits: Vec<_> = p.waits.iter().collect();
+    waits.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let total = p.waits.values().sum::<u64>().max(1) as f64;
+    let waits: Vec<String> = waits
+        .iter()
+        .take(6)
+        .map(|(w, n)| format!("{w} {:.0}%", 100.0 * **n as f64 / total))
+        .collect();
     format!(
         "pool: {busy:.1} of {} connections busy on average, some replica's all busy in \
          {:.0}% of {} samples; a redeem held a connection {held:.1} ms of its {each:.1} ms \
-         ({:.1} ms outside one)",
+         ({:.1} ms outside one); busy backends were: {}",
         POOL * replicas,
         100.0 * p.full as f64 / p.samples.max(1) as f64,
         p.samples,
         each - held,
+        waits.join(", "),
     )
 }
 

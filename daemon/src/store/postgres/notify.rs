@@ -18,10 +18,10 @@ use tokio::sync::Notify;
 use super::schema::CHANNEL;
 
 /// After an announcement, the next one waits at least this long: under load each replica
-/// then sends a few hundred a second at most, whatever its commit rate (every one wakes
+/// then sends forty a second at most, whatever its commit rate (every one wakes
 /// every replica's LISTEN connection), and a follower on another replica learns of a
 /// commit at most this much later.
-const GAP: Duration = Duration::from_millis(5);
+const GAP: Duration = Duration::from_millis(25);
 
 /// The newest event id committed and not yet announced (0: none).
 #[derive(Default)]
