@@ -2,7 +2,7 @@
 //! waiting a little for events above it, and a watcher wakes `--follow` streams once
 //! events that were held back pass it (their writers' older neighbours may commit silently).
 
-use std::sync::atomic::{AtomicI64, Ordering::SeqCst};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -24,14 +24,32 @@ const MAX_PAUSE: Duration = Duration::from_millis(50);
 const WATCH_FIRST: Duration = Duration::from_millis(20);
 const WATCH_MAX: Duration = Duration::from_secs(1);
 
-/// The newest event a read left above the horizon (0: none), for the watcher.
-#[derive(Default)]
+/// The newest event a read left above the horizon (0: none), for the watcher; and how
+/// long reads wait for the horizon ([`SETTLE_MAX`]; a unit test shortens it).
 pub struct Held {
     newest: AtomicI64,
     wake: Notify,
+    settle_ms: AtomicU64,
+}
+
+impl Default for Held {
+    fn default() -> Held {
+        Held {
+            newest: AtomicI64::new(0),
+            wake: Notify::new(),
+            settle_ms: AtomicU64::new(SETTLE_MAX.as_millis() as u64),
+        }
+    }
 }
 
 impl Held {
+    /// Reads wait at most `ms` for the horizon (a test that holds it back on purpose
+    /// must not hold back the parallel tests on the same server for long).
+    #[cfg(test)]
+    pub fn settle_for(&self, ms: u64) {
+        self.settle_ms.store(ms, SeqCst);
+    }
+
     fn note(&self, id: i64) {
         self.newest.fetch_max(id, SeqCst);
         self.wake.notify_one();
@@ -42,9 +60,12 @@ impl PgTx<'_> {
     /// The rows of `sql` that are below the horizon, read by `read`. `sql` returns rows
     /// in id order with `id` first and the horizon, as `tc_horizon`, last (both of the
     /// statement's own snapshot). While a row is above it, reads again, for up to
-    /// [`SETTLE_MAX`]; then returns the rows below and, on a reader's connection, tells
-    /// the watcher which id to wake the streams for.
+    /// [`SETTLE_MAX`]; then returns the rows below and tells the watcher which id to
+    /// wake the streams for.
     pub fn below_horizon<T>(&self, sql: &str, params: Params<'_>, read: Read<T>) -> Q<Vec<T>> {
+        let settle = self.held.map_or(SETTLE_MAX, |h| {
+            Duration::from_millis(h.settle_ms.load(SeqCst))
+        });
         let start = Instant::now();
         let mut pause = FIRST_PAUSE;
         loop {
@@ -63,7 +84,7 @@ impl PgTx<'_> {
                 below.push(read(r)?);
             }
             let Some(held) = held else { return Ok(below) };
-            if start.elapsed() >= SETTLE_MAX {
+            if start.elapsed() >= settle {
                 if let Some(h) = self.held {
                     h.note(held);
                 }

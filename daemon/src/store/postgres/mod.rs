@@ -126,7 +126,7 @@ impl PgStore {
         f: impl FnOnce(&dyn Tx, &mut Vec<NewEvent>) -> Written<T>,
     ) -> Result<(Result<T, DaemonError>, i64), DaemonError> {
         let client = self.client()?;
-        let tx = PgTx::new(&client, self.handle(), true);
+        let tx = PgTx::new(&client, self.handle(), true).noting(&self.held);
         let mut events = Vec::new();
         let result = match f(&tx, &mut events) {
             Ok(r) => r,

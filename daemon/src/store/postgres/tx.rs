@@ -21,7 +21,7 @@ pub struct PgTx<'a> {
     pub(super) rt: &'a Handle,
     /// `BEGIN` is due: it is pipelined with the first statement (one round trip less).
     pub(super) begin: std::cell::Cell<bool>,
-    /// A reader's: where to note events it left above the horizon (`horizon.rs`).
+    /// Where to note events a read left above the horizon (`horizon.rs`).
     pub(super) held: Option<&'a Held>,
 }
 
@@ -47,7 +47,7 @@ impl<'a> PgTx<'a> {
         }
     }
 
-    /// A reader that tells the watcher of events it left above the horizon.
+    /// Tells the watcher of events its reads left above the horizon.
     pub fn noting(mut self, held: &'a Held) -> PgTx<'a> {
         self.held = Some(held);
         self
