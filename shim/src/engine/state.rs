@@ -7,8 +7,8 @@ use serde_json::Value;
 
 use crate::engine::admission::session::Session;
 use crate::engine::barrier::Ticket;
-use crate::engine::confirm::continued::Wrap;
 use crate::engine::confirm::holds::{Held, Holds};
+use crate::engine::forward::rounds::Wrap;
 use crate::engine::forward::table::{Forwarded, Outstanding, Pending};
 use crate::engine::judge::tools::ToolCache;
 use crate::wire::ids::{IdKey, IdTable};

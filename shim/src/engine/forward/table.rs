@@ -8,7 +8,7 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::engine::barrier::{Place, Ticket};
-use crate::engine::confirm::continued::Wrap;
+use crate::engine::forward::rounds::Wrap;
 use crate::wire::ids::{IdKey, IdTable};
 
 /// What the answer to a forwarded client request needs done to it.
