@@ -138,7 +138,7 @@ impl Shim {
         // can get one; the others keep the downstream answer's fast path.
         let wrap = (has_gate && era::request_meta(msg).is_some())
             .then(|| Wrap::unconfirmed(self.binding(&j.name, &j.args), self.is_lean(id)));
-        self.forward_held(id, sent, None, wrap);
+        self.forward_held(id, sent, None, wrap, None);
     }
 
     /// A call its gate applies to (or that resumes a confirmation): targets, a human's

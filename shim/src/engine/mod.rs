@@ -25,6 +25,7 @@ pub mod confirm;
 pub mod forward;
 pub mod govern;
 pub mod judge;
+mod outcome;
 pub mod refusal;
 mod rounds;
 mod state;

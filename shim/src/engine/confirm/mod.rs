@@ -156,6 +156,7 @@ impl Shim {
         {
             tracing::warn!("recording the decline failed: {e}");
         }
+        self.record_denied(c, "declined");
         self.refuse(c.id, refusal::approval_declined(c.shown));
     }
 
@@ -169,6 +170,7 @@ impl Shim {
         {
             tracing::warn!("recording the unobtained approval failed: {e}");
         }
+        self.record_denied(c, "not_obtained");
         self.refuse(c.id, refusal::approval_not_obtained(c.shown, why));
     }
 }

@@ -11,12 +11,14 @@ use tokio::sync::oneshot;
 
 use crate::engine::forward::rounds::Wrap;
 use crate::engine::judge::{stripped, Judged};
+use crate::engine::outcome::Ran;
 use crate::engine::refusal::judged::policy_result;
 use crate::engine::{key, Approval, Call, Shim};
 use crate::wire::era;
 use crate::wire::jsonrpc;
 use crate::wire::outbox::Known;
 use table::{Forwarded, Pending};
+use tc_core::codes::Outcome;
 
 impl Shim {
     /// Forwards a client request downstream, remembering it so its response can be matched.
@@ -46,13 +48,18 @@ impl Shim {
         (line, known): (Vec<u8>, Known),
         ack: Option<oneshot::Sender<()>>,
         wrap: Option<Wrap>,
+        ran: Option<Box<Ran>>,
     ) -> bool {
         // Confirm hands the call to forward under one lock: see `State::hand_over`.
-        if self.lock().hand_over(id, wrap).is_none() {
+        if self.lock().hand_over(id, wrap, ran).is_none() {
             return false;
         }
         if !self.to_child.send_known(line, ack, known) {
-            self.lock().out.answered(&key(id));
+            // Never written: nothing ran.
+            let f = self.lock().out.answered(&key(id));
+            if let Some(r) = f.and_then(|f| f.ran) {
+                r.settle(Outcome::Denied);
+            }
             self.send_client(&jsonrpc::error(
                 id,
                 jsonrpc::INTERNAL_ERROR,
@@ -78,12 +85,15 @@ impl Shim {
                     tracing::warn!("release after ACL refusal failed: {re}");
                 }
             }
+            self.record_denied(c, "acl");
             return self.refuse(c.id, policy_result(&e));
         }
         let (ack_tx, ack_rx) = oneshot::channel();
         let modern = era::request_meta(msg).is_some();
         let wrap = (modern || resuming).then(|| Wrap::approved(c));
-        if !self.forward_held(c.id, (stripped(msg), Known::Nothing), Some(ack_tx), wrap) {
+        let ran = Some(Ran::of(self, c, approval.route));
+        let sent = (stripped(msg), Known::Nothing);
+        if !self.forward_held(c.id, sent, Some(ack_tx), wrap, ran) {
             if let Some(r) = &approval.redemption {
                 if let Err(re) = self.daemon.release(r, "cancelled").await {
                     tracing::warn!("release after cancellation failed: {re}");

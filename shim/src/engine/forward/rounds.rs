@@ -15,6 +15,7 @@ use crate::engine::confirm::continued::Round;
 use crate::engine::confirm::holds::Held;
 use crate::engine::judge::remove_token;
 use crate::engine::judge::targets;
+use crate::engine::outcome::Ran;
 use crate::engine::refusal::judged::{policy_result, unreachable_result};
 use crate::engine::refusal::Refusal;
 use crate::engine::refusal::Shown;
@@ -231,7 +232,8 @@ impl Shim {
         let (ack_tx, ack_rx) = oneshot::channel();
         let line = continued(msg, round.state.as_deref());
         let sent = (line, Known::Nothing);
-        if !self.forward_held(c.id, sent, Some(ack_tx), Some(wrap)) || !round.approved {
+        let ran = round.approved.then(|| Ran::of(self, c, ROUTE));
+        if !self.forward_held(c.id, sent, Some(ack_tx), Some(wrap), ran) || !round.approved {
             return;
         }
         if ack_rx.await.is_ok() {

@@ -328,6 +328,7 @@ impl Shim {
         {
             tracing::warn!("recording the redefined tool failed: {e}");
         }
+        self.record_denied(c, "redefined");
         let text = format!(
             "tc-shim did not run `{}`: {why} (notifications/tools/list_changed) after this call \
              was judged and approved. Nothing was run and the approval is spent. Send the call \
