@@ -39,13 +39,13 @@ impl Ran {
     }
 
     /// Records how the call ended (once: a settled `Ran` records nothing more).
-    pub(in crate::engine) fn settle(mut self: Box<Self>, o: Outcome) {
+    pub(in crate::engine) fn settle(mut self, o: Outcome) {
         self.record(o);
     }
 
     /// The server answered with a round of its own: this run has no outcome yet (the
     /// call's next run, with the client's answer, records its own).
-    pub(in crate::engine) fn goes_on(mut self: Box<Self>) {
+    pub(in crate::engine) fn goes_on(mut self) {
         self.queue = None;
     }
 
