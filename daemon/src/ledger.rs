@@ -532,6 +532,16 @@ impl Ledger {
                 format!("event kind {kind:?} cannot be appended by a client"),
             ));
         };
+        if *kind == events::CALL_OUTCOME {
+            // One per call that waited on a human, after the human (or a grant) acted: a
+            // bucket of their own, so approved work never uses up the raises' rate. Past
+            // it they are dropped and counted, like refusal events.
+            let bucket = format!("{} (outcomes)", ev.caller);
+            if !self.may_record(&ev.vault, &bucket, kind) {
+                return Ok(0);
+            }
+            return self.store.append(NewEvent { kind, ..ev });
+        }
         // Declines, unobtained approvals and overflows are the model's to cause at will.
         self.charge(&ev.vault, &ev.caller)?;
         self.store.append(NewEvent { kind, ..ev })
