@@ -217,6 +217,8 @@ pub mod events {
     pub const GRANT_REVOKED: &str = "tc.grant.revoked";
     /// A grant reached its expiry or its last use.
     pub const GRANT_ENDED: &str = "tc.grant.ended";
+    /// A push about a raised request was given up (`[notify]`: target, attempts, why).
+    pub const PUSH_FAILED: &str = "tc.push.failed";
 
     /// Kinds a client may append with `AppendEvent`; the rest only the daemon writes.
     pub const CLIENT_APPENDABLE: &[&str] = &[DECLINED, NOT_OBTAINED, OVERFLOW];
