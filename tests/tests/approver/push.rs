@@ -8,123 +8,18 @@ use tc_tests::shim as support;
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
-use std::time::Duration;
 
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::{HeaderMap, StatusCode, Uri};
 use elicit::*;
 use hmac::{Hmac, Mac};
 use serde_json::{json, Value};
 use sha2::Sha256;
 use support::*;
+use tc_tests::receiver::{Hit, Receiver};
 
-const WAIT: Duration = Duration::from_secs(30);
 /// An argument value no push may carry.
 const CANARY: &str = "push-canary-7f3a9c-do-not-send";
 const SECRET: &str = "whsec-test-3e1d9b0c55aa41f2";
 const TOKEN: &str = "tk_pushtesttoken0123456789";
-
-/// One request a receiver got, and what it answered.
-#[derive(Debug, Clone)]
-struct Hit {
-    path: String,
-    headers: BTreeMap<String, String>,
-    body: Vec<u8>,
-    answered: u16,
-}
-
-impl Hit {
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).expect("a JSON body")
-    }
-    fn header(&self, name: &str) -> &str {
-        self.headers.get(name).map(String::as_str).unwrap_or("")
-    }
-}
-
-struct Shared {
-    /// Answer `fail_with` to the first `fail_first` requests, then 200.
-    fail_first: usize,
-    fail_with: u16,
-    seen: AtomicUsize,
-    hits: Mutex<Vec<Hit>>,
-    tx: Mutex<mpsc::Sender<Hit>>,
-}
-
-/// An HTTP receiver on a free loopback port, on a runtime of its own.
-struct Receiver {
-    port: u16,
-    shared: Arc<Shared>,
-    rx: mpsc::Receiver<Hit>,
-    _rt: tokio::runtime::Runtime,
-}
-
-async fn answer(
-    State(s): State<Arc<Shared>>,
-    uri: Uri,
-    headers: HeaderMap,
-    body: Bytes,
-) -> StatusCode {
-    let n = s.seen.fetch_add(1, Ordering::SeqCst);
-    let status = if n < s.fail_first { s.fail_with } else { 200 };
-    let hit = Hit {
-        path: uri.path().to_string(),
-        headers: headers
-            .iter()
-            .map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string()))
-            .collect(),
-        body: body.to_vec(),
-        answered: status,
-    };
-    s.hits.lock().unwrap().push(hit.clone());
-    let _ = s.tx.lock().unwrap().send(hit);
-    StatusCode::from_u16(status).unwrap()
-}
-
-impl Receiver {
-    fn start(fail_first: usize, fail_with: u16) -> Receiver {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .enable_all()
-            .build()
-            .unwrap();
-        let (tx, rx) = mpsc::channel();
-        let shared = Arc::new(Shared {
-            fail_first,
-            fail_with,
-            seen: AtomicUsize::new(0),
-            hits: Mutex::new(Vec::new()),
-            tx: Mutex::new(tx),
-        });
-        let listener = rt
-            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-            .unwrap();
-        let port = listener.local_addr().unwrap().port();
-        let app = axum::Router::new()
-            .fallback(answer)
-            .with_state(shared.clone());
-        rt.spawn(async move { axum::serve(listener, app).await });
-        Receiver {
-            port,
-            shared,
-            rx,
-            _rt: rt,
-        }
-    }
-
-    fn next(&self) -> Hit {
-        self.rx
-            .recv_timeout(WAIT)
-            .expect("a push reached the receiver")
-    }
-
-    fn count(&self) -> usize {
-        self.shared.hits.lock().unwrap().len()
-    }
-}
 
 /// A private file (0600) holding `text`, in the env's directory.
 fn private_file(env: &Env, name: &str, text: &str, mode: u32) -> PathBuf {
