@@ -235,3 +235,56 @@ impl Target {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A pusher with one webhook target that nothing sends from (its queue is read here).
+    fn pusher() -> Arc<Pusher> {
+        let kind = Kind::Webhook(webhook::Webhook {
+            url: "http://127.0.0.1:9/".into(),
+            secret: b"s".to_vec(),
+        });
+        let mut notify = NotifyConfig::default();
+        notify.page_url = Some("https://tc.example".into());
+        Arc::new(Pusher {
+            targets: vec![Target::new("hook", kind, 8)],
+            notify,
+            approvals: ApprovalsConfig::default(),
+        })
+    }
+
+    fn call(args: char) -> Binding {
+        Binding {
+            vault: "v".into(),
+            tool: "t".into(),
+            caller: "c".into(),
+            args_hash: args.to_string().repeat(64),
+        }
+    }
+
+    #[test]
+    fn a_raise_is_pushed_once_however_often_the_agent_retries_it() {
+        let (_dir, l) = crate::ledger::scratch();
+        let p = pusher();
+        let l = l.with_push(Some(p.clone()));
+        let fp = "f".repeat(64);
+        let queued = || p.targets[0].queue.len();
+        l.raise(&call('a'), &fp, "s").unwrap();
+        assert_eq!(queued(), 1);
+        l.raise(&call('a'), &fp, "s").unwrap();
+        assert_eq!(queued(), 1, "the same request, still pending: not news");
+        l.raise(&call('b'), &fp, "s").unwrap();
+        assert_eq!(queued(), 2);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap();
+        let n = rt.block_on(p.targets[0].queue.take());
+        assert_eq!(
+            n.link,
+            format!("https://tc.example/requests/{}", n.request_id)
+        );
+        assert_eq!((n.tool.as_str(), n.vault.as_str()), ("t", "v"));
+    }
+}
