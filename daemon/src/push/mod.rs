@@ -246,8 +246,10 @@ mod tests {
             url: "http://127.0.0.1:9/".into(),
             secret: b"s".to_vec(),
         });
-        let mut notify = NotifyConfig::default();
-        notify.page_url = Some("https://tc.example".into());
+        let notify = NotifyConfig {
+            page_url: Some("https://tc.example".into()),
+            ..Default::default()
+        };
         Arc::new(Pusher {
             targets: vec![Target::new("hook", kind, 8)],
             notify,
@@ -270,7 +272,7 @@ mod tests {
         let p = pusher();
         let l = l.with_push(Some(p.clone()));
         let fp = "f".repeat(64);
-        let queued = || p.targets[0].queue.len();
+        let queued = || p.targets[0].queue.waiting();
         l.raise(&call('a'), &fp, "s").unwrap();
         assert_eq!(queued(), 1);
         l.raise(&call('a'), &fp, "s").unwrap();

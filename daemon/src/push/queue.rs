@@ -64,7 +64,7 @@ impl<T> Queue<T> {
     }
 
     /// Items waiting now.
-    pub fn len(&self) -> usize {
+    pub fn waiting(&self) -> usize {
         self.items.lock().unwrap_or_else(|p| p.into_inner()).len()
     }
 }
@@ -81,14 +81,14 @@ mod tests {
         }
         assert!(q.offer(3));
         assert!(q.offer(4));
-        assert_eq!((q.len(), q.dropped()), (3, 2));
+        assert_eq!((q.waiting(), q.dropped()), (3, 2));
         let rt = tokio::runtime::Builder::new_current_thread()
             .build()
             .unwrap();
         let got: Vec<i32> =
             rt.block_on(async { vec![q.take().await, q.take().await, q.take().await] });
         assert_eq!(got, [2, 3, 4], "the newest are kept, in order");
-        assert_eq!(q.len(), 0);
+        assert_eq!(q.waiting(), 0);
     }
 
     #[test]
@@ -114,6 +114,6 @@ mod tests {
         let q = Queue::new(0);
         assert!(!q.offer(1));
         assert!(q.offer(2));
-        assert_eq!((q.len(), q.dropped()), (1, 1));
+        assert_eq!((q.waiting(), q.dropped()), (1, 1));
     }
 }

@@ -87,6 +87,7 @@ async fn record(ledger: &Arc<Ledger>, target: &str, n: &Notice, outcome: Outcome
         }
         Outcome::Failed(k, why) => (k, why),
     };
+    store.bump(counter("tc_push_failed_total", target), 1);
     tracing::warn!(target_name = %target, request_id = %n.request_id, attempts, why = %why,
         "push given up");
     let ev = NewEvent {

@@ -240,6 +240,16 @@ fn a_push_given_up_is_an_event_naming_its_target_and_nothing_secret() {
     assert_eq!(by_target["deny"]["why"], "answered 401");
     // The event is written after the last attempt: no more came.
     assert_eq!((down.count(), deny.count()), (3, 1));
+    let m = env.tcd.tcctl(&["metrics"]);
+    let text = String::from_utf8_lossy(&m.stdout);
+    for line in [
+        "tc_push_failed_total{target=\"deny\"} 1",
+        "tc_push_failed_total{target=\"down\"} 1",
+        "tc_push_retries_total{target=\"down\"} 2",
+        "tc_events_total{kind=\"tc.push.failed\"} 2",
+    ] {
+        assert!(text.contains(line), "{line}: {text}");
+    }
 }
 
 #[test]
