@@ -45,6 +45,32 @@ pub struct Notice {
 }
 
 #[cfg(test)]
+impl Pusher {
+    /// A pusher with one webhook target that nothing sends from (unit tests read its
+    /// queue), linking under `https://tc.example`.
+    pub(crate) fn for_test() -> Arc<Pusher> {
+        let kind = Kind::Webhook(webhook::Webhook {
+            url: "http://127.0.0.1:9/".into(),
+            secret: b"s".to_vec(),
+        });
+        let notify = NotifyConfig {
+            page_url: Some("https://tc.example".into()),
+            ..Default::default()
+        };
+        Arc::new(Pusher {
+            targets: vec![Target::new("hook", kind, 8)],
+            notify,
+            approvals: ApprovalsConfig::default(),
+        })
+    }
+
+    /// Pushes waiting in the (first) target's queue.
+    pub(crate) fn queued(&self) -> usize {
+        self.targets[0].queue.waiting()
+    }
+}
+
+#[cfg(test)]
 impl Notice {
     pub(crate) fn sample() -> Notice {
         Notice {
@@ -240,23 +266,6 @@ impl Target {
 mod tests {
     use super::*;
 
-    /// A pusher with one webhook target that nothing sends from (its queue is read here).
-    fn pusher() -> Arc<Pusher> {
-        let kind = Kind::Webhook(webhook::Webhook {
-            url: "http://127.0.0.1:9/".into(),
-            secret: b"s".to_vec(),
-        });
-        let notify = NotifyConfig {
-            page_url: Some("https://tc.example".into()),
-            ..Default::default()
-        };
-        Arc::new(Pusher {
-            targets: vec![Target::new("hook", kind, 8)],
-            notify,
-            approvals: ApprovalsConfig::default(),
-        })
-    }
-
     fn call(args: char) -> Binding {
         Binding {
             vault: "v".into(),
@@ -267,12 +276,34 @@ mod tests {
     }
 
     #[test]
-    fn a_raise_is_pushed_once_however_often_the_agent_retries_it() {
+    fn a_full_queue_never_refuses_a_raise_and_counts_what_it_dropped() {
         let (_dir, l) = crate::ledger::scratch();
-        let p = pusher();
+        let p = Pusher::for_test();
         let l = l.with_push(Some(p.clone()));
         let fp = "f".repeat(64);
-        let queued = || p.targets[0].queue.waiting();
+        for c in ['0', '1', '2', '3', '4', '5', '6', '7', '8', '9'] {
+            l.raise(&call(c), &fp, "s")
+                .expect("raised whatever the queue holds");
+        }
+        assert_eq!(p.queued(), 8);
+        let dropped = l
+            .store
+            .counters()
+            .into_iter()
+            .find(|(n, ..)| n == "tc_push_dropped_total");
+        assert_eq!(
+            dropped,
+            Some(("tc_push_dropped_total".into(), "target=\"hook\"".into(), 2))
+        );
+    }
+
+    #[test]
+    fn a_raise_is_pushed_once_however_often_the_agent_retries_it() {
+        let (_dir, l) = crate::ledger::scratch();
+        let p = Pusher::for_test();
+        let l = l.with_push(Some(p.clone()));
+        let fp = "f".repeat(64);
+        let queued = || p.queued();
         l.raise(&call('a'), &fp, "s").unwrap();
         assert_eq!(queued(), 1);
         l.raise(&call('a'), &fp, "s").unwrap();
