@@ -25,16 +25,25 @@ impl std::fmt::Debug for Ntfy {
     }
 }
 
+/// A name the raiser chose, as the phone shows it: escaped like every such text
+/// (`tc_core::display`), and never a link the app would make clickable (`://` is cut by
+/// a marker), so the only link in a push is the page's.
+fn shown(s: &str) -> String {
+    tc_core::display::escape(s).replace("://", "⟨U+003A⟩//")
+}
+
 impl Ntfy {
     /// The publish message: who asks for what, and the page to answer on. The `view`
     /// action only opens the page; the approval happens there, signed in.
     pub fn body(&self, n: &Notice) -> serde_json::Value {
+        let (tool, vault, caller) = (shown(&n.tool), shown(&n.vault), shown(&n.caller));
         let mut m = json!({
             "topic": self.topic,
-            "title": format!("tc: {} on {} waits for you", n.tool, n.vault),
+            "title": format!("tc: {tool} on {vault} waits for you"),
             "message": format!(
-                "Request {} from {}: {} on vault {}. Open the page to see the call and answer it.",
-                n.request_id, n.caller, n.tool, n.vault
+                "Request {} from {caller}: {tool} on vault {vault}. Open the page to see the \
+                 call and answer it.",
+                n.request_id
             ),
             "tags": ["lock"],
             "click": n.link,
@@ -94,5 +103,15 @@ mod tests {
             "the token is a header, not content"
         );
         assert!(!format!("{t:?}").contains("tk_secret"));
+        let hostile = Notice {
+            caller: "see https://evil.example/ok\u{1b}[2J".into(),
+            ..Notice::sample()
+        };
+        let msg = t.body(&hostile)["message"].as_str().unwrap().to_string();
+        assert!(
+            !msg.contains("https://evil") && !msg.contains('\u{1b}'),
+            "{msg}"
+        );
+        assert!(msg.contains("evil.example/ok⟨U+001B⟩[2J"), "{msg}");
     }
 }
