@@ -2,7 +2,8 @@
 //! timestamp and the exact body bytes, so a receiver can refuse forgeries and replays.
 //!
 //! `X-Tc-Timestamp: <unix seconds>` and `X-Tc-Signature: sha256=<hex>`, where the MAC is
-//! of `<timestamp>.<body>`; `X-Tc-Delivery` is the same on every retry of one push.
+//! of `<timestamp>.<body>`; the body's `delivery` (copied to `X-Tc-Delivery`) is the same
+//! on every retry of one push.
 
 use hmac::{Hmac, Mac};
 use serde_json::json;
@@ -48,6 +49,9 @@ pub fn body(n: &Notice) -> Vec<u8> {
         "url": n.link,
         "raised_at_ms": n.raised_at_ms,
         "expires_at_ms": n.expires_at_ms,
+        // In the signed body (the header is a copy): a replay inside the receiver's
+        // freshness window is told apart by it, and it cannot be changed unsigned.
+        "delivery": n.delivery,
     });
     serde_json::to_vec(&v).unwrap_or_default()
 }
@@ -96,6 +100,7 @@ mod tests {
             keys,
             [
                 "caller",
+                "delivery",
                 "event",
                 "expires_at_ms",
                 "raised_at_ms",

@@ -133,6 +133,11 @@ fn pushes_are_signed_name_the_request_and_retries_stop_once_delivered() {
         check_reveals_nothing(t, &d1);
         assert_eq!(t.header("x-tc-delivery"), tries[0].header("x-tc-delivery"));
         let b = t.json();
+        assert_eq!(
+            b["delivery"].as_str(),
+            Some(t.header("x-tc-delivery")),
+            "{b}"
+        );
         assert_eq!(b["event"], "tc.request.raised", "{b}");
         assert_eq!(
             (b["request_id"].as_str(), b["url"].as_str()),
