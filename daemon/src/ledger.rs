@@ -116,6 +116,8 @@ pub struct Ledger {
     pub(crate) humans: Vec<String>,
     /// What each gate allows of grants, from tcd's own config (`grants.rs`).
     pub(crate) grant_rules: crate::grants::GrantRules,
+    /// `[notify]` targets told of each request a raise creates (`push/`).
+    pub(crate) push: Option<std::sync::Arc<crate::push::Pusher>>,
 }
 
 pub(crate) fn random_b64(n: usize) -> String {
@@ -137,6 +139,7 @@ impl Ledger {
             mode: tc_core::config::Mode::Personal,
             humans: Vec::new(),
             grant_rules: Default::default(),
+            push: None,
         }
     }
 
@@ -147,6 +150,11 @@ impl Ledger {
             grant_rules,
             ..self
         }
+    }
+
+    /// The same ledger pushing each newly raised request to `push`'s targets.
+    pub fn with_push(self, push: Option<std::sync::Arc<crate::push::Pusher>>) -> Ledger {
+        Ledger { push, ..self }
     }
 
     pub fn with_humans(self, humans: Vec<String>) -> Ledger {
