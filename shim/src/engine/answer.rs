@@ -27,9 +27,15 @@ impl Shim {
     }
 
     /// Answers a held call with a tool result.
-    pub(in crate::engine) fn answer(&self, id: &Value, mut result: Value) {
+    pub(in crate::engine) fn answer(&self, id: &Value, result: Value) {
         // Answered here: no downstream answer will come to cap.
         self.gov.untrack(&key(id));
+        self.reply_held(id, result);
+    }
+
+    /// Sends `result` to a held call unless it was cancelled (completed for a modern
+    /// one); the governor's tracking is the caller's to end.
+    pub(in crate::engine) fn reply_held(&self, id: &Value, mut result: Value) {
         match self.unhold(id) {
             Some(Held {
                 cancelled: true, ..

@@ -94,6 +94,26 @@ fn detail(o: Outcome, route: &str, request_id: Option<&String>) -> Value {
 }
 
 impl Shim {
+    /// Logs `tc.elicit.not_obtained` (`why` in its detail) and the call's `denied`
+    /// outcome (`step`: what stopped it).
+    pub(in crate::engine) async fn log_not_obtained(
+        &self,
+        c: &Call<'_>,
+        why: &str,
+        step: &'static str,
+    ) {
+        let ev = events::NOT_OBTAINED;
+        let detail = json!({ "why": why });
+        if let Err(e) = self
+            .daemon
+            .append_event(ev, c.binding, c.shown.state_fp, detail)
+            .await
+        {
+            tracing::warn!("recording the unobtained approval failed: {e}");
+        }
+        self.record_denied(c, step);
+    }
+
     /// Records that a call which waited on a human was not run; `why` names the step
     /// that stopped it (`declined`, `not_obtained`, `redefined`, `acl`, `cancelled`).
     pub(in crate::engine) fn record_denied(&self, c: &Call<'_>, why: &'static str) {

@@ -174,7 +174,7 @@ impl Shim {
                             .await?
                     }
                 };
-                self.log_not_obtained(c, why).await;
+                self.log_not_obtained(c, why, "not_obtained").await;
                 self.refuse(c.id, by_request::not_obtained(c.shown, &id, why));
                 None
             }
@@ -199,22 +199,6 @@ impl Shim {
                 self.declined(c).await;
             }
         }
-    }
-}
-
-impl Shim {
-    /// Logs `tc.elicit.not_obtained` (the answer is the caller's).
-    async fn log_not_obtained(&self, c: &Call<'_>, why: &str) {
-        let ev = tc_core::codes::events::NOT_OBTAINED;
-        let detail = serde_json::json!({ "why": why });
-        if let Err(e) = self
-            .daemon
-            .append_event(ev, c.binding, c.shown.state_fp, detail)
-            .await
-        {
-            tracing::warn!("recording the unobtained approval failed: {e}");
-        }
-        self.record_denied(c, "not_obtained");
     }
 }
 

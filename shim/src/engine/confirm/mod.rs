@@ -162,15 +162,7 @@ impl Shim {
 
     /// Answers `approval_not_obtained` and logs `tc.elicit.not_obtained`.
     pub(in crate::engine) async fn not_obtained(&self, c: &Call<'_>, why: &str) {
-        let ev = tc_core::codes::events::NOT_OBTAINED;
-        if let Err(e) = self
-            .daemon
-            .append_event(ev, c.binding, c.shown.state_fp, json!({ "why": why }))
-            .await
-        {
-            tracing::warn!("recording the unobtained approval failed: {e}");
-        }
-        self.record_denied(c, "not_obtained");
+        self.log_not_obtained(c, why, "not_obtained").await;
         self.refuse(c.id, refusal::approval_not_obtained(c.shown, why));
     }
 }

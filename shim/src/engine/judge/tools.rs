@@ -319,16 +319,8 @@ impl Shim {
     /// approval not given back (its retry is judged, and asks, afresh).
     pub(in crate::engine) async fn refuse_redefined(&self, c: &Call<'_>, why: &str) {
         tracing::warn!(tool = %c.shown.tool, "not running an approved call: the server redefined its tool since it was judged");
-        let detail = serde_json::json!({ "why": format!("{why} after the call was judged") });
-        let ev = tc_core::codes::events::NOT_OBTAINED;
-        if let Err(e) = self
-            .daemon
-            .append_event(ev, c.binding, c.shown.state_fp, detail)
-            .await
-        {
-            tracing::warn!("recording the redefined tool failed: {e}");
-        }
-        self.record_denied(c, "redefined");
+        let logged = format!("{why} after the call was judged");
+        self.log_not_obtained(c, &logged, "redefined").await;
         let text = format!(
             "tc-shim did not run `{}`: {why} (notifications/tools/list_changed) after this call \
              was judged and approved. Nothing was run and the approval is spent. Send the call \
