@@ -8,5 +8,6 @@ mod desktop_notify;
 mod grants;
 mod page_browser;
 mod page_grants;
+mod page_remote;
 mod preview;
 mod watch;
