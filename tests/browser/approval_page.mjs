@@ -74,10 +74,10 @@ async function signIn() {
   return { url: page.url() };
 }
 
-// Taps Approve on `id` (a touch, as on a phone).
+// Taps Approve on `id` (a touch, as on a phone); the message stays on the page.
 async function tapApprove({ id }) {
   await page.tap(`${card(id)} button.approve`);
-  return { msg: await message(['approved', 'not approved']) };
+  return { msg: await message(['approved', 'not approved'], true) };
 }
 
 // Where `selector` is on the screen (after scrolling it into view) and the screen's size.
@@ -106,13 +106,13 @@ async function fresh({ url }) {
 }
 
 /// Waits until #msg starts with one of `prefixes`; returns its text.
-async function message(prefixes) {
+async function message(prefixes, keep) {
   await page.waitForFunction((ps) => {
     const t = document.getElementById('msg').textContent;
     return ps.some((p) => t.startsWith(p));
   }, prefixes);
   const t = await page.textContent('#msg');
-  await page.evaluate(() => { document.getElementById('msg').textContent = ''; });
+  if (!keep) await page.evaluate(() => { document.getElementById('msg').textContent = ''; });
   return t;
 }
 
@@ -222,14 +222,16 @@ async function request({ method, path, body, csrf }) {
   return page.evaluate(async ({ method, path, body, csrf }) => {
     const headers = { 'content-type': 'application/json' };
     if (csrf !== false) headers['x-tc-csrf'] = document.querySelector('meta[name="tc-csrf"]').content;
-    const r = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    const r = await fetch(path, { method, headers, body: body === undefined || body === null ? undefined : JSON.stringify(body) });
     return { status: r.status, body: await r.text() };
   }, { method, path, body, csrf });
 }
 
 async function screenshot({ path, selector, viewportOnly }) {
   if (selector) await page.locator(selector).screenshot({ path });
-  else await page.screenshot({ path, fullPage: !viewportOnly });
+  // A phone's screen at its CSS size (small files; the page is the same).
+  else if (viewportOnly) await page.screenshot({ path, scale: 'css' });
+  else await page.screenshot({ path, fullPage: true });
   return {};
 }
 

@@ -70,7 +70,11 @@ fn openssl_fingerprint(cache_dir: &str) -> String {
         .output()
         .expect("openssl");
     let out = String::from_utf8_lossy(&o.stdout);
-    out.trim().split_once('=').expect("a fingerprint").1.to_string()
+    out.trim()
+        .split_once('=')
+        .expect("a fingerprint")
+        .1
+        .to_string()
 }
 
 /// `curl` to the remote page (its name resolved to the namespace's address, the
@@ -83,10 +87,20 @@ fn curl(url: &str, headers: &[&str], post: bool) -> u16 {
         c.args(["-H", h]);
     }
     if post {
-        c.args(["-X", "POST", "-H", "content-type: application/json", "-d", "{}"]);
+        c.args([
+            "-X",
+            "POST",
+            "-H",
+            "content-type: application/json",
+            "-d",
+            "{}",
+        ]);
     }
     let o = c.arg(url).output().expect("curl");
-    String::from_utf8_lossy(&o.stdout).trim().parse().unwrap_or(0)
+    String::from_utf8_lossy(&o.stdout)
+        .trim()
+        .parse()
+        .unwrap_or(0)
 }
 
 /// Where screenshots go: `TC_SCREENSHOTS_DIR` (docs/screenshots to refresh the committed
@@ -128,14 +142,19 @@ fn shows_nothing(b: &mut Browser, path: &str, ids: &[&str]) {
     for id in ids {
         assert!(!html.contains(id), "{id} shown without a session: {html}");
     }
-    assert!(!text.contains("write_file") && !text.contains("Requests"), "{text}");
+    assert!(
+        !text.contains("write_file") && !text.contains("Requests"),
+        "{text}"
+    );
     assert_eq!(v["api"][0], 401, "{v}");
     assert_eq!(v["api"][1], 401, "{v}");
 }
 
 #[test]
 fn a_phone_signs_in_with_a_passkey_and_approves_a_call_once() {
-    if !can_run() || !netns::in_namespace("a_phone_signs_in_with_a_passkey_and_approves_a_call_once") {
+    if !can_run()
+        || !netns::in_namespace("a_phone_signs_in_with_a_passkey_and_approves_a_call_once")
+    {
         return;
     }
     let (env, mut h) = started();
@@ -170,19 +189,27 @@ fn a_phone_signs_in_with_a_passkey_and_approves_a_call_once() {
     let sel = format!(".req[data-id=\"{id}\"] button.approve");
     let g = b.cmd(json!({"op": "box", "selector": sel}));
     let (bx, vp) = (&g["box"], &g["viewport"]);
-    let (y, hgt, w) = (bx["y"].as_f64().unwrap(), bx["height"].as_f64().unwrap(), bx["width"].as_f64().unwrap());
+    let (y, hgt, w) = (
+        bx["y"].as_f64().unwrap(),
+        bx["height"].as_f64().unwrap(),
+        bx["width"].as_f64().unwrap(),
+    );
     assert!(hgt >= 44.0 && w >= 120.0, "a small target: {g}");
     assert!(y + hgt <= vp["height"].as_f64().unwrap(), "off screen: {g}");
-    assert!(g["scrollWidth"].as_f64().unwrap() <= vp["width"].as_f64().unwrap(), "wider than the phone: {g}");
+    assert!(
+        g["scrollWidth"].as_f64().unwrap() <= vp["width"].as_f64().unwrap(),
+        "wider than the phone: {g}"
+    );
     b.cmd(json!({"op": "screenshot", "path": shot("phone-pending.png"), "viewportOnly": true}));
 
     let m = b.msg(json!({"op": "tapApprove", "id": id}));
     assert!(m.starts_with(&format!("approved {id}")), "{m}");
     assert_eq!(status_of(&env, &id), "approved");
+    b.cmd(json!({"op": "waitRequest", "id": id, "status": "approved"}));
+    b.cmd(json!({"op": "screenshot", "path": shot("phone-approved.png"), "viewportOnly": true}));
     let again = assert_approved_retry_runs_once(&env, &mut h);
     let id2 = refused_id(&again, &args);
     b.cmd(json!({"op": "waitRequest", "id": id2}));
-    b.cmd(json!({"op": "screenshot", "path": shot("phone-approved.png"), "viewportOnly": true}));
 
     // Without a session: the sign-in only, no request, no id, no state.
     shows_nothing(&mut b, &format!("/requests/{id2}"), &[&id, &id2]);
@@ -191,7 +218,9 @@ fn a_phone_signs_in_with_a_passkey_and_approves_a_call_once() {
 
 #[test]
 fn a_foreign_origin_or_host_is_refused_and_links_do_not_cross_pages() {
-    if !can_run() || !netns::in_namespace("a_foreign_origin_or_host_is_refused_and_links_do_not_cross_pages") {
+    if !can_run()
+        || !netns::in_namespace("a_foreign_origin_or_host_is_refused_and_links_do_not_cross_pages")
+    {
         return;
     }
     let (env, _h) = started();
@@ -201,14 +230,25 @@ fn a_foreign_origin_or_host_is_refused_and_links_do_not_cross_pages() {
     assert_eq!(curl(&signin, &[&ours], true), 409);
     // …a foreign one, or none, does not.
     assert_eq!(curl(&signin, &["Origin: https://evil.example"], true), 403);
-    assert_eq!(curl(&signin, &["Origin: http://phone.tc.test:8443"], true), 403);
+    assert_eq!(
+        curl(&signin, &["Origin: http://phone.tc.test:8443"], true),
+        403
+    );
     assert_eq!(curl(&signin, &[], true), 403);
     // The page answers to its public name only: not to its address, nor a rebinding name.
     assert_eq!(curl(&format!("{}/", origin()), &[], false), 401);
     assert_eq!(curl(&format!("https://{ADDR}:{PORT}/"), &[], false), 403);
-    assert_eq!(curl(&format!("{}/", origin()), &["Host: evil.example"], false), 403);
+    assert_eq!(
+        curl(&format!("{}/", origin()), &["Host: evil.example"], false),
+        403
+    );
     // A loopback link's token is no remote link, and a made-up one opens nothing.
-    let forged = format!("{}/open?t={}-{}", origin(), nix::unistd::getuid(), "a".repeat(64));
+    let forged = format!(
+        "{}/open?t={}-{}",
+        origin(),
+        nix::unistd::getuid(),
+        "a".repeat(64)
+    );
     assert_eq!(curl(&forged, &[], false), 403);
     // A remote link opens once.
     let o = env.tcd.tcctl(&["page", "--remote"]);
