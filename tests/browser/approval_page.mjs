@@ -74,6 +74,12 @@ async function signIn() {
   return { url: page.url() };
 }
 
+// The remote page: taps "Sign in" expecting a refusal; returns the message.
+async function trySignIn() {
+  await page.tap('#signin-go');
+  return { msg: await message(['not signed in', 'signed in']) };
+}
+
 // Taps Approve on `id` (a touch, as on a phone); the message stays on the page.
 async function tapApprove({ id }) {
   await page.tap(`${card(id)} button.approve`);
@@ -241,7 +247,7 @@ async function reloadCount() {
 
 const ops = {
   open, register, waitRequest, approve, decline, grantApprove, waitGrant, revoke, history, assertion, request,
-  screenshot, reloadCount, registerRemote, signIn, tapApprove, box, fresh,
+  screenshot, reloadCount, registerRemote, signIn, trySignIn, tapApprove, box, fresh,
 };
 
 const rl = readline.createInterface({ input: process.stdin });

@@ -22,6 +22,17 @@ pub fn can_run() -> bool {
     nix::unistd::geteuid().is_root() && has("unshare") && has("ip")
 }
 
+/// Inside a new network namespace: `lo` up, and `tc0` (a veth pair's end) up with
+/// [`ADDR`]/24.
+pub fn set_up() {
+    ip(&["link", "set", "lo", "up"]);
+    // A veth pair: a dummy interface would do, where the kernel has the module.
+    ip(&["link", "add", "tc0", "type", "veth", "peer", "name", "tc1"]);
+    ip(&["addr", "add", &format!("{ADDR}/24"), "dev", "tc0"]);
+    ip(&["link", "set", "tc0", "up"]);
+    ip(&["link", "set", "tc1", "up"]);
+}
+
 fn ip(args: &[&str]) {
     let st = Command::new("ip").args(args).status().expect("ip");
     assert!(st.success(), "ip {}", args.join(" "));
@@ -34,12 +45,7 @@ fn ip(args: &[&str]) {
 pub fn in_namespace(name: &str) -> bool {
     let name = &crate::test_path(std::panic::Location::caller().file(), name);
     if std::env::var_os(MARK).is_some() {
-        ip(&["link", "set", "lo", "up"]);
-        // A veth pair: a dummy interface would do, where the kernel has the module.
-        ip(&["link", "add", "tc0", "type", "veth", "peer", "name", "tc1"]);
-        ip(&["addr", "add", &format!("{ADDR}/24"), "dev", "tc0"]);
-        ip(&["link", "set", "tc0", "up"]);
-        ip(&["link", "set", "tc1", "up"]);
+        set_up();
         return true;
     }
     let exe = std::env::current_exe().expect("current_exe");
