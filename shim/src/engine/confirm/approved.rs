@@ -190,7 +190,10 @@ impl Shim {
     /// tcd's Decline logs `tc.elicit.declined`; only if it fails does the shim log it.
     pub(in crate::engine) async fn declined_with_request(&self, c: &Call<'_>, id: &str) {
         match self.daemon.decline(id, "declined in the MCP client").await {
-            Ok(_) => self.refuse(c.id, crate::engine::refusal::approval_declined(c.shown)),
+            Ok(_) => {
+                self.record_denied(c, "declined");
+                self.refuse(c.id, crate::engine::refusal::approval_declined(c.shown))
+            }
             Err(e) => {
                 tracing::info!("recording the client's decline in tcd failed: {e}");
                 self.declined(c).await;
@@ -211,6 +214,7 @@ impl Shim {
         {
             tracing::warn!("recording the unobtained approval failed: {e}");
         }
+        self.record_denied(c, "not_obtained");
     }
 }
 

@@ -171,6 +171,7 @@ impl Shim {
         {
             tracing::warn!("recording the unobtained approval failed: {e}");
         }
+        self.record_denied(c, "not_obtained");
         let base = self.page.clone().unwrap_or_default();
         let url = request_url(&base, request_id).unwrap_or_default();
         let mode = self.daemon.mode();
