@@ -32,21 +32,36 @@ fn can_run() -> bool {
     ok
 }
 
-/// Server-filesystem behind the shim; tcd with only the remote page on, self-signed.
-fn started() -> (Env, Human) {
-    let env = fs_vault("", None);
+/// Server-filesystem behind the shim (its gate with a diff preview); tcd with the remote
+/// page on (self-signed) and, with `loopback`, the loopback page on that port too; tcd
+/// started and note.txt = "v0".
+fn configured(loopback: Option<u16>) -> Env {
+    let mut env = fs_vault("", None);
     let text = std::fs::read_to_string(&env.config).unwrap();
-    let remote = format!(
-        "\n[approvals]\nremote = {{ listen = \"{ADDR}:{PORT}\", public_url = \"{}\", tls = \"self-signed\" }}\n",
-        origin()
-    );
     let text = text.replacen(
         "targets = { paths = [\"path\"] }",
         "targets = { paths = [\"path\"] }\npreview = { diff = { path = \"path\", content = \"content\" } }",
         1,
     );
+    let listen = loopback
+        .map(|p| format!("listen = \"127.0.0.1:{p}\"\n"))
+        .unwrap_or_default();
+    let remote = format!(
+        "\n[approvals]\n{listen}remote = {{ listen = \"{ADDR}:{PORT}\", public_url = \"{}\", tls = \"self-signed\" }}\n",
+        origin()
+    );
     std::fs::write(&env.config, text + &remote).unwrap();
-    legacy_started(env)
+    env.start_tcd();
+    std::fs::write(env.root.join("note.txt"), "v0").unwrap();
+    env
+}
+
+/// [`configured`] without the loopback page, and a legacy Python `mcp` client (its gated
+/// calls are refused with a request id; the identical retry runs once approved).
+fn started() -> (Env, Human) {
+    let env = configured(None);
+    let h = Human::python("legacy", &env.shim_argv("fs"));
+    (env, h)
 }
 
 /// The value of `tcctl status`'s line starting with `label`.
@@ -130,6 +145,16 @@ fn register(env: &Env, b: &mut Browser) {
     let code = String::from_utf8_lossy(&o.stdout).trim().to_string();
     let m = b.msg(json!({"op": "registerRemote", "code": code}));
     assert_eq!(m, "passkey added: sign in with it");
+}
+
+/// The remote page's certificate pin from `tcctl status`, a passkey registered through a
+/// `tcctl page --remote` link, and the phone signed in with it.
+fn signed_in_phone(env: &Env) -> Browser {
+    let spki = status_line(env, "public key SHA-256 (base64):");
+    let mut b = phone_with_link(env, &spki);
+    register(env, &mut b);
+    b.cmd(json!({"op": "signIn"}));
+    b
 }
 
 /// The page without a session: the sign-in, and nothing of tc's state.
@@ -223,7 +248,7 @@ fn a_foreign_origin_or_host_is_refused_and_links_do_not_cross_pages() {
     {
         return;
     }
-    let (env, _h) = started();
+    let env = configured(None);
     let signin = format!("{}/api/signin/start", origin());
     let ours = format!("Origin: {}", origin());
     // No passkey yet: the page's own Origin gets as far as the sign-in's answer (409)…
@@ -255,4 +280,30 @@ fn a_foreign_origin_or_host_is_refused_and_links_do_not_cross_pages() {
     let link = String::from_utf8_lossy(&o.stdout).trim().to_string();
     assert_eq!(curl(&link, &[], false), 303);
     assert_eq!(curl(&link, &[], false), 403);
+}
+
+#[test]
+fn a_call_held_for_the_human_runs_once_when_the_phone_approves_it() {
+    if !can_run()
+        || !netns::in_namespace("a_call_held_for_the_human_runs_once_when_the_phone_approves_it")
+    {
+        return;
+    }
+    // URL mode (the modern Python SDK declaring it): the shim holds the call while the
+    // human decides; its link is the loopback page's, the phone sees the same request.
+    let port = tc_tests::free_port();
+    let env = configured(Some(port));
+    let mut b = signed_in_phone(&env);
+    let mut h = Human::python("modern", &env.shim_argv("fs"));
+    let tag = h.start_call("write_file", write_v1());
+    let id = url_request_id(&h.prompt(), port);
+    h.answer(json!({ "action": "accept" }));
+    // Pushed to the phone while the agent's call waits; nothing has run.
+    b.cmd(json!({"op": "waitRequest", "id": id}));
+    assert_note(&env, "v0");
+    let m = b.msg(json!({"op": "tapApprove", "id": id}));
+    assert!(m.starts_with(&format!("approved {id}")), "{m}");
+    // The held call runs, once.
+    let r = h.result(&tag);
+    assert_wrote_v1_once(&env, &r);
 }
