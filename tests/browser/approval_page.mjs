@@ -74,6 +74,13 @@ async function signIn() {
   return { url: page.url() };
 }
 
+// Goes to `path` on the same origin and waits for `waitFor`.
+async function goto({ path, waitFor }) {
+  await page.goto(new URL(path, page.url()).href);
+  await page.waitForSelector(waitFor);
+  return { url: page.url() };
+}
+
 // The remote page: taps "Sign in" expecting a refusal; returns the message.
 async function trySignIn() {
   await page.tap('#signin-go');
@@ -247,7 +254,7 @@ async function reloadCount() {
 
 const ops = {
   open, register, waitRequest, approve, decline, grantApprove, waitGrant, revoke, history, assertion, request,
-  screenshot, reloadCount, registerRemote, signIn, trySignIn, tapApprove, box, fresh,
+  screenshot, reloadCount, registerRemote, signIn, trySignIn, goto, tapApprove, box, fresh,
 };
 
 const rl = readline.createInterface({ input: process.stdin });

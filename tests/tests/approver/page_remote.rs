@@ -196,8 +196,12 @@ fn a_phone_signs_in_with_a_passkey_and_approves_a_call_once() {
     b.cmd(json!({"op": "screenshot", "path": shot("phone-register.png"), "viewportOnly": true}));
     shows_nothing(&mut b, "/", &[]);
 
-    // Signed in with the passkey (a tap, user verified): the live page.
-    b.cmd(json!({"op": "signIn"}));
+    // Signed in with the passkey (a tap, user verified) where a request's link led (as
+    // a notification's would): the live page, at that request.
+    let at = "/requests/zzzzzzzz";
+    b.cmd(json!({"op": "goto", "path": at, "waitFor": "#signin-go"}));
+    let url = b.cmd(json!({"op": "signIn"}))["url"].as_str().unwrap().to_string();
+    assert_eq!(url, format!("{}{at}", origin()));
 
     // Raised while the phone watches: pushed over SSE, with the call, what it covers and
     // the diff.

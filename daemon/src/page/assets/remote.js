@@ -52,7 +52,8 @@ async function signIn() {
     };
     await post('/api/signin/finish', { id: start.id, credential }, false);
     say('signed in', true);
-    location.replace('/');
+    // Back to where the sign-in was asked (a request's own link, from a notification).
+    location.replace(/^\/requests\/[a-z0-9]+$/.test(location.pathname) ? location.pathname : '/');
   } catch (e) {
     say('not signed in: ' + e.message);
   }
