@@ -53,12 +53,7 @@ pub fn load(src: &CertSource, host: &str, cache_dir: &Path) -> anyhow::Result<Se
     };
     let chain: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&cert)
         .and_then(|i| i.collect::<Result<_, _>>())
-        .with_context(|| {
-            format!(
-                "[approvals] remote.tls_cert {}: not a PEM certificate chain",
-                cert.display()
-            )
-        })?;
+        .with_context(|| pem_problem("tls_cert", &cert, "a PEM certificate chain"))?;
     let leaf = chain
         .first()
         .with_context(|| {
@@ -68,12 +63,8 @@ pub fn load(src: &CertSource, host: &str, cache_dir: &Path) -> anyhow::Result<Se
             )
         })?
         .clone();
-    let pk = PrivateKeyDer::from_pem_file(&key).with_context(|| {
-        format!(
-            "[approvals] remote.tls_key {}: not a PEM private key",
-            key.display()
-        )
-    })?;
+    let pk = PrivateKeyDer::from_pem_file(&key)
+        .with_context(|| pem_problem("tls_key", &key, "a PEM private key"))?;
     let config = ServerConfig::builder_with_provider(Arc::new(
         tokio_rustls::rustls::crypto::ring::default_provider(),
     ))
@@ -92,6 +83,17 @@ pub fn load(src: &CertSource, host: &str, cache_dir: &Path) -> anyhow::Result<Se
         cert_sha256: colon_hex(&Sha256::digest(leaf.as_ref())),
         spki_sha256: spki_sha256(&leaf)?,
     })
+}
+
+/// What is wrong with `path` at `key`: unreadable, or not `what`.
+fn pem_problem(key: &str, path: &Path, what: &str) -> String {
+    match std::fs::File::open(path) {
+        Err(_) => format!(
+            "[approvals] remote.{key} {}: cannot read it",
+            path.display()
+        ),
+        Ok(_) => format!("[approvals] remote.{key} {}: not {what}", path.display()),
+    }
 }
 
 fn colon_hex(b: &[u8]) -> String {

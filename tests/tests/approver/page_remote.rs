@@ -200,7 +200,10 @@ fn a_phone_signs_in_with_a_passkey_and_approves_a_call_once() {
     // a notification's would): the live page, at that request.
     let at = "/requests/zzzzzzzz";
     b.cmd(json!({"op": "goto", "path": at, "waitFor": "#signin-go"}));
-    let url = b.cmd(json!({"op": "signIn"}))["url"].as_str().unwrap().to_string();
+    let url = b.cmd(json!({"op": "signIn"}))["url"]
+        .as_str()
+        .unwrap()
+        .to_string();
     assert_eq!(url, format!("{}{at}", origin()));
 
     // Raised while the phone watches: pushed over SSE, with the call, what it covers and
