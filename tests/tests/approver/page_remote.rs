@@ -95,8 +95,13 @@ fn openssl_fingerprint(cache_dir: &str) -> String {
 /// `curl` to the remote page (its name resolved to the namespace's address, the
 /// self-signed certificate taken as is): the status.
 fn curl(url: &str, headers: &[&str], post: bool) -> u16 {
+    curl_head(url, headers, post).0
+}
+
+/// [`curl`]: the status and the response's headers.
+fn curl_head(url: &str, headers: &[&str], post: bool) -> (u16, String) {
     let mut c = Command::new("curl");
-    c.args(["-sk", "-o", "/dev/null", "-w", "%{http_code}"])
+    c.args(["-sk", "-o", "/dev/null", "-D", "-", "-w", "%{http_code}"])
         .args(["--resolve", &format!("{HOST}:{PORT}:{ADDR}")]);
     for h in headers {
         c.args(["-H", h]);
@@ -112,10 +117,12 @@ fn curl(url: &str, headers: &[&str], post: bool) -> u16 {
         ]);
     }
     let o = c.arg(url).output().expect("curl");
-    String::from_utf8_lossy(&o.stdout)
-        .trim()
-        .parse()
-        .unwrap_or(0)
+    let out = String::from_utf8_lossy(&o.stdout).to_string();
+    let (head, status) = out.trim_end().rsplit_once('\n').unwrap_or(("", &out));
+    (
+        status.trim().parse().unwrap_or(0),
+        head.to_ascii_lowercase(),
+    )
 }
 
 /// Where screenshots go: `TC_SCREENSHOTS_DIR` (docs/screenshots to refresh the committed
@@ -285,7 +292,19 @@ fn a_foreign_origin_or_host_is_refused_and_links_do_not_cross_pages() {
     // A remote link opens once.
     let o = env.tcd.tcctl(&["page", "--remote"]);
     let link = String::from_utf8_lossy(&o.stdout).trim().to_string();
-    assert_eq!(curl(&link, &[], false), 303);
+    let (st, head) = curl_head(&link, &[], false);
+    assert_eq!(st, 303, "{head}");
+    let cookie = head
+        .lines()
+        .find(|l| l.starts_with("set-cookie:"))
+        .unwrap_or_else(|| panic!("no cookie: {head}"));
+    for attr in ["; secure", "; httponly", "; samesite=strict", "; path=/"] {
+        assert!(cookie.contains(attr), "{attr} missing: {cookie}");
+    }
+    assert!(
+        head.contains("strict-transport-security: max-age="),
+        "{head}"
+    );
     assert_eq!(curl(&link, &[], false), 403);
 }
 
