@@ -157,7 +157,12 @@ impl Listener {
                 let Ok(slot) = slots.clone().acquire_owned().await else {
                     return;
                 };
-                let (sock, peer) = match tcp.accept().await {
+                // Serving ended (the listener was dropped): the port is let go at once.
+                let accepted = tokio::select! {
+                    _ = tx.closed() => return,
+                    a = tcp.accept() => a,
+                };
+                let (sock, peer) = match accepted {
                     Ok(c) => c,
                     Err(e) => {
                         tracing::warn!(error = %e, "approval page (remote): accept failed");
@@ -181,9 +186,6 @@ impl Listener {
                         }
                     }
                 });
-                if tx.is_closed() {
-                    return;
-                }
             }
         });
         Ok(Listener { rx, local })
