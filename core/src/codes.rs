@@ -217,6 +217,8 @@ pub mod events {
     pub const GRANT_REVOKED: &str = "tc.grant.revoked";
     /// A grant reached its expiry or its last use.
     pub const GRANT_ENDED: &str = "tc.grant.ended";
+    /// A push about a raised request was given up (`[notify]`: target, attempts, why).
+    pub const PUSH_FAILED: &str = "tc.push.failed";
 
     /// How a call that waited on a human ended: `detail.outcome` is an [`super::Outcome`].
     pub const CALL_OUTCOME: &str = "tc.call.outcome";

@@ -16,6 +16,7 @@ pub mod ledger;
 pub mod limits;
 pub mod listener;
 pub mod page;
+pub mod push;
 pub mod record;
 pub mod retention;
 pub use tc_seal as seal;
@@ -230,6 +231,8 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
         secret.source.elicit_line(),
         mode_line(cfg.daemon.mode)
     );
+    // The targets' token and secret files are read (and checked) before anything starts.
+    let pusher = push::Pusher::from_config(cfg)?.map(Arc::new);
     // The remote page's certificate, before anything is bound: a bad file stops the start.
     let remote_tls = match &remote_spec {
         Some(s) => Some(page::tls::load(&s.cert, &s.rp_id, &cache_dir)?),
@@ -248,7 +251,8 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
             .with_limits(limits)
             .with_mode(cfg.daemon.mode)
             .with_humans(cfg.guarded.humans.clone())
-            .with_grant_rules(grants::rules_of(&cfg.vaults)),
+            .with_grant_rules(grants::rules_of(&cfg.vaults))
+            .with_push(pusher.clone()),
     );
     let bound = listener::bind(&socket, reach)?;
     let auth = auth::AuthLayer {
@@ -279,6 +283,13 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
     );
 
     let gc = tokio::spawn(collect(ledger.clone(), retention));
+    let senders = match &pusher {
+        Some(p) => {
+            tracing::info!(targets = %p.describe(), "push: each raised request is pushed");
+            p.spawn(ledger.clone())
+        }
+        None => Vec::new(),
+    };
     let page = match page_addr {
         Some(addr) => match page::start(addr, ledger.clone(), draining.clone()).await {
             Ok(h) => Some(h),
@@ -349,6 +360,7 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
     };
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
     gc.abort();
+    senders.iter().for_each(|s| s.abort());
     for p in [page, remote_page].into_iter().flatten() {
         p.abort();
     }

@@ -14,6 +14,7 @@ pub mod page;
 pub mod piped;
 pub mod postgres;
 pub mod pty;
+pub mod receiver;
 pub mod rmcp_client;
 pub mod rmcp_http;
 pub mod sdk_clients;

@@ -47,6 +47,7 @@ impl Config {
         let mut found = Findings::default();
         self.check_daemon(&mut found);
         self.check_store(&mut found);
+        self.check_notify(&mut found);
         let mut ids = HashSet::new();
         for (i, v) in self.vaults.iter().enumerate() {
             found.vault = Some(v.id.clone());

@@ -9,6 +9,7 @@ mod faults;
 mod gateways;
 mod keys;
 mod live;
+mod push;
 mod race;
 mod startup;
 
