@@ -267,7 +267,9 @@ fn a_call_waiting_for_the_page_reports_progress_to_its_token() {
     // The re-sent call waits for the page; meanwhile its token gets progress.
     let reports = u.h.progress_of(&tag, std::time::Duration::from_secs(12));
     assert!(reports.len() >= 2, "progress while waiting: {reports:?}");
-    let said = reports[0]["progress"]["message"].as_str().unwrap_or_default();
+    let said = reports[0]["progress"]["message"]
+        .as_str()
+        .unwrap_or_default();
     assert!(said.contains("write_file"), "{said}");
     tcctl_approve(&u.env, &id);
     let r = u.h.result(&tag);
