@@ -9,6 +9,7 @@ pub mod elicit;
 pub mod guarded;
 pub mod http;
 pub mod issuer;
+pub mod netns;
 pub mod page;
 pub mod piped;
 pub mod postgres;

@@ -23,7 +23,8 @@ pub const DEFAULT_NOTIFY_TIMEOUT_MS: u64 = 10_000;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct NotifyConfig {
-    /// The page a push links to (`<page_url>/requests/<ID>`); unset: the loopback page of
+    /// The page a push links to (`<page_url>/requests/<ID>`); unset: the remote page of
+    /// `[approvals] remote` (where a phone reads it), else the loopback page of
     /// `[approvals] listen`.
     pub page_url: Option<String>,
     /// Pushes queued per target; when full, the oldest is dropped (and counted).
@@ -89,11 +90,13 @@ impl NotifyConfig {
         !self.ntfy.is_empty() || !self.webhook.is_empty()
     }
 
-    /// The URL of request `id`'s page: under `page_url` when set, else the loopback page
-    /// (None when neither exists; validation refuses targets then).
+    /// The URL of request `id`'s page: under `page_url` when set, else the remote page,
+    /// else the loopback page (None when none exists; validation refuses targets then).
     pub fn request_url(&self, approvals: &ApprovalsConfig, id: &str) -> Option<String> {
+        let remote = approvals.remote.as_ref().and_then(|r| r.spec().ok());
         match self.page_url.as_deref() {
             Some(base) => Some(format!("{}/requests/{id}", base.trim_end_matches('/'))),
+            None if remote.is_some() => remote.map(|r| format!("{}/requests/{id}", r.origin)),
             None => match approvals.listen_addr() {
                 Ok(Some(addr)) => Some(ApprovalsConfig::request_url(addr, id)),
                 _ => None,
@@ -170,11 +173,11 @@ impl Config {
             if let Err(why) = check_url(p) {
                 found.add(key("page_url"), why);
             }
-        } else if n.is_on() && self.approvals.listen.is_none() {
+        } else if n.is_on() && self.approvals.listen.is_none() && self.approvals.remote.is_none() {
             found.add(
                 key("page_url"),
                 "a push links to the request's page: set [approvals] listen (the loopback \
-                 page) or page_url",
+                 page), [approvals] remote or page_url",
             );
         }
         let mut names = std::collections::HashSet::new();
@@ -269,6 +272,15 @@ mod tests {
             Some("https://tc.example/requests/abcdefgh")
         );
         assert!(!parse("").unwrap().notify.is_on(), "off by default");
+        // The remote page, when there is one, is where a phone follows the link.
+        let c = parse(&format!(
+            "{PAGE}remote = {{ listen = \"0.0.0.0:8443\", public_url = \"https://tc.home.arpa:8443\", tls = \"self-signed\" }}\n{HOOK}"
+        ))
+        .unwrap();
+        assert_eq!(
+            c.notify.request_url(&c.approvals, "abcdefgh").as_deref(),
+            Some("https://tc.home.arpa:8443/requests/abcdefgh")
+        );
     }
 
     #[test]

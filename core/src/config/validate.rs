@@ -99,6 +99,11 @@ impl Config {
             "governor.max_response_bytes",
             "must be at least 1024",
         );
+        if let Some(Err(errs)) = self.approvals.remote.as_ref().map(|r| r.spec()) {
+            for (key, why) in errs {
+                found.add(format!("approvals.remote.{key}"), why);
+            }
+        }
     }
 }
 

@@ -8,6 +8,7 @@ mod desktop_notify;
 mod grants;
 mod page_browser;
 mod page_grants;
+mod page_remote;
 mod preview;
 mod push;
 mod watch;
