@@ -102,11 +102,16 @@ pub enum Command {
     /// within a minute (printed; in a desktop session also opened in the browser).
     Page {
         /// Open the page on this raised request.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "remote")]
         request: Option<String>,
         /// Only print the link.
         #[arg(long)]
         print: bool,
+        /// A link (and its QR code) to the remote page (`[approvals] remote`), to open on
+        /// your phone within five minutes: it lets that browser register a passkey, and
+        /// nothing else.
+        #[arg(long)]
+        remote: bool,
     },
     /// The approval page: `tcctl approvals open` is `tcctl page`.
     Approvals {

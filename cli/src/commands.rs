@@ -62,7 +62,12 @@ pub async fn run(args: Cli) -> Result<(), CliError> {
         Command::Policy {
             command: PolicyCommand::Check,
         } => policy_check(&config),
-        Command::Page { request, print } => crate::page::open(socket, request, print).await,
+        Command::Page {
+            request,
+            print,
+            remote: false,
+        } => crate::page::open(socket, request, print).await,
+        Command::Page { remote: true, .. } => crate::page::open_remote(socket).await,
         Command::Approvals {
             command: ApprovalsCommand::Open { print },
         } => crate::page::open(socket, None, print).await,
@@ -405,6 +410,19 @@ async fn status(socket: Target) -> Result<(), CliError> {
         "pending:    {} requests, {} live tokens, {} events ({pruned} pruned by retention)",
         s.pending_requests, s.live_tokens, s.events
     );
+    if !s.remote_page_url.is_empty() {
+        let _ = writeln!(o, "remote page: {}", escape(&s.remote_page_url));
+        let _ = writeln!(
+            o,
+            "  certificate SHA-256: {}",
+            escape(&s.remote_cert_sha256)
+        );
+        let _ = writeln!(
+            o,
+            "  public key SHA-256 (base64): {}",
+            escape(&s.remote_spki_sha256)
+        );
+    }
     emit(&o)
 }
 

@@ -38,7 +38,7 @@ pub fn read_code_for(action: &str) -> Result<v1::Factor, CliError> {
 
 /// The otpauth URI as a QR code of Unicode half blocks, light on dark (terminals' usual
 /// colours; scanners read either polarity).
-fn qr(uri: &str) -> Result<String, CliError> {
+pub(crate) fn qr(uri: &str) -> Result<String, CliError> {
     use qrcode::render::unicode::Dense1x2;
     let code = qrcode::QrCode::new(uri.as_bytes())
         .map_err(|e| CliError::new(exit::FAILURE, format!("cannot draw the QR code: {e}")))?;

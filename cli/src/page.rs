@@ -31,6 +31,7 @@ pub async fn open(
         .client
         .open_page(v1::OpenPageRequest {
             request_id: request.unwrap_or_default(),
+            remote: false,
         })
         .await
         .map_err(|s| status_error(&target.path, &s))?
@@ -48,6 +49,30 @@ pub async fn open(
         }
     }
     Ok(())
+}
+
+/// `tcctl page --remote`: a link that opens a registration-only session on the remote
+/// page, printed on stdout, with its QR code and what to do on stderr.
+pub async fn open_remote(target: Target) -> Result<(), CliError> {
+    let mut d = client::connect(&target).await?;
+    let r = d
+        .client
+        .open_page(v1::OpenPageRequest {
+            request_id: String::new(),
+            remote: true,
+        })
+        .await
+        .map_err(|s| status_error(&target.path, &s))?
+        .into_inner();
+    if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        eprintln!("{}", crate::factor::qr(&r.url)?);
+    }
+    eprintln!(
+        "Open this link on your phone (once, until {}), type the code from `tcctl passkey add` \
+         into \"Add a passkey\", then sign in with it. The link registers a passkey and shows nothing else.",
+        rfc3339(r.expires_at_ms)
+    );
+    emit(&format!("{}\n", r.url))
 }
 
 /// Asks tcd for a one-time registration code (for `user`, when root names one) and

@@ -217,9 +217,39 @@ pub mod events {
     pub const GRANT_REVOKED: &str = "tc.grant.revoked";
     /// A grant reached its expiry or its last use.
     pub const GRANT_ENDED: &str = "tc.grant.ended";
+    /// A push about a raised request was given up (`[notify]`: target, attempts, why).
+    pub const PUSH_FAILED: &str = "tc.push.failed";
+
+    /// How a call that waited on a human ended: `detail.outcome` is an [`super::Outcome`].
+    pub const CALL_OUTCOME: &str = "tc.call.outcome";
 
     /// Kinds a client may append with `AppendEvent`; the rest only the daemon writes.
-    pub const CLIENT_APPENDABLE: &[&str] = &[DECLINED, NOT_OBTAINED, OVERFLOW];
+    pub const CLIENT_APPENDABLE: &[&str] = &[DECLINED, NOT_OBTAINED, OVERFLOW, CALL_OUTCOME];
+}
+
+/// How a call that waited on a human ended, as the SEP-2848 draft names the four.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Approved, sent, and the server answered with a result.
+    Executed,
+    /// Not run: declined, not approved in time, or refused after the approval.
+    Denied,
+    /// Approved and sent; the server answered with an error (or `isError`).
+    Errored,
+    /// Approved and sent; its answer never came (the server went away, or it was
+    /// cancelled): it may or may not have run, and tc never sends it again.
+    Unknown,
+}
+
+impl Outcome {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Executed => "executed",
+            Outcome::Denied => "denied",
+            Outcome::Errored => "errored",
+            Outcome::Unknown => "unknown",
+        }
+    }
 }
 
 #[cfg(test)]

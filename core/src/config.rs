@@ -6,6 +6,7 @@
 //!   need a human, and what the confirmation is bound to.
 //! - `http`, `http_auth`, `remote`: [`HttpFront`] and who its callers are ([`HttpAuth`]);
 //!   a vault's remote server (`url`, headers, bearer) and what a root-less vault may gate.
+//! - `notify`: [`NotifyConfig`]: where tcd pushes "a request waits" (ntfy, webhooks).
 //! - `validate`, `error`: the rules serde cannot express, every problem reported
 //!   ([`ConfigError`]); unknown keys are refused when parsing, naming the key.
 
@@ -21,6 +22,8 @@ mod error;
 mod gate;
 mod http;
 mod http_auth;
+mod notify;
+mod page_remote;
 mod remote;
 mod store;
 mod validate;
@@ -30,6 +33,8 @@ pub use error::*;
 pub use gate::*;
 pub use http::*;
 pub use http_auth::*;
+pub use notify::*;
+pub use page_remote::{CertSource, RemotePage, RemoteProblem, RemoteSpec, RemoteTls};
 pub use remote::shown_url;
 pub use store::{PostgresConfig, StoreKind, DEFAULT_POOL_SIZE};
 pub use vault::*;
@@ -44,6 +49,8 @@ pub struct Config {
     /// `[approvals]`: the local approval page served by tcd (off unless `listen` is set).
     pub approvals: ApprovalsConfig,
     pub governor: GovernorConfig,
+    /// `[notify]`: pushes to a phone (ntfy) or a signed webhook when a request waits.
+    pub notify: NotifyConfig,
     pub vaults: Vec<VaultConfig>,
     /// Where this config was loaded from (not a TOML key).
     #[serde(skip)]

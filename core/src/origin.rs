@@ -33,6 +33,15 @@ impl HostGuard {
         HostGuard { hosts, origins }
     }
 
+    /// Exactly `host` and `origin`, nothing else (the remote page: its public name only,
+    /// never the address it binds).
+    pub fn exact(host: &str, origin: &str) -> HostGuard {
+        HostGuard {
+            hosts: vec![host.to_string()],
+            origins: vec![origin.to_string()],
+        }
+    }
+
     /// Whether `host` (the `Host` header, if sent and readable) names this listener.
     pub fn host_ok(&self, host: Option<&str>) -> bool {
         host.is_some_and(|h| self.hosts.iter().any(|x| x.eq_ignore_ascii_case(h)))

@@ -86,6 +86,9 @@ pub struct Raised {
     pub expires_at_ms: i64,
     /// The live grant that covers the call and approved it (no prompt), if one did.
     pub grant_id: Option<String>,
+    /// A new id: no human has been told of this request yet (a retry of one still
+    /// pending keeps its id and is not news).
+    pub fresh: bool,
 }
 
 /// What an approval is bound to, as `Approve` reports it.
@@ -251,7 +254,7 @@ impl Ledger {
             .unwrap_or_default();
         let now = now_ms();
         let exp = now + self.ttl_ms;
-        self.store.write(|tx, evs| {
+        let raised = self.store.write(|tx, evs| {
             let old = tx.raised_by_call(b)?;
             let keep = match &old {
                 Some(o) if o.expires_at > now && o.status == DECLINED => {
@@ -273,6 +276,7 @@ impl Ledger {
             if old.is_none() && !room_for_one_more(tx, evs, now)? {
                 return Ok(Err(full()));
             }
+            let fresh = keep.is_none();
             let id = match keep {
                 Some(id) => id,
                 None => new_id(tx)?,
@@ -309,8 +313,19 @@ impl Ledger {
                 raised_at_ms: now,
                 expires_at_ms: exp,
                 grant_id,
+                fresh,
             }))
-        })
+        })?;
+        // Told once, after the commit, and only when a human must answer (a grant that
+        // covered the call approved it already).
+        if let Some(p) = self
+            .push
+            .as_ref()
+            .filter(|_| raised.fresh && raised.grant_id.is_none())
+        {
+            p.offer(&self.store, b, &raised);
+        }
+        Ok(raised)
     }
 
     /// Approves the raised request `id` for one run of the identical call. In guarded

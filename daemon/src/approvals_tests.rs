@@ -378,3 +378,34 @@ fn raised_requests_are_capped_in_total_whatever_the_caller_names() {
     let n: i64 = l.store.scalar("SELECT count(*) FROM raised").unwrap();
     assert!(n <= MAX_RAISED, "{n}");
 }
+
+/// Call outcomes have a bucket of their own: a stream of them (approved work, or a
+/// client appending them at will) is dropped and counted past the rate, and never uses
+/// up the rate a caller's raises and declines are refused by.
+#[test]
+fn call_outcomes_are_limited_apart_from_raises_and_never_refused() {
+    let (_d, l) = ledger();
+    let l = l.with_limits(crate::limits::Limits::new(60, 3));
+    let outcome = || crate::store::NewEvent {
+        vault: "v".into(),
+        tool: "t".into(),
+        caller: "c1".into(),
+        detail: serde_json::json!({"outcome": "executed"}),
+        ..Default::default()
+    };
+    for _ in 0..10 {
+        l.append_client_event(events::CALL_OUTCOME, outcome())
+            .expect("an outcome is never refused");
+    }
+    let kinds = |k: &str| -> i64 {
+        l.store
+            .scalar(&format!("SELECT count(*) FROM events WHERE kind = '{k}'"))
+            .unwrap()
+    };
+    assert_eq!(kinds(events::CALL_OUTCOME), 3, "the burst, then dropped");
+    // The caller's own bucket is whole: three raises pass, the fourth is limited.
+    for _ in 0..3 {
+        raise_as(&l, 1).unwrap();
+    }
+    assert_eq!(reason(raise_as(&l, 1)), Reason::RateLimited);
+}

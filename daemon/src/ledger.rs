@@ -116,6 +116,8 @@ pub struct Ledger {
     pub(crate) humans: Vec<String>,
     /// What each gate allows of grants, from tcd's own config (`grants.rs`).
     pub(crate) grant_rules: crate::grants::GrantRules,
+    /// `[notify]` targets told of each request a raise creates (`push/`).
+    pub(crate) push: Option<std::sync::Arc<crate::push::Pusher>>,
 }
 
 pub(crate) fn random_b64(n: usize) -> String {
@@ -137,6 +139,7 @@ impl Ledger {
             mode: tc_core::config::Mode::Personal,
             humans: Vec::new(),
             grant_rules: Default::default(),
+            push: None,
         }
     }
 
@@ -147,6 +150,11 @@ impl Ledger {
             grant_rules,
             ..self
         }
+    }
+
+    /// The same ledger pushing each newly raised request to `push`'s targets.
+    pub fn with_push(self, push: Option<std::sync::Arc<crate::push::Pusher>>) -> Ledger {
+        Ledger { push, ..self }
     }
 
     pub fn with_humans(self, humans: Vec<String>) -> Ledger {
@@ -532,6 +540,16 @@ impl Ledger {
                 format!("event kind {kind:?} cannot be appended by a client"),
             ));
         };
+        if *kind == events::CALL_OUTCOME {
+            // One per call that waited on a human, after the human (or a grant) acted: a
+            // bucket of their own, so approved work never uses up the raises' rate. Past
+            // it they are dropped and counted, like refusal events.
+            let bucket = format!("{} (outcomes)", ev.caller);
+            if !self.may_record(&ev.vault, &bucket, kind) {
+                return Ok(0);
+            }
+            return self.store.append(NewEvent { kind, ..ev });
+        }
         // Declines, unobtained approvals and overflows are the model's to cause at will.
         self.charge(&ev.vault, &ev.caller)?;
         self.store.append(NewEvent { kind, ..ev })

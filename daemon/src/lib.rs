@@ -16,6 +16,7 @@ pub mod ledger;
 pub mod limits;
 pub mod listener;
 pub mod page;
+pub mod push;
 pub mod record;
 pub mod retention;
 pub use tc_seal as seal;
@@ -206,6 +207,13 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
     let (cache_dir, socket) = deploy::locations(cfg)?;
     // A non-loopback `[approvals] listen` stops the start, before anything is bound.
     let page_addr = page::listen_addr(&cfg.approvals)?;
+    let remote_spec = match &cfg.approvals.remote {
+        Some(r) => Some(r.spec().map_err(|errs| {
+            let (k, why) = errs.into_iter().next().unwrap_or(("listen", String::new()));
+            anyhow::anyhow!("[approvals] remote.{k}: {why}")
+        })?),
+        None => None,
+    };
     fsutil::ensure_private_dir(&cache_dir)
         .with_context(|| format!("cache directory {}", cache_dir.display()))?;
     let pg = cfg.daemon.postgres();
@@ -223,6 +231,13 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
         secret.source.elicit_line(),
         mode_line(cfg.daemon.mode)
     );
+    // The targets' token and secret files are read (and checked) before anything starts.
+    let pusher = push::Pusher::from_config(cfg)?.map(Arc::new);
+    // The remote page's certificate, before anything is bound: a bad file stops the start.
+    let remote_tls = match &remote_spec {
+        Some(s) => Some(page::tls::load(&s.cert, &s.rp_id, &cache_dir)?),
+        None => None,
+    };
     let (store, db) = open_store(pg, &cache_dir, &secret).await?;
     let runner = tokio::spawn(store.runner()?);
     let retention = retention::Retention::from_config(&cfg.daemon);
@@ -236,7 +251,8 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
             .with_limits(limits)
             .with_mode(cfg.daemon.mode)
             .with_humans(cfg.guarded.humans.clone())
-            .with_grant_rules(grants::rules_of(&cfg.vaults)),
+            .with_grant_rules(grants::rules_of(&cfg.vaults))
+            .with_push(pusher.clone()),
     );
     let bound = listener::bind(&socket, reach)?;
     let auth = auth::AuthLayer {
@@ -255,13 +271,39 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
             started: Instant::now(),
             policy: opts.policy.clone(),
             page: page_addr,
+            remote: remote_spec.as_ref().zip(remote_tls.as_ref()).map(|(s, t)| {
+                service::RemoteInfo {
+                    origin: s.origin.clone(),
+                    cert_sha256: t.cert_sha256.clone(),
+                    spki_sha256: t.spki_sha256.clone(),
+                }
+            }),
         },
         draining.clone(),
     );
 
     let gc = tokio::spawn(collect(ledger.clone(), retention));
+    let senders = match &pusher {
+        Some(p) => {
+            tracing::info!(targets = %p.describe(), "push: each raised request is pushed");
+            p.spawn(ledger.clone())
+        }
+        None => Vec::new(),
+    };
     let page = match page_addr {
         Some(addr) => match page::start(addr, ledger.clone(), draining.clone()).await {
+            Ok(h) => Some(h),
+            Err(e) => {
+                if let Some(path) = &bound.cleanup {
+                    let _ = std::fs::remove_file(path);
+                }
+                return Err(e);
+            }
+        },
+        None => None,
+    };
+    let remote_page = match remote_spec.as_ref().zip(remote_tls.as_ref()) {
+        Some((s, t)) => match page::remote::start(s, t, ledger.clone(), draining.clone()).await {
             Ok(h) => Some(h),
             Err(e) => {
                 if let Some(path) = &bound.cleanup {
@@ -318,7 +360,8 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
     };
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
     gc.abort();
-    if let Some(p) = page {
+    senders.iter().for_each(|s| s.abort());
+    for p in [page, remote_page].into_iter().flatten() {
         p.abort();
     }
     // Every write that was accepted is committed (and answered, if its client is still

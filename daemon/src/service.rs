@@ -30,6 +30,16 @@ pub struct Info {
     pub policy: Option<(PathBuf, String)>,
     /// Where the approval page listens, when it is on (`OpenPage`).
     pub page: Option<SocketAddr>,
+    /// The remote page, when it is on (`OpenPage`, `Status`).
+    pub remote: Option<RemoteInfo>,
+}
+
+/// The remote page as `Status` shows it and its links start.
+#[derive(Debug, Clone, Default)]
+pub struct RemoteInfo {
+    pub origin: String,
+    pub cert_sha256: String,
+    pub spki_sha256: String,
 }
 
 /// The service object.
@@ -174,6 +184,7 @@ impl Confirm for Service {
             .run(|l| l.counts().map(|(p, t, e)| (p, t, e, l.store.describe())))
             .await?;
         let src = self.ledger.key_source();
+        let remote = self.info.remote.clone().unwrap_or_default();
         Ok(Response::new(v1::StatusReply {
             version: env!("CARGO_PKG_VERSION").into(),
             protocol: tc_proto::PROTOCOL,
@@ -188,6 +199,9 @@ impl Confirm for Service {
             elicit_ttl_seconds: self.ledger.ttl_seconds(),
             mode: self.ledger.mode().as_str().into(),
             store,
+            remote_page_url: remote.origin,
+            remote_cert_sha256: remote.cert_sha256,
+            remote_spki_sha256: remote.spki_sha256,
         }))
     }
 
@@ -647,11 +661,16 @@ impl Confirm for Service {
         r: Request<v1::OpenPageRequest>,
     ) -> Result<Response<v1::OpenPageReply>, Status> {
         let uid = self.peer_uid(&r)?;
-        let addr = self.info.page;
-        let id = r.into_inner().request_id;
-        let reply = self
-            .run(move |l| page::rpc::open_page(l, addr, uid, id))
-            .await?;
+        let r = r.into_inner();
+        let reply = if r.remote {
+            let origin = self.info.remote.as_ref().map(|x| x.origin.clone());
+            self.run(move |l| page::rpc::open_remote(l, origin, uid))
+                .await?
+        } else {
+            let addr = self.info.page;
+            self.run(move |l| page::rpc::open_page(l, addr, uid, r.request_id))
+                .await?
+        };
         Ok(Response::new(reply))
     }
 

@@ -1,6 +1,9 @@
 // Drives Debian's chromium (playwright-core, headless, no network but loopback) with a
 // CDP virtual authenticator (user verification on) against tcd's approval page, for
-// tests/tests/approver/page_browser.rs. One JSON command per stdin line, one JSON answer per
+// tests/tests/approver/page_browser.rs; with `mobile`, as a phone (viewport, touch) on the
+// remote HTTPS page (tests/tests/approver/page_remote.rs): `resolve` maps its name, `spki`
+// is the pin of tcd's certificate (it is then valid, not an error Chrome would refuse
+// WebAuthn over). One JSON command per stdin line, one JSON answer per
 // stdout line: {"ok": true, ...} or {"ok": false, "error": "..."}.
 import { createRequire } from 'node:module';
 import readline from 'node:readline';
@@ -9,16 +12,25 @@ const require = createRequire(import.meta.url);
 const { chromium } = require(process.env.TC_PLAYWRIGHT_CORE);
 
 const TIMEOUT = 20000;
-let browser, context, page;
+let browser, context, page, contextOptions;
 
-async function open({ url }) {
+// A phone: a small touch screen, a mobile user agent.
+const PHONE = {
+  viewport: { width: 390, height: 760 }, deviceScaleFactor: 2, isMobile: true, hasTouch: true,
+  userAgent: 'Mozilla/5.0 (Linux; Android 14; Pixel 8) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Mobile Safari/537.36',
+};
+
+async function open({ url, mobile, resolve, spki, waitFor }) {
+  const extra = spki ? [`--ignore-certificate-errors-spki-list=${spki}`] : [];
   browser = await chromium.launch({
     executablePath: '/usr/bin/chromium',
     headless: true,
     args: [
       '--no-sandbox',
-      // Nothing but this machine: every name but localhost fails to resolve.
-      '--host-resolver-rules=MAP * ~NOTFOUND , EXCLUDE localhost',
+      // Nothing but this machine: every name but localhost (or the one `resolve` maps)
+      // fails to resolve.
+      `--host-resolver-rules=${resolve || 'MAP * ~NOTFOUND , EXCLUDE localhost'}`,
+      ...extra,
       '--disable-background-networking',
       '--disable-component-update',
       '--disable-domain-reliability',
@@ -27,7 +39,8 @@ async function open({ url }) {
       '--no-default-browser-check',
     ],
   });
-  context = await browser.newContext({ viewport: { width: 1100, height: 900 } });
+  contextOptions = mobile ? PHONE : { viewport: { width: 1100, height: 900 } };
+  context = await browser.newContext(contextOptions);
   page = await context.newPage();
   page.setDefaultTimeout(TIMEOUT);
   const cdp = await context.newCDPSession(page);
@@ -42,18 +55,77 @@ async function open({ url }) {
   page.on('request', (r) => { if (!r.url().startsWith(new URL(url).origin)) remote.push(r.url()); });
   page.remote = remote;
   await page.goto(url);
-  await page.waitForSelector('#live.on');
+  await page.waitForSelector(waitFor || '#live.on');
   return {};
 }
 
+// The remote page: a passkey added in a registration link's session.
+async function registerRemote({ code }) {
+  await page.fill('#pk-code', code);
+  await page.fill('#pk-name', 'phone key');
+  await page.tap('#pk-add');
+  return { msg: await message(['passkey added', 'passkey not added']) };
+}
+
+// The remote page: signs in with the passkey (a tap), then waits for the live page.
+async function signIn() {
+  await page.tap('#signin-go');
+  await page.waitForSelector('#live.on');
+  return { url: page.url() };
+}
+
+// Goes to `path` on the same origin and waits for `waitFor`.
+async function goto({ path, waitFor }) {
+  await page.goto(new URL(path, page.url()).href);
+  await page.waitForSelector(waitFor);
+  return { url: page.url() };
+}
+
+// The remote page: taps "Sign in" expecting a refusal; returns the message.
+async function trySignIn() {
+  await page.tap('#signin-go');
+  return { msg: await message(['not signed in', 'signed in']) };
+}
+
+// Taps Approve on `id` (a touch, as on a phone); the message stays on the page.
+async function tapApprove({ id }) {
+  await page.tap(`${card(id)} button.approve`);
+  return { msg: await message(['approved', 'not approved'], true) };
+}
+
+// Where `selector` is on the screen (after scrolling it into view) and the screen's size.
+async function box({ selector }) {
+  await page.locator(selector).scrollIntoViewIfNeeded();
+  return { box: await page.locator(selector).boundingBox(), viewport: page.viewportSize(),
+    scrollWidth: await page.evaluate(() => document.documentElement.scrollWidth) };
+}
+
+// The same URL in a new browser context (no cookie): the status, the text shown, the
+// HTML, and what /api/state and /api/events answer there.
+async function fresh({ url }) {
+  const c = await browser.newContext(contextOptions);
+  const p = await c.newPage();
+  const resp = await p.goto(url);
+  const out = {
+    status: resp.status(), text: await p.innerText('body'), html: await p.content(),
+    api: await p.evaluate(async () => {
+      const a = await fetch('/api/state');
+      const e = await fetch('/api/events');
+      return [a.status, e.status, await a.text()];
+    }),
+  };
+  await c.close();
+  return out;
+}
+
 /// Waits until #msg starts with one of `prefixes`; returns its text.
-async function message(prefixes) {
+async function message(prefixes, keep) {
   await page.waitForFunction((ps) => {
     const t = document.getElementById('msg').textContent;
     return ps.some((p) => t.startsWith(p));
   }, prefixes);
   const t = await page.textContent('#msg');
-  await page.evaluate(() => { document.getElementById('msg').textContent = ''; });
+  if (!keep) await page.evaluate(() => { document.getElementById('msg').textContent = ''; });
   return t;
 }
 
@@ -163,13 +235,15 @@ async function request({ method, path, body, csrf }) {
   return page.evaluate(async ({ method, path, body, csrf }) => {
     const headers = { 'content-type': 'application/json' };
     if (csrf !== false) headers['x-tc-csrf'] = document.querySelector('meta[name="tc-csrf"]').content;
-    const r = await fetch(path, { method, headers, body: body === undefined ? undefined : JSON.stringify(body) });
+    const r = await fetch(path, { method, headers, body: body === undefined || body === null ? undefined : JSON.stringify(body) });
     return { status: r.status, body: await r.text() };
   }, { method, path, body, csrf });
 }
 
-async function screenshot({ path, selector }) {
+async function screenshot({ path, selector, viewportOnly }) {
   if (selector) await page.locator(selector).screenshot({ path });
+  // A phone's screen at its CSS size (small files; the page is the same).
+  else if (viewportOnly) await page.screenshot({ path, scale: 'css' });
   else await page.screenshot({ path, fullPage: true });
   return {};
 }
@@ -180,7 +254,7 @@ async function reloadCount() {
 
 const ops = {
   open, register, waitRequest, approve, decline, grantApprove, waitGrant, revoke, history, assertion, request,
-  screenshot, reloadCount,
+  screenshot, reloadCount, registerRemote, signIn, trySignIn, goto, tapApprove, box, fresh,
 };
 
 const rl = readline.createInterface({ input: process.stdin });

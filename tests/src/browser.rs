@@ -32,16 +32,26 @@ impl Browser {
 
     /// The browser, run as this process, opening `url`.
     pub fn open(url: &str) -> Browser {
-        Self::start(Command::new("node"), url)
+        Self::start(Command::new("node"), json!({ "url": url }))
+    }
+
+    /// The browser as a phone (small touch screen) opening the remote page at `url`, whose
+    /// name `resolve` maps (`--host-resolver-rules`) and whose certificate `spki` pins
+    /// (`--ignore-certificate-errors-spki-list`); ready when `wait_for` shows.
+    pub fn open_phone(url: &str, resolve: &str, spki: &str, wait_for: &str) -> Browser {
+        let opts = json!({
+            "url": url, "mobile": true, "resolve": resolve, "spki": spki, "waitFor": wait_for,
+        });
+        Self::start(Command::new("node"), opts)
     }
 
     /// The browser run as `who` (the page honours a link and a session only from sockets
     /// of the uid that minted the link), opening `url`.
     pub fn open_as(who: (&User, &Path), url: &str) -> Browser {
-        Self::start(as_user(who.0, who.1, "node"), url)
+        Self::start(as_user(who.0, who.1, "node"), json!({ "url": url }))
     }
 
-    fn start(mut node: Command, url: &str) -> Browser {
+    fn start(mut node: Command, open: Value) -> Browser {
         assert!(
             Path::new(CHROMIUM).exists(),
             "{CHROMIUM} is missing: run scripts/install-peers (apt-get install chromium)"
@@ -66,7 +76,9 @@ impl Browser {
             stdin,
             stdout,
         };
-        b.cmd(json!({"op": "open", "url": url}));
+        let mut open = open;
+        open["op"] = "open".into();
+        b.cmd(open);
         b
     }
 

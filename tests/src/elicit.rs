@@ -110,6 +110,23 @@ impl Human {
         self.start(json!({"op": "call", "name": name, "args": args}))
     }
 
+    /// Starts a call with request options (the TypeScript fixture's `timeout_ms`,
+    /// `progress`); returns its tag.
+    pub fn start_call_with(&mut self, name: &str, args: Value, opts: Value) -> String {
+        let mut cmd = json!({"op": "call", "name": name, "args": args});
+        if let (Some(c), Some(o)) = (cmd.as_object_mut(), opts.as_object()) {
+            c.extend(o.clone());
+        }
+        self.start(cmd)
+    }
+
+    /// The progress notifications the client reported for call `tag` so far (within
+    /// `wait`).
+    pub fn progress_of(&mut self, tag: &str, wait: Duration) -> Vec<Value> {
+        let t = format!("{tag}.progress");
+        self.drain_matching(wait, move |v| v["tag"] == t.as_str())
+    }
+
     /// Starts one raw round (modern: `allow_input_required=True`) answering our form
     /// (`confirm`) with `answer`; returns its tag.
     pub fn start_raw(

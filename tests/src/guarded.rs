@@ -136,7 +136,16 @@ pub fn printed(o: &Output) -> String {
 #[track_caller]
 pub fn in_namespace(name: &str) -> bool {
     let name = &crate::test_path(std::panic::Location::caller().file(), name);
-    if std::env::var_os(NS_MARK).is_some() {
+    in_namespace_at(name, false)
+}
+
+/// [`in_namespace`] of the test `name` (its full path), with `net`: in a new network
+/// namespace too (`crate::netns::set_up`: the non-loopback [`crate::netns::ADDR`]).
+fn in_namespace_at(name: &str, net: bool) -> bool {
+    if let Some(mark) = std::env::var_os(NS_MARK) {
+        if mark == "net" {
+            crate::netns::set_up();
+        }
         let d = user(DAEMON);
         for (dir, opts) in [
             ("/etc/tc", "mode=0755,uid=0,gid=0".to_string()),
@@ -171,10 +180,12 @@ pub fn in_namespace(name: &str) -> bool {
     user(OTHER);
     let exe = std::env::current_exe().expect("current_exe");
     let out = Command::new("unshare")
-        .args(["--mount", "--propagation", "private", "--"])
+        .args(["--mount", "--propagation", "private"])
+        .args(net.then_some("--net"))
+        .arg("--")
         .arg(exe)
         .args(["--exact", name, "--nocapture", "--test-threads", "1"])
-        .env(NS_MARK, "1")
+        .env(NS_MARK, if net { "net" } else { "1" })
         .stdin(Stdio::null())
         .output()
         .expect("unshare");
@@ -560,6 +571,10 @@ pub struct Setup {
     pub root_mode: u32,
     /// The root's files: (name, content, mode), all [`HUMAN`]'s.
     pub files: Vec<(&'static str, &'static str, u32)>,
+    /// The remote page (`[approvals] remote`) on [`crate::netns::ADDR`]:8443 as
+    /// `https://phone.tc.test:8443`, self-signed; the test runs in its own network
+    /// namespace too.
+    pub remote: bool,
 }
 
 impl Default for Setup {
@@ -571,6 +586,7 @@ impl Default for Setup {
             two_humans: false,
             root_mode: 0o755,
             files: vec![("note.txt", "v0", 0o644)],
+            remote: false,
         }
     }
 }
@@ -581,7 +597,11 @@ impl Setup {
     /// namespace: the scene, started.
     #[track_caller]
     pub fn start_in_namespace(self, name: &str, needs: &[&str]) -> Option<Scene> {
-        if skip(needs) || !in_namespace(name) {
+        let name = &crate::test_path(std::panic::Location::caller().file(), name);
+        if skip(needs) || (self.remote && !crate::netns::can_run()) {
+            return None;
+        }
+        if !in_namespace_at(name, self.remote) {
             return None;
         }
         Some(self.start())
@@ -601,9 +621,17 @@ impl Setup {
         let port = if self.page { crate::free_port() } else { 0 };
         let r = root.display();
         let mut vaults = String::new();
-        if self.page {
-            vaults += &format!("[approvals]\nlisten = \"127.0.0.1:{port}\"\n\n");
+        if self.page || self.remote {
+            vaults += "[approvals]\n";
         }
+        if self.page {
+            vaults += &format!("listen = \"127.0.0.1:{port}\"\n");
+        }
+        if self.remote {
+            let a = crate::netns::ADDR;
+            vaults += &format!("remote = {{ listen = \"{a}:8443\", public_url = \"https://phone.tc.test:8443\", tls = \"self-signed\" }}\n");
+        }
+        vaults += "\n";
         vaults += &format!(
             "[[vaults]]\nid = \"fs\"\nroot = \"{r}\"\ncommand = [\"node\", \"{}\", \"{r}\"]\n",
             crate::shim::filesystem_server().display()

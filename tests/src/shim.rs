@@ -534,6 +534,30 @@ pub fn event_kinds(socket: &Path) -> Vec<String> {
     all_events(socket).into_iter().map(|e| e.kind).collect()
 }
 
+/// The `tc.call.outcome` events in the daemon's log, in order: (outcome, route) of each
+/// call that waited on a human.
+pub fn outcomes(socket: &Path) -> Vec<(String, String)> {
+    all_events(socket)
+        .into_iter()
+        .filter(|e| e.kind == "tc.call.outcome")
+        .map(|e| {
+            let d: Value = serde_json::from_str(&e.detail_json).unwrap_or_default();
+            let s = |k: &str| d[k].as_str().unwrap_or_default().to_string();
+            (s("outcome"), s("route"))
+        })
+        .collect()
+}
+
+/// Waits (up to 10 s, since they are appended off the call's path) until the log holds
+/// `n` outcomes; returns them.
+#[track_caller]
+pub fn wait_outcomes(socket: &Path, n: usize) -> Vec<(String, String)> {
+    wait_until("the call outcomes", || {
+        let o = outcomes(socket);
+        (o.len() >= n).then_some(o)
+    })
+}
+
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()

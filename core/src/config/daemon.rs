@@ -79,6 +79,9 @@ impl Mode {
 pub struct ApprovalsConfig {
     /// Loopback address of the approval page, e.g. `127.0.0.1:7777`; unset: no page.
     pub listen: Option<String>,
+    /// The page over HTTPS on a network address, behind a passkey sign-in (for a phone);
+    /// unset: none.
+    pub remote: Option<super::RemotePage>,
 }
 
 impl ApprovalsConfig {

@@ -295,3 +295,23 @@ fn a_remote_vault_reports_each_of_its_problems() {
     // The header's value (a credential) is not repeated in the message.
     assert!(!e.to_string().contains("Bearer x"), "{e}");
 }
+
+#[test]
+fn a_broken_remote_page_is_refused_at_its_key_and_unknown_keys_too() {
+    let e = parse(
+        "[approvals]\nremote = { listen = \"0.0.0.0:8443\", public_url = \"https://10.0.0.1:8443\", tls = \"self-signed\" }\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("approvals.remote.public_url: \"https://10.0.0.1:8443\" names an IP address"),
+        "{e}"
+    );
+    let e = parse("[approvals]\nremote = { listen = \"0.0.0.0:8443\", public_url = \"https://a.b\", tls = \"self-signed\", cert = \"x\" }\n")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("unknown field `cert`"), "{e}");
+    let c = parse("[approvals]\nremote = { listen = \"0.0.0.0:8443\", public_url = \"https://tc.home.arpa:8443\", tls = \"self-signed\" }\n").unwrap();
+    let s = c.approvals.remote.unwrap().spec().unwrap();
+    assert_eq!(s.rp_id, "tc.home.arpa");
+}

@@ -47,6 +47,7 @@ impl Config {
         let mut found = Findings::default();
         self.check_daemon(&mut found);
         self.check_store(&mut found);
+        self.check_notify(&mut found);
         let mut ids = HashSet::new();
         for (i, v) in self.vaults.iter().enumerate() {
             found.vault = Some(v.id.clone());
@@ -98,6 +99,11 @@ impl Config {
             "governor.max_response_bytes",
             "must be at least 1024",
         );
+        if let Some(Err(errs)) = self.approvals.remote.as_ref().map(|r| r.spec()) {
+            for (key, why) in errs {
+                found.add(format!("approvals.remote.{key}"), why);
+            }
+        }
     }
 }
 

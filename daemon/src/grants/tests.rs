@@ -115,6 +115,24 @@ fn events(l: &Ledger, kind: &str) -> Vec<crate::store::EventRow> {
 }
 
 #[test]
+fn a_call_a_grant_covers_is_not_pushed() {
+    let (_d, l) = ledger();
+    let p = crate::push::Pusher::for_test();
+    let l = l.with_push(Some(p.clone()));
+    give(&l, &write("notes/a.md"), &notes(0)).unwrap();
+    assert_eq!(
+        p.queued(),
+        1,
+        "the request the grant was given on waited for a human"
+    );
+    let r = raise(&l, &write("notes/b.md"));
+    assert!(r.grant_id.is_some() && r.fresh, "{r:?}");
+    assert_eq!(p.queued(), 1, "covered: nobody needs to look");
+    raise(&l, &write("elsewhere/c.md"));
+    assert_eq!(p.queued(), 2, "not covered: pushed");
+}
+
+#[test]
 fn a_grant_lets_similar_calls_through_and_logs_each_use_with_its_fingerprint() {
     let (_d, l) = ledger();
     let first = write("notes/a.md");

@@ -24,6 +24,33 @@ pub fn closed() -> String {
 pub fn spent() -> String {
     CLOSED_HTML.replace("{{MESSAGE}}", SPENT_LINK)
 }
+/// The remote page's sign-in and registration shell (`remote.rs`).
+const REMOTE_HTML: &str = include_str!("assets/remote.html");
+pub const REMOTE_JS: &str = include_str!("assets/remote.js");
+
+const SPENT_REMOTE_LINK: &str = "    <h2>This link is spent, expired or not from tc</h2>
+    <p>A link from <code>tcctl page --remote</code> opens this page once, within five minutes, to register a passkey. Run it again on your computer, or sign in if you have a passkey here:</p>
+    <p><a href=\"/\">sign in</a></p>";
+
+/// The remote page without a signed-in session: `view` is `signin` (nothing but the
+/// sign-in) or `register` (a registration link's session, with its CSRF token).
+pub fn remote(view: &str, csrf: &str) -> String {
+    debug_assert!(csrf.bytes().all(|b| b.is_ascii_hexdigit()));
+    REMOTE_HTML.replace("{{CSRF}}", csrf).replace(
+        "{{VIEW}}",
+        if view == "register" {
+            "register"
+        } else {
+            "signin"
+        },
+    )
+}
+
+/// What a spent, expired or forged remote `/open` link shows.
+pub fn remote_spent() -> String {
+    CLOSED_HTML.replace("{{MESSAGE}}", SPENT_REMOTE_LINK)
+}
+
 pub const PAGE_JS: &str = include_str!("assets/page.js");
 pub const PAGE_CSS: &str = include_str!("assets/page.css");
 
@@ -51,7 +78,20 @@ mod tests {
             assert!(!shell.contains("<script"), "the closed shells run nothing");
             assert!(shell.contains("tcctl page") && !shell.contains("{{"));
         }
-        for a in [INDEX_HTML, CLOSED_HTML, PAGE_JS, PAGE_CSS] {
+        for shell in [remote("signin", ""), remote("register", "ab12")] {
+            assert!(!shell.contains("<script>") && !shell.contains("style="));
+            assert!(!shell.contains("{{") && !shell.contains("tc-requests"));
+        }
+        assert!(!remote_spent().contains("<script"));
+        assert!(!REMOTE_JS.contains("innerHTML"), "text only, never HTML");
+        for a in [
+            INDEX_HTML,
+            CLOSED_HTML,
+            REMOTE_HTML,
+            PAGE_JS,
+            REMOTE_JS,
+            PAGE_CSS,
+        ] {
             assert!(
                 !a.contains("https://") && !a.contains("//cdn"),
                 "remote reference"

@@ -1,5 +1,6 @@
-//! The page's history: the answered, expired and consumed requests and the grants given,
-//! used, revoked and ended, from the audit log, newest first, escaped for display.
+//! The page's history: the answered, expired and consumed requests, how each call that
+//! waited on a human ended, and the grants given, used, revoked and ended, from the audit
+//! log, newest first, escaped for display.
 
 use serde::Serialize;
 use tc_core::codes::events;
@@ -10,7 +11,7 @@ use crate::ledger::Ledger;
 
 /// Rows shown.
 const LIMIT: u32 = 100;
-const KINDS: [&str; 8] = [
+const KINDS: [&str; 9] = [
     events::APPROVED,
     events::DECLINED,
     events::EXPIRED,
@@ -19,12 +20,14 @@ const KINDS: [&str; 8] = [
     events::GRANT_USED,
     events::GRANT_REVOKED,
     events::GRANT_ENDED,
+    events::CALL_OUTCOME,
 ];
 
 #[derive(Debug, Serialize)]
 pub struct HistoryRow {
     pub at_ms: i64,
-    /// approved, declined, expired, consumed, or grant given/used/revoked/ended.
+    /// approved, declined, expired, consumed, grant given/used/revoked/ended, or how a
+    /// call that waited on a human ended (executed, denied, errored, unknown).
     pub what: String,
     pub vault: String,
     pub tool: String,
@@ -48,13 +51,15 @@ fn row(at_ms: i64, kind: &str, v: String, t: String, c: String, detail: &str) ->
     let grant = kind.starts_with("tc.grant.");
     let what = if grant {
         format!("grant {last}")
+    } else if kind == events::CALL_OUTCOME {
+        text(&d, "outcome")
     } else {
         last.to_string()
     };
     let note = match kind {
         events::DECLINED => text(&d, "reason"),
         events::APPROVED => format!("factor: {}", text(&d, "factor")),
-        events::CONSUMED => text(&d, "route"),
+        events::CONSUMED | events::CALL_OUTCOME => text(&d, "route"),
         events::GRANT_ENDED => format!("{} ({})", text(&d, "grant_id"), text(&d, "why")),
         _ if grant => text(&d, "grant_id"),
         _ => String::new(),

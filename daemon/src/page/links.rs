@@ -1,7 +1,8 @@
 //! The one-time links that open a page session: minted over the Unix socket (`OpenPage`,
 //! the peer's uid from `SO_PEERCRED`), spent once at `/open`, a minute to live. Stored
 //! as SHA-256 only, so the database never holds a live link; a spend that opens a
-//! session commits a `tc.page.opened` event with it.
+//! session commits a `tc.page.opened` event with it. A remote page's link (registration
+//! only, [`mint_remote`]) is hashed apart, so neither kind opens the other page.
 
 use rand::RngCore;
 use sha2::{Digest, Sha256};
@@ -18,8 +19,64 @@ pub const TTL_MS: i64 = 60 * 1000;
 /// another.
 const MAX_PER_UID: i64 = 8;
 
+/// How long a remote page's registration link lives: time to get it onto a phone.
+pub const REMOTE_TTL_MS: i64 = 5 * 60 * 1000;
+
 fn hash(token: &str) -> Vec<u8> {
     Sha256::digest(token.as_bytes()).to_vec()
+}
+
+/// A remote link's hash: its own domain, so a loopback link (leaked on a command line)
+/// opens nothing off the machine, and a remote one nothing on loopback.
+fn remote_hash(secret: &str) -> Vec<u8> {
+    Sha256::digest(format!("tc remote page link:{secret}").as_bytes()).to_vec()
+}
+
+fn random_hex() -> String {
+    let mut b = [0u8; 32];
+    rand::rngs::OsRng.fill_bytes(&mut b);
+    hex::encode(b)
+}
+
+/// A remote page's registration link token for `uid`, `UID-SECRET` (no socket names
+/// the phone's uid, so the link carries it; the secret is what authenticates), and its
+/// expiry.
+pub fn mint_remote(l: &Ledger, uid: u32) -> Result<(String, i64), DaemonError> {
+    let secret = random_hex();
+    let now = now_ms();
+    let exp = now + REMOTE_TTL_MS;
+    l.store.write(|tx, _| {
+        tx.insert_link(&remote_hash(&secret), &(uid, None, exp), MAX_PER_UID, now)?;
+        Ok(Ok(()))
+    })?;
+    Ok((format!("{uid}-{secret}"), exp))
+}
+
+/// Spends a remote link: the uid it opens a registration session for, when it was live.
+pub fn spend_remote(l: &Ledger, token: &str) -> Result<Option<u32>, DaemonError> {
+    let Some((uid, secret)) = token.split_once('-') else {
+        return Ok(None);
+    };
+    let Ok(uid) = uid.parse::<u32>() else {
+        return Ok(None);
+    };
+    if secret.len() != 64 || !secret.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Ok(None);
+    }
+    let now = now_ms();
+    l.store.write(|tx, evs| {
+        let row = tx.take_link(&remote_hash(secret), uid)?;
+        let opened = row.filter(|(_, _, exp)| *exp > now).map(|(uid, _, _)| uid);
+        if let Some(uid) = opened {
+            evs.push(NewEvent {
+                kind: tc_core::codes::events::PAGE_OPENED,
+                detail: serde_json::json!({ "uid": uid, "remote": true, "access": "register" }),
+                owner: Some(uid),
+                ..Default::default()
+            });
+        }
+        Ok(Ok(opened))
+    })
 }
 
 /// What a spent link opens.
@@ -36,9 +93,7 @@ pub fn mint(
     uid: u32,
     request_id: Option<String>,
 ) -> Result<(String, i64), DaemonError> {
-    let mut b = [0u8; 32];
-    rand::rngs::OsRng.fill_bytes(&mut b);
-    let token = hex::encode(b);
+    let token = random_hex();
     let now = now_ms();
     let exp = now + TTL_MS;
     l.store.write(|tx, _| {
@@ -103,6 +158,25 @@ mod tests {
             .collect();
         assert_eq!(opened.len(), 1, "one event, for the one session opened");
         assert_eq!(spend(&l, "not hex", 1000).unwrap(), None);
+    }
+
+    #[test]
+    fn a_remote_link_opens_once_on_the_remote_page_only() {
+        let (_dir, l) = crate::ledger::scratch();
+        let (t, _) = mint_remote(&l, 1000).unwrap();
+        let (uid, secret) = t.split_once('-').unwrap();
+        assert_eq!(uid, "1000");
+        assert_eq!(
+            spend(&l, secret, 1000).unwrap(),
+            None,
+            "not a loopback link"
+        );
+        assert_eq!(spend_remote(&l, &format!("1001-{secret}")).unwrap(), None);
+        assert_eq!(spend_remote(&l, &t).unwrap(), Some(1000));
+        assert_eq!(spend_remote(&l, &t).unwrap(), None, "single use");
+        let (local, _) = mint(&l, 1000, None).unwrap();
+        assert_eq!(spend_remote(&l, &format!("1000-{local}")).unwrap(), None);
+        assert_eq!(spend_remote(&l, "garbage").unwrap(), None);
     }
 
     #[test]

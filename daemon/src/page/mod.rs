@@ -4,6 +4,8 @@
 //!
 //! - [`listen_addr`]: `[approvals] listen`, refused unless loopback.
 //! - [`start`]: binds and serves until `draining` flips.
+//! - [`remote`]: the same page over HTTPS off the machine (`[approvals] remote`), behind a
+//!   passkey sign-in; its certificate in [`tls`].
 //! - A request's view is `/requests/<ID>` (`ApprovalsConfig::request_url`); a session is
 //!   opened at `/open?t=…` ([`links`]).
 
@@ -14,10 +16,12 @@ pub mod history;
 pub mod links;
 pub mod passkeys;
 pub mod peer;
+pub mod remote;
 pub mod routes;
 pub mod rpc;
 pub mod security;
 pub mod sse;
+pub mod tls;
 pub mod view;
 
 use std::collections::HashMap;
@@ -42,6 +46,8 @@ pub struct Page {
     /// Wrong registration codes typed in each human's sessions (their codes are voided
     /// past a limit).
     pub code_failures: Mutex<HashMap<u32, u32>>,
+    /// Set on the remote page (`remote.rs`): no peer uids, a sign-in, HTTPS.
+    pub remote: Option<remote::Remote>,
 }
 
 /// Who a page session shows things to, and what it may do.
@@ -111,6 +117,7 @@ pub async fn start(
         webauthn,
         draining: draining.clone(),
         code_failures: Default::default(),
+        remote: None,
     });
     let app = routes::router(page);
     tracing::info!(url = %tc_core::config::ApprovalsConfig::page_url(addr), "approval page ready");
@@ -133,6 +140,7 @@ mod tests {
     fn parse(s: &str) -> anyhow::Result<Option<SocketAddr>> {
         listen_addr(&ApprovalsConfig {
             listen: Some(s.into()),
+            remote: None,
         })
     }
 

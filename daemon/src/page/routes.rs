@@ -1,8 +1,9 @@
 //! The page's routes: `/open` (a `tcctl page` link becomes a session), the shell and its
 //! assets, the state (JSON and SSE), Decline, Approve (passkey assertion, or TOTP in
 //! guarded mode), with a grant when asked (`grants.rs`), Revoke of a grant and passkey
-//! registration. Everything but the assets and the closed shell needs a session; every
-//! POST passes the CSRF check too; every decision is the ledger's.
+//! registration; on the remote page also the passkey sign-in (`remote.rs`). Everything
+//! but the assets, the closed shell and the sign-in needs a session; every POST passes
+//! the CSRF check too; every decision is the ledger's.
 
 use std::sync::Arc;
 
@@ -15,7 +16,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use webauthn_rs::prelude::{PublicKeyCredential, RegisterPublicKeyCredential};
 
-use super::{assets, codes, grants, links, passkeys, security, sse, Page, Viewer};
+use super::{assets, codes, grants, links, passkeys, remote, security, sse, Page, Viewer};
 use crate::approvals::{is_request_id, Proof};
 use crate::error::DaemonError;
 use crate::factor::Approver;
@@ -36,6 +37,12 @@ pub fn router(page: Arc<Page>) -> Router {
             "/assets/page.css",
             get(|| asset("text/css", assets::PAGE_CSS)),
         )
+        .route(
+            "/assets/remote.js",
+            get(|| asset("text/javascript", assets::REMOTE_JS)),
+        )
+        .route("/api/signin/start", post(remote::signin_start))
+        .route("/api/signin/finish", post(remote::signin_finish))
         .route("/api/state", get(state))
         .route("/api/events", get(events))
         .route("/api/requests/{id}/decline", post(decline))
@@ -54,7 +61,7 @@ pub fn router(page: Arc<Page>) -> Router {
 
 /// A refusal as the page shows it: a status and a message (JSON `{"error": …}`, escaped:
 /// a refusal may quote what the agent sent, a path or an argument's name).
-pub struct Refusal(StatusCode, String);
+pub struct Refusal(pub(super) StatusCode, pub(super) String);
 
 impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
@@ -80,9 +87,9 @@ impl From<DaemonError> for Refusal {
     }
 }
 
-type Answer = Result<Response, Refusal>;
+pub(super) type Answer = Result<Response, Refusal>;
 
-fn forbidden(why: &str) -> Refusal {
+pub(super) fn forbidden(why: &str) -> Refusal {
     Refusal(StatusCode::FORBIDDEN, why.into())
 }
 
@@ -100,17 +107,40 @@ fn csrf(page: &Page, h: &HeaderMap) -> Result<(), Refusal> {
     }
 }
 
-/// The viewer of the request's session: every route but the shell needs one.
+/// The viewer of the request's session: every route but the shell needs one, with full
+/// access (a registration-only session sees nothing).
 fn session(page: &Page, h: &HeaderMap) -> Result<Viewer, Refusal> {
     page.sessions
-        .with(h, |s| page.viewer(s.uid))
-        .ok_or_else(|| {
-            Refusal(
-                StatusCode::UNAUTHORIZED,
-                "no page session: run `tcctl page` on your terminal and open the link it prints"
-                    .into(),
-            )
+        .with(h, |s| {
+            (s.access == security::Access::Full).then(|| page.viewer(s.uid))
         })
+        .flatten()
+        .ok_or_else(|| no_session(page))
+}
+
+fn no_session(page: &Page) -> Refusal {
+    let why = if page.remote.is_some() {
+        "no page session: sign in with your passkey"
+    } else {
+        "no page session: run `tcctl page` on your terminal and open the link it prints"
+    };
+    Refusal(StatusCode::UNAUTHORIZED, why.into())
+}
+
+/// A passkey registration's session: CSRF-checked, any access (a registration-only
+/// session is for this), allowed to act.
+fn registering(page: &Page, h: &HeaderMap) -> Result<Viewer, Refusal> {
+    csrf(page, h)?;
+    let v = page
+        .sessions
+        .with(h, |s| page.viewer(s.uid))
+        .ok_or_else(|| no_session(page))?;
+    if v.read_only {
+        return Err(forbidden(
+            "root's page session is read-only: each human registers their own passkeys",
+        ));
+    }
+    Ok(v)
 }
 
 /// A POST's session: CSRF-checked, and allowed to act (root's guarded view is read-only).
@@ -137,7 +167,7 @@ async fn asset(kind: &'static str, body: &'static str) -> Response {
     ([(header::CONTENT_TYPE, kind)], body).into_response()
 }
 
-fn html(status: StatusCode, body: String) -> Response {
+pub(super) fn html(status: StatusCode, body: String) -> Response {
     (
         status,
         [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
@@ -149,6 +179,9 @@ fn html(status: StatusCode, body: String) -> Response {
 /// The shell (also for `/requests/<ID>`, which the script scrolls to) for a session;
 /// without one, only how to open the page.
 async fn index(State(page): State<Arc<Page>>, h: HeaderMap) -> Response {
+    if page.remote.is_some() {
+        return remote::index(&page, &h);
+    }
     match page.sessions.with(&h, |s| s.csrf.clone()) {
         Some(csrf) => html(StatusCode::OK, assets::index(&csrf)),
         None => html(StatusCode::UNAUTHORIZED, assets::closed()),
@@ -156,7 +189,7 @@ async fn index(State(page): State<Arc<Page>>, h: HeaderMap) -> Response {
 }
 
 #[derive(Deserialize)]
-struct OpenQuery {
+pub(super) struct OpenQuery {
     #[serde(default)]
     t: String,
 }
@@ -168,6 +201,9 @@ async fn open(
     Extension(security::PeerUid(peer)): Extension<security::PeerUid>,
     Query(q): Query<OpenQuery>,
 ) -> Response {
+    if page.remote.is_some() {
+        return remote::open(&page, q.t).await;
+    }
     let Some(peer) = peer else {
         tracing::warn!("approval page: the uid of a client socket could not be read (/proc/self/net/tcp); no session opened");
         return html(StatusCode::FORBIDDEN, assets::spent());
@@ -188,7 +224,7 @@ async fn open(
     (
         StatusCode::SEE_OTHER,
         [
-            (header::SET_COOKIE, security::set_cookie(&sid)),
+            (header::SET_COOKIE, security::set_cookie(&sid, false)),
             (header::LOCATION, to),
         ],
     )
@@ -392,7 +428,7 @@ async fn passkey_start(
     h: HeaderMap,
     Json(b): Json<CodeBody>,
 ) -> Answer {
-    let v = acting(&page, &h)?;
+    let v = registering(&page, &h)?;
     let spent = page
         .sessions
         .with(&h, |s| s.code_failures >= codes::MAX_SESSION_FAILURES)
@@ -436,7 +472,7 @@ async fn passkey_finish(
     h: HeaderMap,
     Json(b): Json<RegisterBody>,
 ) -> Answer {
-    let v = acting(&page, &h)?;
+    let v = registering(&page, &h)?;
     let state = page
         .sessions
         .with(&h, |s| s.registering.take())

@@ -46,6 +46,26 @@ pub fn open_page(
     })
 }
 
+/// `OpenPage` with `remote`: a link that opens a registration-only session of `uid` on
+/// the remote page (`origin`, its `public_url`).
+pub fn open_remote(
+    l: &Ledger,
+    origin: Option<String>,
+    uid: u32,
+) -> Result<v1::OpenPageReply, DaemonError> {
+    let origin = origin.ok_or_else(|| {
+        DaemonError::refused(
+            Reason::NotPermitted,
+            "the remote approval page is off: set `[approvals] remote = { listen = …, public_url = …, tls = \"self-signed\" }` in tcd's config and restart it",
+        )
+    })?;
+    let (token, expires_at_ms) = links::mint_remote(l, uid)?;
+    Ok(v1::OpenPageReply {
+        url: format!("{origin}/open?t={token}"),
+        expires_at_ms,
+    })
+}
+
 /// `PasskeyCode`: a registration code for the peer (a human), or, from root in guarded
 /// mode, for the human `user` names.
 pub fn passkey_code(l: &Ledger, uid: u32, user: &str) -> Result<v1::PasskeyCodeReply, DaemonError> {

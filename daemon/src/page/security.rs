@@ -1,5 +1,6 @@
 //! The page's front door: `Host` and `Origin` on every request (DNS rebinding, cross-site
-//! requests: 403), strict response headers, and the sessions a `tcctl page` link opens.
+//! requests: 403), strict response headers, and the sessions a `tcctl page` link (or, on
+//! the remote page, a passkey sign-in) opens.
 //!
 //! A session belongs to the uid that minted its link over the Unix socket. Its id is in an
 //! HttpOnly SameSite=Strict cookie; its CSRF token is in the page (a meta tag) and must
@@ -40,6 +41,11 @@ impl Guard {
         Guard(tc_core::origin::HostGuard::new(addr, &[], &[]))
     }
 
+    /// The remote page's rule: its `public_url`'s host and origin, nothing else.
+    pub fn remote(spec: &tc_core::config::RemoteSpec) -> Self {
+        Guard(tc_core::origin::HostGuard::exact(&spec.host, &spec.origin))
+    }
+
     /// Whether `h` names this page (exactly; a rebinding name like `evil.example` never does).
     pub fn host_ok(&self, h: Option<&HeaderValue>) -> bool {
         self.0.host_ok(h.and_then(|h| h.to_str().ok()))
@@ -72,14 +78,18 @@ fn peer_uid(page: &Page, req: &Request) -> Option<u32> {
 pub async fn front_door(State(page): State<Arc<Page>>, mut req: Request, next: Next) -> Response {
     // Who is asking matters to a link being spent and to a session being used: a link
     // read off `xdg-open`'s command line, or a copied cookie, is another uid's to use.
-    let needs_uid = req.uri().path() == "/open" || cookie(req.headers()).is_some();
+    // Off the machine no socket names a uid: the remote page's links and sessions are
+    // bound by the passkey and the link alone.
+    let local = page.remote.is_none();
+    let needs_uid = local && (req.uri().path() == "/open" || cookie(req.headers()).is_some());
     let uid = needs_uid.then(|| peer_uid(&page, &req)).flatten();
     req.extensions_mut().insert(PeerUid(uid));
-    let foreign_session = cookie(req.headers()).is_some_and(|_| {
-        page.sessions
-            .with(req.headers(), |s| Some(s.uid) != uid)
-            .unwrap_or(false)
-    });
+    let foreign_session = local
+        && cookie(req.headers()).is_some_and(|_| {
+            page.sessions
+                .with(req.headers(), |s| Some(s.uid) != uid)
+                .unwrap_or(false)
+        });
     let h = req.headers();
     let cross_site = h
         .get("sec-fetch-site")
@@ -91,11 +101,12 @@ pub async fn front_door(State(page): State<Arc<Page>>, mut req: Request, next: N
         )
             .into_response()
     } else if !page.guard.host_ok(h.get(header::HOST)) {
-        (
-            StatusCode::FORBIDDEN,
-            "forbidden: unknown Host (the page answers to localhost only)",
-        )
-            .into_response()
+        let why = if local {
+            "forbidden: unknown Host (the page answers to localhost only)"
+        } else {
+            "forbidden: unknown Host (the page answers to its public_url only)"
+        };
+        (StatusCode::FORBIDDEN, why).into_response()
     } else if cross_site || !page.guard.origin_ok(req.method(), h.get(header::ORIGIN)) {
         (StatusCode::FORBIDDEN, "forbidden: foreign Origin").into_response()
     } else {
@@ -120,13 +131,30 @@ pub async fn front_door(State(page): State<Arc<Page>>, mut req: Request, next: N
         "cross-origin-resource-policy",
         HeaderValue::from_static("same-origin"),
     );
+    if !local {
+        hs.insert(
+            header::STRICT_TRANSPORT_SECURITY,
+            HeaderValue::from_static("max-age=31536000"),
+        );
+    }
     resp
+}
+
+/// What a session may do.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// See and answer requests (a `tcctl page` link, or a passkey sign-in off the machine).
+    Full,
+    /// Register a passkey and nothing else (a `tcctl page --remote` link: no request, id
+    /// or history is shown to it).
+    Register,
 }
 
 /// One page session, opened by one `tcctl page` link.
 pub struct Session {
     /// The uid whose link opened it: whose requests it shows and for whom it acts.
     pub uid: u32,
+    pub access: Access,
     pub csrf: String,
     created: Instant,
     /// Wrong registration codes typed in this session.
@@ -148,8 +176,13 @@ fn random_hex() -> String {
 }
 
 impl Sessions {
-    /// A new session of `uid`: (cookie value, CSRF token).
+    /// A new session of `uid` with full access: (cookie value, CSRF token).
     pub fn open(&self, uid: u32) -> (String, String) {
+        self.open_with(uid, Access::Full)
+    }
+
+    /// A new session of `uid` allowed `access`: (cookie value, CSRF token).
+    pub fn open_with(&self, uid: u32, access: Access) -> (String, String) {
         let (sid, csrf) = (random_hex(), random_hex());
         let mut m = self.0.lock().unwrap_or_else(|p| p.into_inner());
         m.retain(|_, s| s.created.elapsed() < SESSION_TTL);
@@ -163,6 +196,7 @@ impl Sessions {
         }
         let s = Session {
             uid,
+            access,
             csrf: csrf.clone(),
             created: Instant::now(),
             code_failures: 0,
@@ -206,9 +240,10 @@ fn cookie(headers: &HeaderMap) -> Option<String> {
         .map(|(_, v)| v.to_string())
 }
 
-/// The `Set-Cookie` value of a new session.
-pub fn set_cookie(sid: &str) -> String {
-    format!("{COOKIE}={sid}; Path=/; HttpOnly; SameSite=Strict")
+/// The `Set-Cookie` value of a new session (`secure`: HTTPS only, the remote page).
+pub fn set_cookie(sid: &str, secure: bool) -> String {
+    let secure = if secure { "; Secure" } else { "" };
+    format!("{COOKIE}={sid}; Path=/; HttpOnly; SameSite=Strict{secure}")
 }
 
 #[cfg(test)]

@@ -8,8 +8,8 @@ use serde_json::{json, Value};
 use tc_core::config::Gate;
 use tc_core::ErrorCode;
 
-use crate::engine::confirm::continued::Wrap;
-use crate::engine::confirm::{form, Obtained};
+use crate::engine::confirm::{form, progress_token, Obtained};
+use crate::engine::forward::rounds::Wrap;
 use crate::engine::judge::{reserved_argument, strip, stripped, Judged, Unjudged};
 use crate::engine::refusal::judged::policy_result;
 use crate::engine::refusal::judged::{reserved_argument_result, target_result};
@@ -138,7 +138,7 @@ impl Shim {
         // can get one; the others keep the downstream answer's fast path.
         let wrap = (has_gate && era::request_meta(msg).is_some())
             .then(|| Wrap::unconfirmed(self.binding(&j.name, &j.args), self.is_lean(id)));
-        self.forward_held(id, sent, None, wrap);
+        self.forward_held(id, sent, None, wrap, None);
     }
 
     /// A call its gate applies to (or that resumes a confirmation): targets, a human's
@@ -181,9 +181,22 @@ impl Shim {
             gate,
             args: &j.args,
             raised: &raised,
+            progress: progress_token(msg),
         };
         match self.obtain(&call, msg, j, resuming).await {
-            Obtained::Approved(a) => self.run_approved(&call, msg, a, j, resuming).await,
+            Obtained::Approved(a) => {
+                // The human may have taken minutes; a server that redefined the tool
+                // meanwhile would run a call judged (paths, ACL, floor) and approved by its
+                // old definition: the judge looks again before forward runs it.
+                match Box::pin(self.redefined(&j.name, j.def.as_deref())).await {
+                    Some(why) => self.refuse_redefined(&call, &why).await,
+                    None => self.run_approved(&call, msg, a, j, resuming).await,
+                }
+            }
+            Obtained::Continue(round) => {
+                self.forward_continued(&call, msg, round, &j.paths, j.read_only)
+                    .await
+            }
             Obtained::Fresh => return true,
             Obtained::Done => {}
         }

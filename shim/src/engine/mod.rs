@@ -10,20 +10,24 @@
 //   forward    to the downstream; a held call answered; a downstream line; the exit path
 //   govern     the response governor: byte cap, oversize lines, paging
 //   refusal    what the agent is told, as one typed `Refusal`
+//   rounds     a downstream's own round as our state carries it (confirm opens, forward seals)
 // Each stage owns its part of the engine's state (`state.rs`: admission the `Session`,
 // judge the `ToolCache`, confirm the `Holds`, forward the `Outstanding` requests), and
 // hands the next a typed result: `Judged` or `Unjudged`, then `Obtained` (an
-// `Approval`), which forward runs; `call.rs` passes them on. Two steps still reach
-// back: forward re-reads the judge's tool cache before an approved call runs (a
-// redefined tool is refused), and a downstream's own round is wrapped by confirm.
+// `Approval` or a downstream's `Round`), which forward runs; `call.rs` passes them on,
+// and asks the judge again whether the tool was redefined before an approved call runs.
+// `rounds.rs` is the codec of a downstream's own round, below the stages that use it.
 pub mod admission;
+mod answer;
 pub mod barrier;
 mod call;
 pub mod confirm;
 pub mod forward;
 pub mod govern;
 pub mod judge;
+mod outcome;
 pub mod refusal;
+mod rounds;
 mod state;
 pub use admission::Parsed;
 pub use confirm::url_mode::page_base;
@@ -64,6 +68,8 @@ struct Call<'a> {
     args: &'a Value,
     /// The id tcd gave its raised request, once raised (a route asks under that id).
     raised: &'a OnceLock<String>,
+    /// The call's `progressToken`: while it waits on a human, it reports progress.
+    progress: Option<&'a Value>,
 }
 
 /// How a gated call was approved, for the audit log and the release rules.

@@ -7,11 +7,13 @@ use serde_json::Value;
 
 use crate::engine::admission::session::Session;
 use crate::engine::barrier::Ticket;
-use crate::engine::confirm::continued::Wrap;
 use crate::engine::confirm::holds::{Held, Holds};
+use crate::engine::forward::rounds::Wrap;
 use crate::engine::forward::table::{Forwarded, Outstanding, Pending};
 use crate::engine::judge::tools::ToolCache;
+use crate::engine::outcome::Ran;
 use crate::wire::ids::{IdKey, IdTable};
+use tc_core::codes::Outcome;
 
 /// Every stage's state. One lock over all of it (`Shim::lock`), never held across an
 /// await: a step that spans two parts (below) is then atomic without a lock order.
@@ -51,15 +53,25 @@ impl State {
     /// A held call goes from confirm to forward, its barrier place with it: in one step,
     /// so a cancellation lands either before (nothing is sent: None) or after (its grace
     /// timer keeps the place). Returns whether it was modern.
-    pub(in crate::engine) fn hand_over(&mut self, id: &Value, wrap: Option<Wrap>) -> Option<bool> {
+    pub(in crate::engine) fn hand_over(
+        &mut self,
+        id: &Value,
+        wrap: Option<Wrap>,
+        ran: Option<Box<Ran>>,
+    ) -> Option<bool> {
         let k = IdKey::of(id);
         let held = self.holds.take(&k);
         if held.as_ref().is_some_and(|h| h.cancelled) {
+            // Cancelled before it went out: nothing ran.
+            if let Some(r) = ran {
+                r.settle(Outcome::Denied);
+            }
             return None;
         }
         let modern = held.as_ref().is_some_and(|h| h.modern);
         let f = Forwarded {
             wrap,
+            ran,
             place: held.and_then(|h| h.place),
             ..Forwarded::plain(id, Pending::Plain, modern.then(|| "tools/call".into()))
         };
@@ -116,13 +128,13 @@ mod tests {
         let t = place.ticket();
         st.holds.hold(IdKey::of(&one), held(false, Some(place)));
         st.holds.hold(IdKey::of(&two), held(true, None));
-        assert_eq!(st.hand_over(&one, None), Some(true));
+        assert_eq!(st.hand_over(&one, None, None), Some(true));
         assert!(!st.holds.contains(&IdKey::of(&one)));
         let f = st.out.get(&IdKey::of(&one)).unwrap();
         assert_eq!(f.place.as_ref().map(|p| p.ticket()), Some(t));
         assert_eq!(f.modern.as_deref(), Some("tools/call"));
         // Cancelled while held: taken out and not forwarded.
-        assert_eq!(st.hand_over(&two, None), None);
+        assert_eq!(st.hand_over(&two, None, None), None);
         assert!(!st.in_use(&IdKey::of(&two)));
         assert_eq!(st.in_flight(), 1);
     }
@@ -140,7 +152,7 @@ mod tests {
         assert!(woken.blocking_recv().is_ok(), "its waiter is woken");
         st.holds
             .hold(IdKey::of(&two), held(false, Some(b.place(Kind::Shared))));
-        st.hand_over(&two, None);
+        st.hand_over(&two, None, None);
         assert!(matches!(
             st.cancel(&IdKey::of(&two)),
             Cancelled::Forwarded(_)

@@ -191,3 +191,31 @@ fn typescript_sdk_with_bare_elicitation_capability_gets_the_form() {
     assert_eq!(code(&r).as_deref(), Some("approval_declined"), "{r}");
     assert_eq!(disk(&env, "note.txt").as_deref(), Some("v1"));
 }
+
+#[test]
+fn each_call_that_waited_on_the_human_ends_in_one_recorded_outcome() {
+    let (env, mut h) = started(true);
+    // Approved and run: executed.
+    let (_, r) = h.call_answering("write_file", write_v1(), approve());
+    assert_ne!(r["isError"], true, "{r}");
+    // Declined: denied, nothing run.
+    let v2 = json!({"path": "note.txt", "content": "v2"});
+    let (_, r) = h.call_answering("write_file", v2, json!({"action": "decline"}));
+    assert_eq!(code(&r).as_deref(), Some("approval_declined"), "{r}");
+    // Approved, and the server fails it (no such folder): errored.
+    let nowhere = json!({"path": "no/such/dir/x.txt", "content": "x"});
+    let (_, r) = h.call_answering("write_file", nowhere, approve());
+    assert_eq!(r["isError"], true, "{r}");
+    let route = "legacy_elicitation".to_string();
+    let want = [
+        ("executed".to_string(), route.clone()),
+        ("denied".to_string(), "declined".to_string()),
+        ("errored".to_string(), route),
+    ];
+    assert_eq!(wait_outcomes(&env.socket, 3), want);
+    assert_eq!(disk(&env, "note.txt").as_deref(), Some("v1"));
+    // An ungated call waited on nobody: no outcome.
+    h.call("read_text_file", json!({"path": "note.txt"}));
+    std::thread::sleep(Duration::from_millis(500));
+    assert_eq!(outcomes(&env.socket).len(), 3);
+}

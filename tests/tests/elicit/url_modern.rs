@@ -1,7 +1,8 @@
 //! End to end, route 3u (issue 17 item 4 on the 2026-07-28 era): the Python `mcp` 2.3
 //! `mcp.Client(mode="auto")`, declaring URL-mode elicitation, → real tc-shim (stdio) → real
 //! server-filesystem, real tcd with `[approvals] listen` set, real `tcctl`. Round 1 embeds
-//! the request's page link; the re-sent call waits for tcd's decision on that request.
+//! the request's page link; the re-sent call waits for tcd's decision on that request,
+//! reporting progress to its token meanwhile.
 
 use tc_tests::elicit::*;
 use tc_tests::shim::*;
@@ -251,4 +252,26 @@ fn without_a_page_the_form_or_the_cli_route() {
     assert_code(&r, "elicit_required");
     assert!(sc(&r)["details"]["request_id"].is_string(), "{r}");
     assert_note(&u.env, "v0");
+}
+
+#[test]
+fn a_call_waiting_for_the_page_reports_progress_to_its_token() {
+    let mut u = Url::modern();
+    let opts = json!({"progress": true});
+    let tag = u.h.start_call_with("write_file", write_v1(), opts);
+    let id = {
+        let prompt = u.h.prompt();
+        u.link_of(&prompt)
+    };
+    u.h.answer(json!({ "action": "accept" }));
+    // The re-sent call waits for the page; meanwhile its token gets progress.
+    let reports = u.h.progress_of(&tag, std::time::Duration::from_secs(12));
+    assert!(reports.len() >= 2, "progress while waiting: {reports:?}");
+    let said = reports[0]["progress"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(said.contains("write_file"), "{said}");
+    tcctl_approve(&u.env, &id);
+    let r = u.h.result(&tag);
+    assert_wrote_v1_once(&u.env, &r);
 }

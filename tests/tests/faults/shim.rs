@@ -106,6 +106,9 @@ fn faults_shim_daemon_killed_mid_session_fails_closed_then_the_token_survives() 
     wait_until("the consumed event", || {
         (count(&event_kinds(&env.socket), "tc.elicit.consumed") == 1).then_some(())
     });
+    // It ran and answered: one outcome, `executed`.
+    let o = wait_outcomes(&env.socket, 1);
+    assert_eq!(o, [("executed".to_string(), "cli_token".to_string())]);
 
     // Crash again: the spend is durable, the token does not come back.
     kill9_tcd(&mut env);
@@ -156,6 +159,9 @@ fn faults_shim_downstream_crash_mid_gated_call_keeps_the_token_spent() {
         (count(&k, "tc.elicit.consumed") == 1).then_some(k)
     });
     assert_eq!(count(&kinds, "hitl_released"), 0, "{kinds:?}");
+    // Sent, its answer lost: `unknown`, and never sent again.
+    let o = wait_outcomes(&env.socket, 1);
+    assert_eq!(o, [("unknown".to_string(), "cli_token".to_string())]);
 
     // The editor restarts the shim (and so the server): the token is refused as spent.
     let mut c = RawClient::start(&env.shim_argv("slow"));

@@ -11,4 +11,5 @@ mod factor;
 mod grants;
 mod humans_apart;
 mod page_grants;
+mod page_remote;
 mod page_totp;

@@ -10,6 +10,7 @@ mod gateways;
 mod keys;
 mod live;
 mod order;
+mod push;
 mod race;
 mod startup;
 

@@ -380,6 +380,8 @@ function live() {
 }
 
 document.getElementById('pk-add').addEventListener('click', addPasskey);
-document.getElementById('hostnote').hidden = location.hostname === 'localhost';
+// Over HTTPS this is the remote page, served only under its public_url's name.
+document.getElementById('hostnote').hidden =
+  location.hostname === 'localhost' || location.protocol === 'https:';
 live();
 setInterval(render, 1000);

@@ -174,7 +174,7 @@ impl Shim {
                             .await?
                     }
                 };
-                self.log_not_obtained(c, why).await;
+                self.log_not_obtained(c, why, "not_obtained").await;
                 self.refuse(c.id, by_request::not_obtained(c.shown, &id, why));
                 None
             }
@@ -190,26 +190,14 @@ impl Shim {
     /// tcd's Decline logs `tc.elicit.declined`; only if it fails does the shim log it.
     pub(in crate::engine) async fn declined_with_request(&self, c: &Call<'_>, id: &str) {
         match self.daemon.decline(id, "declined in the MCP client").await {
-            Ok(_) => self.refuse(c.id, crate::engine::refusal::approval_declined(c.shown)),
+            Ok(_) => {
+                self.record_denied(c, "declined");
+                self.refuse(c.id, crate::engine::refusal::approval_declined(c.shown))
+            }
             Err(e) => {
                 tracing::info!("recording the client's decline in tcd failed: {e}");
                 self.declined(c).await;
             }
-        }
-    }
-}
-
-impl Shim {
-    /// Logs `tc.elicit.not_obtained` (the answer is the caller's).
-    async fn log_not_obtained(&self, c: &Call<'_>, why: &str) {
-        let ev = tc_core::codes::events::NOT_OBTAINED;
-        let detail = serde_json::json!({ "why": why });
-        if let Err(e) = self
-            .daemon
-            .append_event(ev, c.binding, c.shown.state_fp, detail)
-            .await
-        {
-            tracing::warn!("recording the unobtained approval failed: {e}");
         }
     }
 }

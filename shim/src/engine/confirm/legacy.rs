@@ -78,11 +78,15 @@ impl Shim {
             "jsonrpc": "2.0", "id": rid, "method": "elicitation/create",
             "params": form::elicit_params(&message, &version),
         }));
-        let outcome = tokio::select! {
-            r = answer_rx => r.ok(),
-            _ = wake_rx => None,
-            _ = tokio::time::sleep(self.prompt_ttl) => None,
-        };
+        let outcome = self
+            .with_progress(c, async {
+                tokio::select! {
+                    r = answer_rx => r.ok(),
+                    _ = wake_rx => None,
+                    _ = tokio::time::sleep(self.prompt_ttl) => None,
+                }
+            })
+            .await;
         let cancelled = {
             let mut st = self.lock();
             st.holds.end_wait(&key(c.id), Some(&rid));

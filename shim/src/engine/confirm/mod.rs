@@ -8,23 +8,27 @@ pub(in crate::engine) mod holds;
 mod legacy;
 mod modern;
 pub mod preview;
+mod progress;
 pub mod summary;
 pub mod url_mode;
 mod url_modern;
 
 use serde_json::{json, Value};
 
-use crate::engine::confirm::continued::Resumed;
+use crate::engine::confirm::continued::{Resumed, Round};
 use crate::engine::judge::Judged;
 use crate::engine::refusal;
 use crate::engine::{Approval, Call, Shim};
 use crate::wire::era::{self, Era};
 use form::Route;
+pub(in crate::engine) use progress::progress_token;
 
 /// How a gated call's confirmation ended.
 pub(in crate::engine) enum Obtained {
     /// Approved: run it.
     Approved(Approval),
+    /// A downstream's own round the client answered: forward sends it back.
+    Continue(Round),
     /// Its requestState could not be verified: judge it afresh without it.
     Fresh,
     /// Answered already (refused, declined, offered, or sent on as a downstream's round).
@@ -70,11 +74,7 @@ impl Shim {
             let params = msg.get("params").unwrap_or(&no_params);
             return match self.resume_modern(c, params, j.applies).await {
                 Resumed::Approved(a) => Obtained::Approved(a),
-                Resumed::Continue(round) => {
-                    self.forward_continued(c, msg, round, &j.paths, j.read_only)
-                        .await;
-                    Obtained::Done
-                }
+                Resumed::Continue(round) => Obtained::Continue(round),
                 Resumed::Fresh => Obtained::Fresh,
                 Resumed::Answered => Obtained::Done,
             };
@@ -156,19 +156,13 @@ impl Shim {
         {
             tracing::warn!("recording the decline failed: {e}");
         }
+        self.record_denied(c, "declined");
         self.refuse(c.id, refusal::approval_declined(c.shown));
     }
 
     /// Answers `approval_not_obtained` and logs `tc.elicit.not_obtained`.
     pub(in crate::engine) async fn not_obtained(&self, c: &Call<'_>, why: &str) {
-        let ev = tc_core::codes::events::NOT_OBTAINED;
-        if let Err(e) = self
-            .daemon
-            .append_event(ev, c.binding, c.shown.state_fp, json!({ "why": why }))
-            .await
-        {
-            tracing::warn!("recording the unobtained approval failed: {e}");
-        }
+        self.log_not_obtained(c, why, "not_obtained").await;
         self.refuse(c.id, refusal::approval_not_obtained(c.shown, why));
     }
 }

@@ -179,8 +179,22 @@ impl Shim {
 
     /// Waits until tcd settles the request, the client declines or cancels (legacy: its
     /// answer to our prompt comes on `answer_rx`; modern: it came with the call, so none),
-    /// the call is cancelled, or the TTL passes. Also says whether the client answered.
+    /// the call is cancelled, or the TTL passes, reporting progress meanwhile when the call
+    /// asked for it. Also says whether the client answered.
     pub(in crate::engine) async fn wait_for_page(
+        &self,
+        c: &Call<'_>,
+        request_id: &str,
+        answer_rx: Option<oneshot::Receiver<Value>>,
+        wake_rx: oneshot::Receiver<()>,
+    ) -> (Ended, bool) {
+        let poll = self.poll_page(c, request_id, answer_rx, wake_rx);
+        self.with_progress(c, poll).await
+    }
+
+    /// [`Shim::wait_for_page`]'s loop: the client's answer, a cancellation, the deadline
+    /// or tcd's word on the request, whichever comes first.
+    async fn poll_page(
         &self,
         c: &Call<'_>,
         request_id: &str,

@@ -163,14 +163,7 @@ impl Shim {
     /// `approval_not_obtained`, naming `tcctl approve ID` and the page: the request stays
     /// pending, so an approval given later is redeemed by the plain retry.
     async fn url_not_obtained(&self, c: &Call<'_>, request_id: &str, why: &str) -> Resumed {
-        let ev = tc_core::codes::events::NOT_OBTAINED;
-        if let Err(e) = self
-            .daemon
-            .append_event(ev, c.binding, c.shown.state_fp, json!({ "why": why }))
-            .await
-        {
-            tracing::warn!("recording the unobtained approval failed: {e}");
-        }
+        self.log_not_obtained(c, why, "not_obtained").await;
         let base = self.page.clone().unwrap_or_default();
         let url = request_url(&base, request_id).unwrap_or_default();
         let mode = self.daemon.mode();

@@ -8,6 +8,7 @@ use serde_json::Value;
 
 use crate::engine::admission::roots;
 use crate::engine::forward::table::{Forwarded, Pending};
+use crate::engine::outcome;
 use crate::engine::{key, reserved_id, reserved_id_error, Shim};
 use crate::wire::era;
 use crate::wire::ids;
@@ -135,6 +136,8 @@ impl Shim {
     /// A downstream answer: the governor's cap first, then whoever waits for it (the
     /// shim's own request, or a client request matched by value, its id spelled back).
     fn on_child_answer(self: &Arc<Self>, id: Value, msg: Value, line: Vec<u8>) {
+        // What the server said, before the cap may stand in for it.
+        let outcome = outcome::answered(&msg);
         // Governor: the byte cap, and answers to its own page requests.
         let Some(mut msg) = self.govern_response(&id, line.len(), msg) else {
             return;
@@ -164,8 +167,17 @@ impl Shim {
         if let Some(w) = p.wrap.take() {
             match self.wrap_answer(p.id.clone(), msg, w) {
                 Some(m) => msg = m,
-                None => return,
+                // A round of its own: the call goes on (its next run has its own outcome).
+                None => {
+                    if let Some(r) = p.ran.take() {
+                        r.goes_on();
+                    }
+                    return;
+                }
             }
+        }
+        if let Some(r) = p.ran.take() {
+            r.settle(outcome);
         }
         if p.kind == Pending::Initialize {
             self.note_down_init(&msg);
@@ -271,6 +283,7 @@ impl Shim {
                 if p.kind == Pending::Plain
                     && p.id == *id
                     && p.wrap.is_none()
+                    && p.ran.is_none()
                     && !(p.modern.is_some() && down_legacy) => {}
             // Rewritten by the shim, or not a client request's (the governor's own page
             // requests, late answers): the full path sorts them out.

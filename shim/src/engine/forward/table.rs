@@ -8,7 +8,8 @@ use serde_json::Value;
 use tokio::sync::oneshot;
 
 use crate::engine::barrier::{Place, Ticket};
-use crate::engine::confirm::continued::Wrap;
+use crate::engine::forward::rounds::Wrap;
+use crate::engine::outcome::Ran;
 use crate::wire::ids::{IdKey, IdTable};
 
 /// What the answer to a forwarded client request needs done to it.
@@ -30,6 +31,8 @@ pub(in crate::engine) struct Forwarded {
     /// A call of a tool with a gate entry: a round the downstream answers with is
     /// wrapped in our state (`continued.rs`).
     pub(in crate::engine) wrap: Option<Wrap>,
+    /// An approved call: its outcome is recorded when its answer comes (or never does).
+    pub(in crate::engine) ran: Option<Box<Ran>>,
     /// A `tools/call`'s place in the barrier, released when this entry goes away.
     pub(in crate::engine) place: Option<Place>,
     /// The client cancelled it and the grace timer runs (one timer per call, however many
@@ -45,6 +48,7 @@ impl Forwarded {
             kind,
             modern,
             wrap: None,
+            ran: None,
             place: None,
             grace: false,
         }

@@ -175,6 +175,7 @@ impl Shim {
             kind: events::OVERFLOW,
             tool: tool.to_string(),
             args_hash: args_hash.to_string(),
+            state_fp: String::new(),
             detail: json!({"bytes": bytes, "limit": cap}),
         });
         governor::overflow_result(tool, bytes, cap)
@@ -238,8 +239,13 @@ impl Shim {
 
     /// Queues an event for the daemon's log. The pump that appends them starts with the
     /// first: most conversations never have one, and an idle one then keeps no task for it.
-    fn gov_event(&self, ev: GovEvent) {
-        let tx = self.events.get_or_init(|| {
+    pub(in crate::engine) fn gov_event(&self, ev: GovEvent) {
+        let _ = self.event_queue().send(Box::new(ev));
+    }
+
+    /// The queue [`Shim::gov_event`] writes to, started on first use.
+    pub(in crate::engine) fn event_queue(&self) -> &mpsc::UnboundedSender<Box<GovEvent>> {
+        self.events.get_or_init(|| {
             let (tx, rx) = mpsc::unbounded_channel();
             tokio::spawn(event_pump(
                 Arc::clone(&self.daemon),
@@ -248,8 +254,7 @@ impl Shim {
                 rx,
             ));
             tx
-        });
-        let _ = tx.send(Box::new(ev));
+        })
     }
 
     /// Waits until every governor event queued so far reached the daemon (or failed).
@@ -281,6 +286,7 @@ async fn event_pump(
                 kind,
                 tool,
                 args_hash,
+                state_fp,
                 detail,
             } => {
                 let req = v1::AppendEventRequest {
@@ -289,7 +295,7 @@ async fn event_pump(
                     tool,
                     caller: caller.clone(),
                     args_hash,
-                    state_fp: String::new(),
+                    state_fp,
                     detail_json: detail.to_string(),
                 };
                 // Boxed: the RPC's state would otherwise size the parked pump of every

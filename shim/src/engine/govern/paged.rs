@@ -8,13 +8,13 @@ use std::collections::HashMap;
 use serde_json::Value;
 use tc_proto::v1::Binding;
 
-use crate::engine::confirm::continued::downstream_round;
 use crate::engine::govern::governor::{
     self, Limits, Page, PageReply, Plan, Position, MAX_PAGE_ATTEMPTS, MAX_PAGE_ITEMS, PAGE_RESERVE,
 };
 use crate::engine::judge::policy::PolicyError;
 use crate::engine::refusal::judged::policy_result;
 use crate::engine::refusal::Refusal;
+use crate::engine::rounds::downstream_round;
 use crate::engine::{key, Shim};
 use crate::wire::era;
 use crate::wire::jsonrpc;

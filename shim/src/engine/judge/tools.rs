@@ -11,7 +11,7 @@ use crate::engine::admission::lean;
 use crate::engine::forward::internal::InternalError;
 use crate::engine::judge::policy::{self, ArgSpec, Policy};
 use crate::engine::refusal::Refusal;
-use crate::engine::Shim;
+use crate::engine::{Call, Shim};
 use crate::wire::era;
 use crate::wire::jsonrpc;
 use crate::wire::mcp_headers::{self, DeclarationError, ParamHeader, ParamMismatch};
@@ -275,6 +275,61 @@ fn add_elicit_token(tool: &mut Value) {
             "elicit_token".into(),
             json!({"type": "string", "description": "Single-use confirmation token from `tcctl elicit`, given to you by the human. Omit it on the first call."}),
         );
+    }
+}
+
+impl Shim {
+    /// Why tool `name`'s definition is no longer `judged`, the one its call was judged
+    /// by (a `tools/list_changed` came meanwhile), or None. Listed again when the cache
+    /// was emptied, or lacks the tool (a client's own listing may hold one page only).
+    pub(in crate::engine) async fn redefined(
+        &self,
+        name: &str,
+        judged: Option<&Value>,
+    ) -> Option<String> {
+        let relist = || async {
+            self.list_all_tools()
+                .await
+                .err()
+                .map(|e| format!("its tool list could not be read again ({e})"))
+        };
+        if !self.lock().tools.listed() {
+            if let Some(why) = relist().await {
+                return Some(why);
+            }
+        }
+        let mut now = self.tool_def(name);
+        if now.is_none() && judged.is_some() {
+            if let Some(why) = relist().await {
+                return Some(why);
+            }
+            now = self.tool_def(name);
+        }
+        match (judged, now.as_deref()) {
+            (a, b) if a == b => None,
+            (Some(_), None) => Some(format!("the server no longer lists `{name}`")),
+            (None, Some(_)) => Some(format!(
+                "the server now lists `{name}`, which it did not when the call was judged"
+            )),
+            _ => Some(format!("the server changed the definition of `{name}`")),
+        }
+    }
+
+    /// Answers an approved call whose tool was redefined: `replay_drift`, nothing run, the
+    /// approval not given back (its retry is judged, and asks, afresh).
+    pub(in crate::engine) async fn refuse_redefined(&self, c: &Call<'_>, why: &str) {
+        tracing::warn!(tool = %c.shown.tool, "not running an approved call: the server redefined its tool since it was judged");
+        let logged = format!("{why} after the call was judged");
+        self.log_not_obtained(c, &logged, "redefined").await;
+        let text = format!(
+            "tc-shim did not run `{}`: {why} (notifications/tools/list_changed) after this call \
+             was judged and approved. Nothing was run and the approval is spent. Send the call \
+             again if it is still wanted: it is judged against the new definition and needs a \
+             new approval.",
+            c.shown.tool
+        );
+        let r = Refusal::new(tc_core::ErrorCode::ReplayDrift, text, c.shown.details());
+        self.refuse(c.id, r);
     }
 }
 

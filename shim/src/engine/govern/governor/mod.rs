@@ -62,6 +62,8 @@ pub enum GovEvent {
         kind: &'static str,
         tool: String,
         args_hash: String,
+        /// The target's fingerprint the event is about; empty when none.
+        state_fp: String,
         detail: Value,
     },
     /// Answered once everything queued before it was sent.

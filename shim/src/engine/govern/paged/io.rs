@@ -9,13 +9,11 @@ use tc_proto::v1::Binding;
 use tokio::sync::oneshot;
 
 use crate::daemon_client::DaemonError;
-use crate::engine::confirm::holds::Held;
 use crate::engine::govern::governor::{self, Item, PageReply, Position, Track};
 use crate::engine::judge::policy::PolicyError;
 use crate::engine::refusal::Refusal;
 use crate::engine::{key, Shim};
 use crate::wire::era;
-use crate::wire::jsonrpc;
 
 /// A page request that could not be answered (the downstream went away).
 pub(in crate::engine) struct PageFailed(pub(in crate::engine) String);
@@ -140,18 +138,8 @@ impl Shim {
     }
 
     /// Answers a held paged call with a result the governor built.
-    pub(in crate::engine) fn reply_page(&self, id: &Value, mut result: Value) {
-        match self.unhold(id) {
-            Some(Held {
-                cancelled: true, ..
-            }) => {}
-            h => {
-                if h.as_ref().is_some_and(|h| h.modern) {
-                    era::mark_complete(&mut result, "tools/call");
-                }
-                self.send_client(&jsonrpc::response(id, result));
-            }
-        }
+    pub(in crate::engine) fn reply_page(&self, id: &Value, result: Value) {
+        self.reply_held(id, result);
     }
 
     /// Sends a finished page line, unless the call was cancelled meanwhile.
