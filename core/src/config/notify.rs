@@ -180,33 +180,39 @@ impl Config {
                  page), [approvals] remote or page_url",
             );
         }
-        let mut names = std::collections::HashSet::new();
-        for (i, t) in n.ntfy.iter().enumerate() {
-            let at = format!("notify.ntfy[{i}]");
-            check_target(found, &at, &t.name, &t.url, &mut names);
-            if let Some(f) = t.token_file.as_ref().filter(|f| !f.is_absolute()) {
-                found.add(
-                    format!("{at}.token_file"),
-                    format!("{f:?} must be an absolute path"),
-                );
-            }
-            let topic_ok = (1..=64).contains(&t.topic.len())
-                && t.topic
-                    .bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
-            if !topic_ok {
-                found.add(format!("{at}.topic"), "must be 1..=64 of A-Z a-z 0-9 - _");
-            }
-            if t.priority.is_some_and(|p| !(1..=5).contains(&p)) {
-                found.add(format!("{at}.priority"), "must be 1..=5");
-            }
+        check_targets(n, found);
+    }
+}
+
+/// `[[notify.ntfy]]` and `[[notify.webhook]]`: each target's own keys, names unique over
+/// both.
+fn check_targets(n: &NotifyConfig, found: &mut Findings) {
+    let mut names = std::collections::HashSet::new();
+    for (i, t) in n.ntfy.iter().enumerate() {
+        let at = format!("notify.ntfy[{i}]");
+        check_target(found, &at, &t.name, &t.url, &mut names);
+        if let Some(f) = t.token_file.as_ref().filter(|f| !f.is_absolute()) {
+            found.add(
+                format!("{at}.token_file"),
+                format!("{f:?} must be an absolute path"),
+            );
         }
-        for (i, t) in n.webhook.iter().enumerate() {
-            let at = format!("notify.webhook[{i}]");
-            check_target(found, &at, &t.name, &t.url, &mut names);
-            if !t.secret_file.is_absolute() {
-                found.add(format!("{at}.secret_file"), "must be an absolute path");
-            }
+        let topic_ok = (1..=64).contains(&t.topic.len())
+            && t.topic
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_');
+        if !topic_ok {
+            found.add(format!("{at}.topic"), "must be 1..=64 of A-Z a-z 0-9 - _");
+        }
+        if t.priority.is_some_and(|p| !(1..=5).contains(&p)) {
+            found.add(format!("{at}.priority"), "must be 1..=5");
+        }
+    }
+    for (i, t) in n.webhook.iter().enumerate() {
+        let at = format!("notify.webhook[{i}]");
+        check_target(found, &at, &t.name, &t.url, &mut names);
+        if !t.secret_file.is_absolute() {
+            found.add(format!("{at}.secret_file"), "must be an absolute path");
         }
     }
 }
