@@ -290,28 +290,27 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
         }
         None => Vec::new(),
     };
+    // A page that cannot start stops tcd: the socket it bound goes with it.
+    let unbind = |e: anyhow::Error| {
+        if let Some(path) = &bound.cleanup {
+            let _ = std::fs::remove_file(path);
+        }
+        e
+    };
     let page = match page_addr {
-        Some(addr) => match page::start(addr, ledger.clone(), draining.clone()).await {
-            Ok(h) => Some(h),
-            Err(e) => {
-                if let Some(path) = &bound.cleanup {
-                    let _ = std::fs::remove_file(path);
-                }
-                return Err(e);
-            }
-        },
+        Some(addr) => Some(
+            page::start(addr, ledger.clone(), draining.clone())
+                .await
+                .map_err(unbind)?,
+        ),
         None => None,
     };
     let remote_page = match remote_spec.as_ref().zip(remote_tls.as_ref()) {
-        Some((s, t)) => match page::remote::start(s, t, ledger.clone(), draining.clone()).await {
-            Ok(h) => Some(h),
-            Err(e) => {
-                if let Some(path) = &bound.cleanup {
-                    let _ = std::fs::remove_file(path);
-                }
-                return Err(e);
-            }
-        },
+        Some((s, t)) => Some(
+            page::remote::start(s, t, ledger.clone(), draining.clone())
+                .await
+                .map_err(unbind)?,
+        ),
         None => None,
     };
 

@@ -20,10 +20,10 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use tc_core::config::RemoteSpec;
 use tokio::task::JoinHandle;
-use webauthn_rs::prelude::{PasskeyAuthentication, PublicKeyCredential, Url};
+use webauthn_rs::prelude::{PasskeyAuthentication, Url};
 use webauthn_rs::{Webauthn, WebauthnBuilder};
 
-use super::routes::{bad, forbidden, html, ledger, Answer, Refusal};
+use super::routes::{bad, html, ledger, verified_assertion, Answer, Refusal};
 use super::security::{self, Access};
 use super::{assets, links, passkeys, tls, Page};
 use crate::error::DaemonError;
@@ -188,20 +188,7 @@ pub async fn signin_finish(State(page): State<Arc<Page>>, Json(b): Json<SigninBo
             .map(|(s, _)| s)
     };
     let state = state.ok_or_else(|| bad("no sign-in is under way (start again)"))?;
-    let cred: PublicKeyCredential =
-        serde_json::from_value(b.credential).map_err(|_| bad("malformed assertion"))?;
-    let res = page
-        .webauthn
-        .finish_passkey_authentication(&cred, &state)
-        .map_err(|e| {
-            tracing::warn!(error = %e, "approval page (remote): a sign-in assertion did not verify");
-            forbidden("the passkey assertion did not verify; not signed in")
-        })?;
-    if !res.user_verified() {
-        return Err(forbidden(
-            "the passkey did not verify the user; not signed in",
-        ));
-    }
+    let res = verified_assertion(&page, b.credential, &state, "not signed in")?;
     let guarded = page.ledger.mode() == tc_core::config::Mode::Guarded;
     let uid = ledger(&page, move |l| {
         let credential = hex::encode::<&[u8]>(res.cred_id().as_ref());

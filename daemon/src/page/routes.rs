@@ -14,7 +14,9 @@ use axum::routing::{get, post};
 use axum::{middleware, Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use webauthn_rs::prelude::{PublicKeyCredential, RegisterPublicKeyCredential};
+use webauthn_rs::prelude::{
+    AuthenticationResult, PasskeyAuthentication, PublicKeyCredential, RegisterPublicKeyCredential,
+};
 
 use super::{assets, codes, grants, links, passkeys, remote, security, sse, Page, Viewer};
 use crate::approvals::{is_request_id, Proof};
@@ -91,6 +93,31 @@ pub(super) type Answer = Result<Response, Refusal>;
 
 pub(super) fn forbidden(why: &str) -> Refusal {
     Refusal(StatusCode::FORBIDDEN, why.into())
+}
+
+/// A passkey assertion checked against its challenge `state`, with user verification;
+/// `else_` says what did not happen when it fails ("nothing was approved").
+pub(super) fn verified_assertion(
+    page: &Page,
+    credential: Value,
+    state: &PasskeyAuthentication,
+    else_: &str,
+) -> Result<AuthenticationResult, Refusal> {
+    let cred: PublicKeyCredential =
+        serde_json::from_value(credential).map_err(|_| bad("malformed assertion"))?;
+    let res = page
+        .webauthn
+        .finish_passkey_authentication(&cred, state)
+        .map_err(|e| {
+            tracing::warn!(error = %e, "approval page: a passkey assertion did not verify");
+            forbidden(&format!("the passkey assertion did not verify; {else_}"))
+        })?;
+    if !res.user_verified() {
+        return Err(forbidden(&format!(
+            "the passkey did not verify the user; {else_}"
+        )));
+    }
+    Ok(res)
 }
 
 pub(super) fn bad(why: &str) -> Refusal {
@@ -339,20 +366,7 @@ async fn approve_finish(
         .with(&h, |s| s.approving.remove(&id))
         .flatten()
         .ok_or_else(|| bad("no passkey challenge is open for this request (start again)"))?;
-    let cred: PublicKeyCredential =
-        serde_json::from_value(b.credential).map_err(|_| bad("malformed assertion"))?;
-    let res = page
-        .webauthn
-        .finish_passkey_authentication(&cred, &state)
-        .map_err(|e| {
-            tracing::warn!(error = %e, "approval page: a passkey assertion did not verify");
-            forbidden("the passkey assertion did not verify; nothing was approved")
-        })?;
-    if !res.user_verified() {
-        return Err(forbidden(
-            "the passkey did not verify the user; nothing was approved",
-        ));
-    }
+    let res = verified_assertion(&page, b.credential, &state, "nothing was approved")?;
     let i = id.clone();
     let approved = ledger(&page, move |l| {
         let credential = hex::encode::<&[u8]>(res.cred_id().as_ref());
