@@ -71,7 +71,8 @@ impl Connector {
         format!("{host}:{port}/{db}")
     }
 
-    /// A pool of at most `size` connections, opened on demand (a lost one is replaced).
+    /// A pool of at most `size` connections driven by the store's runtime, opened on
+    /// demand (a lost one is replaced), for the background tasks.
     pub fn pool(&self, size: usize) -> Result<Pool, DaemonError> {
         let mc = ManagerConfig {
             recycling_method: RecyclingMethod::Fast,
@@ -120,12 +121,11 @@ fn rustls_connect(ca_file: &std::path::Path) -> Result<MakeRustlsConnect, Daemon
 }
 
 /// The first connection, or a start-up error naming the database.
-pub fn first_client(
-    rt: &tokio::runtime::Handle,
-    pool: &Pool,
+pub fn first_client<'p>(
+    pool: &'p super::pool::Pool,
     describe: &str,
-) -> Result<deadpool_postgres::Object, DaemonError> {
-    super::tx::wait(rt, pool.get()).map_err(|e| {
+) -> Result<super::pool::Lease<'p>, DaemonError> {
+    pool.get().map_err(|e| {
         StoreError::Unavailable(format!(
             "cannot connect to PostgreSQL at {describe}: {e} (check [daemon.postgres] url, \
              password_file and ca_file, and that the server accepts this host)"

@@ -61,7 +61,7 @@ fn an_open_transaction_holds_readers_and_retention_at_its_id() {
     let before: Vec<i64> = (0..3).map(|_| commit_one()).collect();
     // A transaction writes its event and stays open; two commit after it, with higher ids.
     let open = s.client().unwrap();
-    let tx = PgTx::new(&open, s.handle(), true);
+    let tx = PgTx::new(open.conn(), true);
     let held = tx.insert_event(&event(), "{}", 0).unwrap();
     let after: Vec<i64> = (0..2).map(|_| commit_one()).collect();
     assert!(

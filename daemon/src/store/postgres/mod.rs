@@ -3,13 +3,15 @@
 //!
 //! - [`PgStore`]: connects (TLS via rustls with `ca_file`), migrates under an advisory
 //!   lock, checks that this replica's key is the one the database was keyed with, and
-//!   runs the rules' transactions ([`PgTx`]) on blocking threads.
+//!   runs the rules' transactions ([`PgTx`]) on blocking threads, each driving its leased
+//!   connection itself (`pool`, `driven`).
 //! - `listen`: a dedicated LISTEN connection that wakes `--follow` streams on any
 //!   replica's commit, reconnecting with backoff; `horizon`: reads of the log stop where
 //!   every older transaction has ended, so ids that commit out of order are never passed;
 //!   `notify`: this replica's commits announced after they commit.
 
 mod connect;
+mod driven;
 mod events;
 mod factors;
 mod grants;
@@ -19,6 +21,9 @@ mod horizon_tests;
 mod listen;
 mod notify;
 mod page;
+mod pool;
+#[cfg(test)]
+mod pool_tests;
 mod raised;
 pub mod schema;
 #[cfg(test)]
@@ -28,7 +33,6 @@ mod tx;
 
 use std::sync::Arc;
 
-use deadpool_postgres::Pool;
 use tc_core::config::PostgresConfig;
 use tokio_postgres::types::ToSql;
 
@@ -42,10 +46,11 @@ use crate::store::{StoreError, Written};
 
 /// The ledger in PostgreSQL, as one replica sees it.
 pub struct PgStore {
-    /// Drives the pool's connections and the LISTEN task (shut down in the background
-    /// on drop, so a store can be dropped from any context).
+    /// The rules' connections (`pool_size`), each driven by the thread that leased it.
+    pool: Box<pool::Pool>,
+    /// Drives the background tasks: LISTEN, the horizon's watcher and the notifier (shut
+    /// down in the background on drop, so a store can be dropped from any context).
     rt: Option<tokio::runtime::Runtime>,
-    pool: Pool,
     signals: Arc<Signals>,
     /// Events reads left above the horizon, for the watcher that wakes the streams.
     held: Arc<horizon::Held>,
@@ -69,27 +74,29 @@ impl PgStore {
             .build()?;
         let conn = connect::Connector::new(cfg)?;
         let describe = conn.describe();
-        let pool = conn.pool(cfg.pool_size as usize)?;
-        let handle = rt.handle().clone();
-        let client = connect::first_client(&handle, &pool, &describe)?;
-        let tx = PgTx::new(&client, &handle, false);
+        let pool = Box::new(pool::Pool::new(conn.clone(), cfg.pool_size as usize));
+        let first = connect::first_client(&pool, &describe)?;
+        let tx = PgTx::new(first.conn(), false);
         let version = connect::migrate(&tx)?;
         connect::check_key(&tx, key_check, &describe)?;
         let replica = connect::register(&tx)?;
         let signals = Arc::new(Signals::load(&tx)?);
-        drop(client);
+        drop(first);
+        // Two connections for the background tasks (the LISTEN task has its own).
+        let background = conn.pool(2)?;
+        let handle = rt.handle().clone();
         handle.spawn(listen::run(conn, signals.clone(), describe.clone()));
         let held = Arc::new(horizon::Held::default());
-        handle.spawn(horizon::watch(pool.clone(), held.clone(), signals.clone()));
-        let notifier = Arc::new(notify::Notifier::default());
-        handle.spawn(notify::run(
-            pool.clone(),
-            notifier.clone(),
-            describe.clone(),
+        handle.spawn(horizon::watch(
+            background.clone(),
+            held.clone(),
+            signals.clone(),
         ));
+        let notifier = Arc::new(notify::Notifier::default());
+        handle.spawn(notify::run(background, notifier.clone(), describe.clone()));
         Ok(PgStore {
-            rt: Some(rt),
             pool,
+            rt: Some(rt),
             signals,
             held,
             notifier,
@@ -98,22 +105,23 @@ impl PgStore {
         })
     }
 
-    fn handle(&self) -> &tokio::runtime::Handle {
-        self.rt.as_ref().expect("running until dropped").handle()
+    /// A leased connection, or `unavailable` naming the store.
+    fn client(&self) -> Result<pool::Lease<'_>, DaemonError> {
+        self.pool.get().map_err(|e| match e {
+            StoreError::Unavailable(e) => {
+                StoreError::Unavailable(format!("{}: {e}", self.describe)).into()
+            }
+            e => e.into(),
+        })
     }
 
-    /// A pooled connection, or `unavailable` naming the store.
-    fn client(&self) -> Result<deadpool_postgres::Object, DaemonError> {
-        tx::wait(self.handle(), self.pool.get())
-            .map_err(|e| StoreError::Unavailable(format!("{}: {e}", self.describe)).into())
-    }
-
-    /// Runs `f` on a blocking thread of the caller's runtime; resolves after its commit.
+    /// Runs `f` on a blocking thread of the caller's runtime, which drives the connections
+    /// it leases itself; resolves after its commit.
     pub fn call<T: Send + 'static>(
         &self,
         f: impl FnOnce() -> Result<T, DaemonError> + Send + 'static,
     ) -> impl std::future::Future<Output = Result<T, DaemonError>> + Send + 'static {
-        let job = tokio::task::spawn_blocking(f);
+        let job = tokio::task::spawn_blocking(|| driven::on_store_thread(f));
         async move {
             job.await
                 .map_err(|e| DaemonError::Internal(format!("a store job died: {e}")))?
@@ -126,14 +134,14 @@ impl PgStore {
         f: impl FnOnce(&dyn Tx, &mut Vec<NewEvent>) -> Written<T>,
     ) -> Result<(Result<T, DaemonError>, i64), DaemonError> {
         let client = self.client()?;
-        let tx = PgTx::new(&client, self.handle(), true).noting(&self.held);
+        let tx = PgTx::new(client.conn(), true).noting(&self.held);
         let mut events = Vec::new();
         let result = match f(&tx, &mut events) {
             Ok(r) => r,
             Err(e) => {
                 if tx.started() && tx.batch("ROLLBACK").is_err() {
                     // Never hand a connection in an unknown state back to the pool.
-                    let _ = deadpool_postgres::Object::take(client);
+                    client.discard();
                 }
                 return Err(e);
             }
@@ -145,7 +153,7 @@ impl PgStore {
             Ok(logged) => logged,
             Err(Tail::RolledBack(e)) => return Err(e.into()),
             Err(Tail::Unsure(e)) => {
-                let _ = deadpool_postgres::Object::take(client);
+                client.discard();
                 // The commit may or may not have happened: whatever this write spent stays
                 // spent from the caller's point of view (it is told to stop, never to run).
                 return Err(StoreError::Unavailable(format!(
@@ -167,7 +175,7 @@ impl PgStore {
         f: impl FnOnce(&dyn Tx) -> Result<T, DaemonError>,
     ) -> Result<T, DaemonError> {
         let client = self.client()?;
-        f(&PgTx::new(&client, self.handle(), false).noting(&self.held))
+        f(&PgTx::new(client.conn(), false).noting(&self.held))
     }
 
     /// Counters, the log's size and the commit signal (this replica's).
@@ -182,14 +190,14 @@ impl PgStore {
             Ok(())
         })?;
         let client = self.client()?;
-        let tx = PgTx::new(&client, self.handle(), false);
+        let tx = PgTx::new(client.conn(), false);
         connect::seen(&tx, &self.replica)
     }
 
     /// Replicas that marked themselves seen within the last five minutes.
     pub fn replicas_seen(&self) -> Result<u64, DaemonError> {
         let client = self.client()?;
-        connect::replicas_seen(&PgTx::new(&client, self.handle(), false))
+        connect::replicas_seen(&PgTx::new(client.conn(), false))
     }
 }
 

@@ -49,7 +49,7 @@ impl PgStore {
     /// One number a test reads with plain SQL.
     pub fn scalar(&self, sql: &str) -> Result<i64, DaemonError> {
         let client = self.client()?;
-        let tx = PgTx::new(&client, self.handle(), false);
+        let tx = PgTx::new(client.conn(), false);
         let row = tx.one(sql, &[])?;
         Ok(row
             .try_get::<_, Option<i64>>(0)
@@ -60,7 +60,7 @@ impl PgStore {
     /// A statement a test runs with plain SQL.
     pub fn exec_sql(&self, sql: &str) -> Result<(), DaemonError> {
         let client = self.client()?;
-        let tx = PgTx::new(&client, self.handle(), false);
+        let tx = PgTx::new(client.conn(), false);
         Ok(tx.batch(sql)?)
     }
 }

@@ -1,11 +1,10 @@
-//! One PostgreSQL transaction as the rules see it ([`PgTx`]): a pooled connection and the
-//! backend's runtime, each query run to completion (the rules are synchronous).
+//! One PostgreSQL transaction as the rules see it ([`PgTx`]): a leased connection this
+//! thread drives, each query run to completion (the rules are synchronous).
 
-use deadpool_postgres::Object;
-use tokio::runtime::Handle;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Row, Statement};
 
+use super::driven::Driven;
 use super::horizon::Held;
 use crate::store::queries::Q;
 
@@ -17,31 +16,19 @@ pub type Read<T> = fn(&Row) -> Q<T>;
 
 /// A connection inside `BEGIN … COMMIT` (or autocommit, for reads).
 pub struct PgTx<'a> {
-    pub(super) client: &'a Object,
-    pub(super) rt: &'a Handle,
+    pub(super) conn: &'a Driven,
     /// `BEGIN` is due: it is pipelined with the first statement (one round trip less).
     pub(super) begin: std::cell::Cell<bool>,
     /// Where to note events a read left above the horizon (`horizon.rs`).
     pub(super) held: Option<&'a Held>,
 }
 
-/// Runs `f` to completion on this thread. The connections live on the store's runtime
-/// (entered here for the pool's timers), so this works on any thread: a blocking thread
-/// of tcd's runtime, a test's runtime worker, or no runtime at all. Unconstrained: on a
-/// runtime worker an exhausted co-op budget would defer the wake-up to that runtime,
-/// which this very call is blocking.
-pub fn wait<F: std::future::Future>(rt: &Handle, f: F) -> F::Output {
-    let _entered = rt.enter();
-    futures_executor::block_on(tokio::task::unconstrained(f))
-}
-
 impl<'a> PgTx<'a> {
     /// A transaction's handle on `client` (`begun`: send `BEGIN` with the first statement;
     /// false for autocommit reads).
-    pub fn new(client: &'a Object, rt: &'a Handle, begun: bool) -> PgTx<'a> {
+    pub fn new(conn: &'a Driven, begun: bool) -> PgTx<'a> {
         PgTx {
-            client,
-            rt,
+            conn,
             begin: std::cell::Cell::new(begun),
             held: None,
         }
@@ -55,19 +42,23 @@ impl<'a> PgTx<'a> {
 
     /// Runs `f`, with the due `BEGIN` sent ahead of it on the same connection (requests
     /// go out in the order they are first polled).
-    fn run<T>(
+    fn run<T: Send>(
         &self,
-        f: impl std::future::Future<Output = Result<T, tokio_postgres::Error>>,
+        f: impl std::future::Future<Output = Result<T, tokio_postgres::Error>> + Send,
     ) -> Q<T> {
         if self.begin.replace(false) {
             let begin = self
-                .client
+                .client()
                 .batch_execute("BEGIN ISOLATION LEVEL READ COMMITTED");
-            let (b, r) = wait(self.rt, futures_util::future::join(begin, f));
+            let (b, r) = self.conn.run(futures_util::future::join(begin, f));
             b?;
             return Ok(r?);
         }
-        Ok(wait(self.rt, f)?)
+        Ok(self.conn.run(f)?)
+    }
+
+    fn client(&self) -> &tokio_postgres::Client {
+        self.conn.client()
     }
 
     /// Runs `sql` once per parameter list, then `COMMIT`, pipelined: sent back to back
@@ -83,12 +74,12 @@ impl<'a> PgTx<'a> {
             Err(e) => return (vec![Err(e)], self.batch("ROLLBACK")),
         };
         let begin = self.begin.replace(false).then(|| {
-            self.client
+            self.client()
                 .batch_execute("BEGIN ISOLATION LEVEL READ COMMITTED")
         });
         let rows =
-            futures_util::future::join_all(params.iter().map(|p| self.client.query_one(&st, p)));
-        let commit = self.client.batch_execute("COMMIT");
+            futures_util::future::join_all(params.iter().map(|p| self.client().query_one(&st, p)));
+        let commit = self.client().batch_execute("COMMIT");
         let begin = async {
             match begin {
                 Some(b) => b.await,
@@ -97,7 +88,9 @@ impl<'a> PgTx<'a> {
         };
         // join3 polls its futures in this order, and a request goes out on its first
         // poll: BEGIN, the statements and COMMIT leave back to back.
-        let (begun, rows, commit) = wait(self.rt, futures_util::future::join3(begin, rows, commit));
+        let (begun, rows, commit) = self
+            .conn
+            .run(futures_util::future::join3(begin, rows, commit));
         let mut rows: Vec<Q<Row>> = rows.into_iter().map(|r| r.map_err(Into::into)).collect();
         if let Err(e) = begun {
             rows.insert(0, Err(e.into()));
@@ -111,26 +104,33 @@ impl<'a> PgTx<'a> {
         !self.begin.get()
     }
 
+    /// `sql` prepared once per connection. A cached statement costs nothing, so a due
+    /// `BEGIN` still goes out with the first real statement.
     fn stmt(&self, sql: &str) -> Q<Statement> {
-        self.run(self.client.prepare_cached(sql))
+        if let Some(st) = self.conn.cached(sql) {
+            return Ok(st);
+        }
+        let st = self.run(self.client().prepare(sql))?;
+        self.conn.remember(sql, &st);
+        Ok(st)
     }
 
     /// At most one row.
     pub fn opt(&self, sql: &str, params: Params<'_>) -> Q<Option<Row>> {
         let st = self.stmt(sql)?;
-        self.run(self.client.query_opt(&st, params))
+        self.run(self.client().query_opt(&st, params))
     }
 
     /// Exactly one row.
     pub fn one(&self, sql: &str, params: Params<'_>) -> Q<Row> {
         let st = self.stmt(sql)?;
-        self.run(self.client.query_one(&st, params))
+        self.run(self.client().query_one(&st, params))
     }
 
     /// Every row.
     pub fn all(&self, sql: &str, params: Params<'_>) -> Q<Vec<Row>> {
         let st = self.stmt(sql)?;
-        self.run(self.client.query(&st, params))
+        self.run(self.client().query(&st, params))
     }
 
     /// At most one row, read by `read` ([`crate::store::rows`]).
@@ -146,12 +146,12 @@ impl<'a> PgTx<'a> {
     /// Rows changed.
     pub fn exec(&self, sql: &str, params: Params<'_>) -> Q<u64> {
         let st = self.stmt(sql)?;
-        self.run(self.client.execute(&st, params))
+        self.run(self.client().execute(&st, params))
     }
 
     /// Statements without parameters (BEGIN, COMMIT, ROLLBACK).
     pub fn batch(&self, sql: &str) -> Q<()> {
-        self.run(self.client.batch_execute(sql))
+        self.run(self.client().batch_execute(sql))
     }
 }
 
