@@ -12,7 +12,8 @@
 //! PostgreSQL (the cluster's processes), from /proc, and how full each replica's pool was
 //! (pg_stat_activity sampled every 10 ms, with what each busy backend waited on).
 //! Knobs: `TC_BENCH_N` (sequential samples, default 1000), `TC_BENCH_CONC_TOTAL`
-//! (concurrent redeems, default 2400), `TCD_BIN`.
+//! (concurrent redeems, default 2400), `TCD_BIN`, `TC_BENCH_PG` (the PostgreSQL runs as
+//! `REPLICASxPOOL`, default `1x8,3x8`: the pool is each replica's `pool_size`).
 //! Redeemed calls are recorded as run between timed batches (untimed), which keeps the
 //! raised requests under tcd's cap.
 
@@ -24,14 +25,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use tc_core::hash::sha256_hex;
-use tc_proto::v1::{Binding, MintRequest, RecordConsumedRequest, RedeemRequest};
+use tc_proto::v1::{Binding, MintRequest, RecordConsumedRequest, RedeemRequest, SealStateRequest};
 use tc_tests::bench::{cpu_time, env_usize, release_binary, target_tempdir, us, Stats};
-use tc_tests::postgres::{key_file, replica_config, Cluster};
+use tc_tests::postgres::{key_file, replica_config_with_pool, Cluster};
 use tc_tests::{Client, Daemon, DaemonOpts};
 
 const CLIENTS: usize = 16;
-/// `pool_size` of each replica (`replica_config`).
-const POOL: usize = 8;
 
 fn main() -> anyhow::Result<()> {
     let n = env_usize("TC_BENCH_N", 1000)?;
@@ -48,10 +47,23 @@ fn main() -> anyhow::Result<()> {
         cluster.port
     );
     rt.block_on(floor(&cluster, n))?;
-    for (name, replicas) in [("sqlite", 0), ("postgres x1", 1), ("postgres x3", 3)] {
+    let mut runs = vec![("sqlite".to_string(), 0, 0)];
+    let pg = std::env::var("TC_BENCH_PG").unwrap_or_else(|_| "1x8,3x8".into());
+    for spec in pg.split(',') {
+        let (r, p) = spec
+            .split_once('x')
+            .and_then(|(r, p)| Some((r.parse().ok()?, p.parse().ok()?)))
+            .with_context(|| format!("TC_BENCH_PG: {spec:?} is not REPLICASxPOOL"))?;
+        let name = match p {
+            8 => format!("postgres x{r}"),
+            _ => format!("pg x{r} pool {p}"),
+        };
+        runs.push((name, r, p));
+    }
+    for (name, replicas, pool) in runs {
         let dir = tempfile::tempdir_in(tmp.path())?;
-        let daemons = start(&tcd, dir.path(), &cluster, replicas)?;
-        rt.block_on(measure(name, &daemons, &cluster, n, total))?;
+        let daemons = start(&tcd, dir.path(), &cluster, replicas, pool)?;
+        rt.block_on(measure(&name, &daemons, &cluster, n, total, pool))?;
     }
     Ok(())
 }
@@ -111,6 +123,7 @@ fn start(
     dir: &Path,
     cluster: &Cluster,
     replicas: usize,
+    pool: u32,
 ) -> anyhow::Result<Vec<Daemon>> {
     let key = key_file(dir, "ledger.key");
     let password = cluster.password_file(dir);
@@ -126,7 +139,7 @@ fn start(
         let text = if replicas == 0 {
             format!("[daemon]\n{}", tc_tests::UNLIMITED_RATE)
         } else {
-            replica_config(cluster, &key, &password, "")
+            replica_config_with_pool(cluster, &key, &password, "", pool)
         };
         std::fs::write(&config, text)?;
         let mut d = Daemon::prepared_in(&base, config, DaemonOpts::default());
@@ -239,7 +252,7 @@ impl Cpu {
 
 /// How full each replica's pool was while the clients ran: pg_stat_activity sampled every
 /// 10 ms, each backend given to the replica whose socket is its client port. A
-/// connection not `idle` is checked out (in a transaction); a pool with all [`POOL`] busy
+/// connection not `idle` is checked out (in a transaction); a pool with all its `pool_size` busy
 /// makes the next redeem on that replica wait for one.
 #[derive(Default)]
 struct PoolUse {
@@ -299,6 +312,7 @@ async fn sample_pools(
     pids: Vec<u32>,
     timing: Arc<AtomicBool>,
     stop: Arc<AtomicBool>,
+    pool: usize,
 ) -> anyhow::Result<PoolUse> {
     let (client, conn) = tokio_postgres::connect(&cluster_url, tokio_postgres::NoTls).await?;
     tokio::spawn(conn);
@@ -341,7 +355,7 @@ async fn sample_pools(
         }
         out.samples += 1;
         out.busy += busy.iter().sum::<usize>() as u64;
-        out.full += u64::from(busy.iter().any(|b| *b >= POOL));
+        out.full += u64::from(busy.iter().any(|b| *b >= pool));
     }
     Ok(out)
 }
@@ -420,6 +434,7 @@ async fn concurrent(
     total: usize,
     fp: &str,
     next: &mut usize,
+    pool: u32,
 ) -> anyhow::Result<Concurrent> {
     let per_round = 480 / CLIENTS;
     let mut m = Concurrent {
@@ -434,7 +449,13 @@ async fn concurrent(
     );
     let url = cluster.url_with_password();
     let pids = daemons.iter().map(Daemon::pid).collect();
-    let sampler = tokio::spawn(sample_pools(url, pids, timing.clone(), stop.clone()));
+    let sampler = tokio::spawn(sample_pools(
+        url,
+        pids,
+        timing.clone(),
+        stop.clone(),
+        pool as usize,
+    ));
     while m.done < total {
         let mut batches = Vec::new();
         for (w, c) in clients.iter_mut().enumerate() {
@@ -465,7 +486,7 @@ async fn concurrent(
 /// its rate times the time each item spends there) how long each redeem held a connection
 /// out of the time it took with [`CLIENTS`] in flight; the rest was spent outside a
 /// transaction: client, gRPC, the CPU queue, and waiting for a free connection.
-fn pool_line(p: &PoolUse, replicas: usize, rate: f64) -> String {
+fn pool_line(p: &PoolUse, replicas: usize, pool: usize, rate: f64) -> String {
     let busy = p.busy as f64 / p.samples.max(1) as f64;
     let (held, each) = (busy / rate * 1e3, CLIENTS as f64 / rate * 1e3);
     let mut waits: Vec<_> = p.waits.iter().collect();
@@ -480,12 +501,33 @@ fn pool_line(p: &PoolUse, replicas: usize, rate: f64) -> String {
         "pool: {busy:.1} of {} connections busy on average, some replica's all busy in \
          {:.0}% of {} samples; a redeem held a connection {held:.1} ms of its {each:.1} ms \
          ({:.1} ms outside one); busy backends were: {}",
-        POOL * replicas,
+        pool * replicas,
         100.0 * p.full as f64 / p.samples.max(1) as f64,
         p.samples,
         each - held,
         waits.join(", "),
     )
+}
+
+/// `n` sequential calls through the same gRPC path and blocking-thread hand-off as a
+/// redeem, without a store (sealing a request state is the key alone): what tcd adds to a
+/// redeem's database round trips.
+async fn store_less(c: &mut Client, n: usize, fp: &str) -> anyhow::Result<Stats> {
+    let mut samples = Vec::with_capacity(n);
+    for i in 0..n + 50 {
+        let at = Instant::now();
+        c.seal_state(SealStateRequest {
+            binding: Some(call(i)),
+            state_fp: fp.into(),
+            inner: Vec::new(),
+        })
+        .await
+        .context("seal state")?;
+        if i >= 50 {
+            samples.push(at.elapsed());
+        }
+    }
+    Ok(Stats::of(&samples))
 }
 
 async fn measure(
@@ -494,6 +536,7 @@ async fn measure(
     cluster: &Cluster,
     n: usize,
     total: usize,
+    pool: u32,
 ) -> anyhow::Result<()> {
     let fp = sha256_hex(b"fp");
     let mut clients = Vec::new();
@@ -503,7 +546,8 @@ async fn measure(
     let mut next = 0;
     let floor = Floor::connect(cluster).await?;
     let (s, f) = sequential(&mut clients[0], &floor, n, &fp, &mut next).await?;
-    let m = concurrent(&mut clients, daemons, cluster, total, &fp, &mut next).await?;
+    let bare = store_less(&mut clients[0], n, &fp).await?;
+    let m = concurrent(&mut clients, daemons, cluster, total, &fp, &mut next, pool).await?;
     let per = |d: Duration| d.as_secs_f64() * 1e6 / m.done as f64;
     let rate = m.done as f64 / m.busy.as_secs_f64();
     println!(
@@ -520,10 +564,17 @@ async fn measure(
         us(f.p99),
         s.p50.as_secs_f64() / f.p50.as_secs_f64(),
     );
+    println!(
+        "{:<12} a tcd call that touches no store (SealState): p50 {:>7.0} µs; redeem p50 \
+         less that, over the floor: {:.2}",
+        "",
+        us(bare.p50),
+        (s.p50.as_secs_f64() - bare.p50.as_secs_f64()) / f.p50.as_secs_f64(),
+    );
     let all = m.cpu.client + m.cpu.tcd + m.cpu.pg;
     let pool = m.pool.map_or_else(
         || "no pool".to_string(),
-        |p| pool_line(&p, daemons.len(), rate),
+        |p| pool_line(&p, daemons.len(), pool as usize, rate),
     );
     println!(
         "{:<12} CPU per redeem: client {:>4.0} µs, tcd {:>4.0} µs, postgres {:>4.0} µs \

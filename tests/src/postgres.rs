@@ -318,9 +318,20 @@ pub fn key_file(dir: &Path, name: &str) -> PathBuf {
 
 /// The config of one replica of the ledger in `cluster`, keyed by `key`.
 pub fn replica_config(cluster: &Cluster, key: &Path, password: &Path, extra: &str) -> String {
+    replica_config_with_pool(cluster, key, password, extra, 8)
+}
+
+/// [`replica_config`] with `pool_size = pool`.
+pub fn replica_config_with_pool(
+    cluster: &Cluster,
+    key: &Path,
+    password: &Path,
+    extra: &str,
+    pool: u32,
+) -> String {
     format!(
         "[daemon]\nelicit_ttl_seconds = 300\n{}{extra}\n[daemon.postgres]\nurl = \"{}\"\n\
-         password_file = \"{}\"\nsecret_file = \"{}\"\npool_size = 8\n",
+         password_file = \"{}\"\nsecret_file = \"{}\"\npool_size = {pool}\n",
         crate::UNLIMITED_RATE,
         cluster.url(),
         password.display(),
