@@ -120,9 +120,15 @@ impl Lease<'_> {
 
 impl Drop for Lease<'_> {
     fn drop(&mut self) {
-        if let Some(c) = self.conn.take() {
-            self.pool.lock().idle.push(c);
-            self.pool.freed.notify_one();
+        let Some(c) = self.conn.take() else { return };
+        if std::thread::panicking() {
+            // A rule panicked, maybe inside BEGIN … : the next lease must not inherit
+            // (and commit) what it wrote.
+            drop(c);
+            self.pool.closed();
+            return;
         }
+        self.pool.lock().idle.push(c);
+        self.pool.freed.notify_one();
     }
 }

@@ -1,6 +1,6 @@
 //! The rules' pool on a real server (with `TC_TEST_POSTGRES_URL`): a connection the
-//! server ended while it sat idle is replaced, never leased; a connection can be driven
-//! from inside a runtime's worker too.
+//! server ended while idle, or whose rule panicked mid-transaction, is never leased again;
+//! a connection can be driven from inside a runtime's worker too.
 
 use std::time::{Duration, Instant};
 
@@ -63,4 +63,23 @@ async fn a_rule_run_on_a_runtime_worker_still_completes() {
     // store drives it on a thread of its own.
     let s = schema_store(&url, dir.path());
     assert_eq!(s.scalar("SELECT (41 + 1)::BIGINT").unwrap(), 42);
+}
+
+#[test]
+fn a_connection_whose_rule_panicked_inside_a_transaction_is_never_leased_again() {
+    let Some(url) = url() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let s = schema_store(&url, dir.path());
+    s.exec_sql("CREATE TABLE half (v INT)").unwrap();
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let lease = s.client().unwrap();
+        let tx = PgTx::new(lease.conn(), true);
+        tx.exec("INSERT INTO half VALUES (1)", &[]).unwrap();
+        panic!("a rule's bug, inside BEGIN");
+    }));
+    assert!(panicked.is_err());
+    // Handed back, it would be the next lease, and see (then commit) its own insert.
+    for _ in 0..3 {
+        assert_eq!(s.scalar("SELECT count(*) FROM half").unwrap(), 0);
+    }
 }
