@@ -15,9 +15,8 @@ use tc_core::{now_ms, Reason};
 use crate::error::DaemonError;
 use crate::factor::{self, Approver};
 use crate::ledger::{Binding, Ledger, Pending};
-pub use crate::record::{APPROVED, DECLINED, EXPIRED, PENDING};
+use crate::record::{NewEvent, APPROVED, DECLINED, EXPIRED, PENDING};
 use crate::store::queries::{NewRaised, NewToken, RaisedRow as Row, TokenRow, Tx};
-use crate::store::NewEvent;
 
 /// Request ids: 8 characters without look-alikes (no 0/o, 1/l/i), ~8.5e11 of them.
 const ID_ALPHABET: &[u8] = b"23456789abcdefghjkmnpqrstuvwxyz";
@@ -493,7 +492,7 @@ impl Ledger {
         b.check()?;
         crate::record::check_hash("current_state_fp", current_fp)?;
         let now = now_ms();
-        let nonce = crate::ledger::random_b64(16);
+        let nonce = crate::random::b64(16);
         self.store.write(|tx, evs| {
             let Some(row) = tx.raised_by_call(b)?.filter(|r| r.binding.tool == b.tool) else {
                 return Err(not_approved());

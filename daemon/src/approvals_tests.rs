@@ -386,7 +386,7 @@ fn raised_requests_are_capped_in_total_whatever_the_caller_names() {
 fn call_outcomes_are_limited_apart_from_raises_and_never_refused() {
     let (_d, l) = ledger();
     let l = l.with_limits(crate::limits::Limits::new(60, 3));
-    let outcome = || crate::store::NewEvent {
+    let outcome = || crate::record::NewEvent {
         vault: "v".into(),
         tool: "t".into(),
         caller: "c1".into(),

@@ -94,7 +94,7 @@ pub fn mint(
         iat: now_s,
         exp: now_s + ttl as i64,
         scope: scopes.join(" "),
-        jti: crate::ledger::random_b64(12),
+        jti: crate::random::b64(12),
     };
     let payload = serde_json::to_vec(&claims).expect("claims serialize");
     // Signed over tcd's own header bytes rather than through `jsonwebtoken::encode`,
@@ -178,7 +178,7 @@ pub fn mint_recorded(
 ) -> Result<(String, i64), DaemonError> {
     let now_s = tc_core::now_ms() / 1000;
     let (token, c) = mint(&l.bearer_key(), sub, ttl_seconds, audience, scopes, now_s)?;
-    l.store.append(crate::store::NewEvent {
+    l.store.append(crate::record::NewEvent {
         kind: tc_core::codes::events::BEARER_MINTED,
         caller: c.sub.clone(),
         detail: serde_json::json!({ "audience": c.aud, "exp": c.exp, "scope": c.scope }),

@@ -1,4 +1,5 @@
-//! The daemon's domain errors and their single mapping to `tonic::Status`.
+//! The daemon's errors: its domain errors ([`DaemonError`]), what a store backend fails
+//! with ([`StoreError`]), and their single mapping to `tonic::Status` (a leaf).
 //!
 //! Refusals carry a [`Reason`] in the `tc-reason` metadata; internal faults are logged
 //! here and sent as a generic message so no SQL or key material reaches a client.
@@ -14,13 +15,33 @@ pub enum DaemonError {
     Refused { reason: Reason, message: String },
     /// The store failed (disk full, read-only, corruption, connection lost).
     #[error("database: {0}")]
-    Store(#[from] crate::store::StoreError),
+    Store(#[from] StoreError),
     /// Filesystem or other I/O failed.
     #[error("io: {0}")]
     Io(#[from] std::io::Error),
     /// A background task died.
     #[error("internal: {0}")]
     Internal(String),
+}
+
+/// A store backend's failure (`store/`).
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// SQLite failed (disk full, read-only, corruption).
+    #[error("sqlite: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    /// PostgreSQL refused a statement or lost the connection.
+    #[error("postgresql: {0}")]
+    Postgres(#[from] tokio_postgres::Error),
+    /// The database cannot be reached (the message names it).
+    #[error("{0}")]
+    Unavailable(String),
+    /// `[daemon.postgres]` cannot be used as given.
+    #[error("{0}")]
+    Config(String),
+    /// This replica's key is not the one the shared ledger is keyed with.
+    #[error("{0}")]
+    KeyMismatch(String),
 }
 
 impl DaemonError {
@@ -41,8 +62,7 @@ impl From<rusqlite::Error> for DaemonError {
 
 /// Whether `e` means the database cannot be reached now (retry later), as opposed to a
 /// fault; the message names the store, never SQL or key material.
-fn unreachable(e: &crate::store::StoreError) -> bool {
-    use crate::store::StoreError;
+fn unreachable(e: &StoreError) -> bool {
     match e {
         StoreError::Unavailable(_) => true,
         StoreError::Postgres(p) => p.is_closed() || p.as_db_error().is_none(),
@@ -51,8 +71,8 @@ fn unreachable(e: &crate::store::StoreError) -> bool {
 }
 
 /// A blob that does not open is `invalid`, whatever the cause (`seal.rs`).
-impl From<crate::seal::SealError> for DaemonError {
-    fn from(e: crate::seal::SealError) -> Self {
+impl From<tc_seal::SealError> for DaemonError {
+    fn from(e: tc_seal::SealError) -> Self {
         DaemonError::refused(Reason::Invalid, e.to_string())
     }
 }
@@ -88,12 +108,11 @@ impl From<DaemonError> for Status {
             DaemonError::Refused { reason, message } => {
                 tc_proto::refusal(code_for(reason), reason, message)
             }
-            DaemonError::Store(crate::store::StoreError::Sqlite(
-                rusqlite::Error::SqliteFailure(f, _),
-            )) if matches!(
-                f.code,
-                rusqlite::ErrorCode::DiskFull | rusqlite::ErrorCode::ReadOnly
-            ) =>
+            DaemonError::Store(StoreError::Sqlite(rusqlite::Error::SqliteFailure(f, _)))
+                if matches!(
+                    f.code,
+                    rusqlite::ErrorCode::DiskFull | rusqlite::ErrorCode::ReadOnly
+                ) =>
             {
                 tracing::error!(error = %f, "database cannot be written");
                 Status::resource_exhausted(
@@ -117,7 +136,7 @@ impl From<DaemonError> for Status {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::seal::SealError;
+    use tc_seal::SealError;
 
     #[test]
     fn every_blob_that_does_not_open_is_refused_as_invalid() {

@@ -6,10 +6,7 @@
 
 use std::sync::RwLock;
 
-use base64::engine::general_purpose::URL_SAFE_NO_PAD as B64;
-use base64::Engine;
 use hmac::{Hmac, Mac};
-use rand::RngCore;
 use serde_json::json;
 use sha2::Sha256;
 use tc_core::codes::events;
@@ -19,8 +16,8 @@ use crate::error::DaemonError;
 pub use crate::record::Binding;
 use crate::record::{check_hash, NewEvent, DECLINED};
 use crate::secret::Secret;
-use crate::store::queries::{NewToken, TokenRow, Tx};
-use crate::store::{Store, Written};
+use crate::store::queries::{NewToken, TokenRow, Tx, Written};
+use crate::store::Store;
 
 /// Cursors expire after ten minutes, independent of the confirmation TTL.
 pub const CURSOR_TTL_MS: i64 = 10 * 60 * 1000;
@@ -118,12 +115,6 @@ pub struct Ledger {
     pub(crate) grant_rules: crate::grants::GrantRules,
     /// `[notify]` targets told of each request a raise creates (`push/`).
     pub(crate) push: Option<std::sync::Arc<crate::push::Pusher>>,
-}
-
-pub(crate) fn random_b64(n: usize) -> String {
-    let mut b = vec![0u8; n];
-    rand::rngs::OsRng.fill_bytes(&mut b);
-    B64.encode(b)
 }
 
 impl Ledger {
@@ -224,7 +215,7 @@ impl Ledger {
         if let Some(p) = pin {
             check_hash("state_fp", p)?;
         }
-        let token = format!("{TOKEN_PREFIX}{}", random_b64(32));
+        let token = format!("{TOKEN_PREFIX}{}", crate::random::b64(32));
         let hash = self.token_hash(&token);
         let now = now_ms();
         let exp = now + self.ttl_ms;
@@ -307,7 +298,7 @@ impl Ledger {
         }
         let hash = self.token_hash(token);
         let now = now_ms();
-        let nonce = random_b64(16);
+        let nonce = crate::random::b64(16);
         self.store.write(|tx, evs| {
             let Some(row) = tx.token_by_hash(&hash)? else {
                 return Err(DaemonError::refused(

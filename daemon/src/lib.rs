@@ -17,6 +17,7 @@ pub mod limits;
 pub mod listener;
 pub mod page;
 pub mod push;
+pub mod random;
 pub mod record;
 pub mod retention;
 pub use tc_seal as seal;

@@ -1,5 +1,5 @@
 //! What the ledger records, whatever stores it: the binding every confirmation is bound
-//! to, and the audit events committed with each change (a leaf: imports no daemon module).
+//! to, and the audit events committed with each change (imports only `error.rs`).
 
 use tc_core::Reason;
 

@@ -184,8 +184,9 @@ mod tests {
 
     use super::*;
     use crate::ledger::Binding;
+    use crate::record::NewEvent;
     use crate::secret::Secret;
-    use crate::store::{NewEvent, Store};
+    use crate::store::Store;
 
     const DAY: i64 = 86_400_000;
 

@@ -18,8 +18,8 @@ use crate::error::DaemonError;
 use crate::factor::{self, Approver};
 use crate::ledger::{Binding, Ledger};
 use crate::page;
+use crate::record::NewEvent;
 use crate::shutdown::Switch;
-use crate::store::NewEvent;
 
 /// Everything `Status` reports besides the ledger.
 pub struct Info {

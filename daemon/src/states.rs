@@ -6,7 +6,7 @@ use tc_core::codes::events;
 use tc_core::{now_ms, Reason};
 
 use crate::error::DaemonError;
-use crate::ledger::{random_b64, Ledger, CURSOR_TTL_MS};
+use crate::ledger::{Ledger, CURSOR_TTL_MS};
 use crate::record::{check_hash, Binding};
 use crate::seal::{self, Sealed};
 use crate::secret::Secret;
@@ -22,7 +22,7 @@ impl Ledger {
     ) -> (String, i64) {
         let exp = now_ms() + ttl_ms;
         let s = Sealed {
-            nonce: random_b64(16),
+            nonce: crate::random::b64(16),
             expires_at_ms: exp,
             vault: b.vault.clone(),
             tool: b.tool.clone(),

@@ -15,8 +15,8 @@ use tc_core::codes::events;
 use tc_core::Reason;
 
 use crate::error::DaemonError;
-use crate::store::queries::{FactorRow as Row, Tx};
-use crate::store::{NewEvent, Written};
+use crate::record::NewEvent;
+use crate::store::queries::{FactorRow as Row, Tx, Written};
 use totp::Match;
 
 /// Who approves (Mint, Approve): the peer's uid and, in guarded mode, the code they typed.

@@ -20,8 +20,8 @@ use tc_core::{now_ms, Reason};
 
 use crate::error::DaemonError;
 use crate::ledger::{Binding, Ledger};
+use crate::record::NewEvent;
 use crate::store::queries::{GrantRow, NewToken, RaisedRow, Tx};
-use crate::store::NewEvent;
 
 /// Grant ids: "g-" and 10 characters without look-alikes.
 const ID_ALPHABET: &[u8] = b"23456789abcdefghjkmnpqrstuvwxyz";

@@ -109,7 +109,7 @@ fn give(l: &Ledger, w: &Write, ask: &GrantAsk) -> Result<String, DaemonError> {
     Ok(a.grant_id.expect("a grant id"))
 }
 
-fn events(l: &Ledger, kind: &str) -> Vec<crate::store::EventRow> {
+fn events(l: &Ledger, kind: &str) -> Vec<crate::record::EventRow> {
     let all = l.store.events_after(0, 10_000).unwrap();
     all.into_iter().filter(|e| e.kind == kind).collect()
 }

@@ -10,7 +10,7 @@ use tc_core::now_ms;
 
 use crate::error::DaemonError;
 use crate::ledger::Ledger;
-use crate::store::NewEvent;
+use crate::record::NewEvent;
 
 /// How long a link opens a session: long enough to click, short enough that one left in a
 /// scrollback is dead.

@@ -11,8 +11,8 @@ use webauthn_rs::{Webauthn, WebauthnBuilder};
 use crate::error::DaemonError;
 use crate::factor;
 use crate::ledger::Ledger;
+use crate::record::NewEvent;
 use crate::store::queries::{NewPasskey, PasskeyRow, Tx};
-use crate::store::NewEvent;
 
 /// The relying party: `localhost` (WebAuthn takes no IP address), origin
 /// `http://localhost:PORT` (a secure context although plain HTTP: loopback).

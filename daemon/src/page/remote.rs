@@ -28,8 +28,8 @@ use super::security::{self, Access};
 use super::{assets, links, passkeys, tls, Page};
 use crate::error::DaemonError;
 use crate::ledger::Ledger;
+use crate::record::NewEvent;
 use crate::shutdown::Switch;
-use crate::store::NewEvent;
 
 /// Sign-ins under way at once (the oldest goes first): anyone who reaches the page may
 /// start one, so they are few and short-lived.

@@ -200,7 +200,7 @@ impl Pusher {
                 .unwrap_or_default(),
             raised_at_ms: r.raised_at_ms,
             expires_at_ms: r.expires_at_ms,
-            delivery: crate::ledger::random_b64(12),
+            delivery: crate::random::b64(12),
             args_hash: b.args_hash.clone(),
         };
         for t in &self.targets {

@@ -3,7 +3,8 @@
 //!
 //! - [`Store`]: runs a write's rules over one transaction ([`queries::Tx`]) and commits
 //!   its events with it; reads; counters and the commit signal ([`signals::Signals`]).
-//! - [`StoreError`]: what a backend fails with (mapped once, in `error.rs`).
+//! - What a backend fails with is `error.rs`'s `StoreError` (mapped there, once); the
+//!   store names nothing above it (`record.rs`, `error.rs` and its own modules only).
 
 pub mod postgres;
 pub mod queries;
@@ -17,35 +18,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use crate::error::DaemonError;
-pub use crate::record::{EventRow, NewEvent};
+use crate::record::{EventRow, NewEvent};
 use postgres::PgStore;
-use queries::Tx;
+use queries::{Tx, Written};
 use signals::Signals;
 use sqlite::SqliteStore;
-
-/// What a [`Store::write`] closure returns: outer `Err` rolls back, inner `Err` commits
-/// then refuses (a drifted token is spent *and* refused).
-pub type Written<T> = Result<Result<T, DaemonError>, DaemonError>;
-
-/// A backend's failure.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// SQLite failed (disk full, read-only, corruption).
-    #[error("sqlite: {0}")]
-    Sqlite(#[from] rusqlite::Error),
-    /// PostgreSQL refused a statement or lost the connection.
-    #[error("postgresql: {0}")]
-    Postgres(#[from] tokio_postgres::Error),
-    /// The database cannot be reached (the message names it).
-    #[error("{0}")]
-    Unavailable(String),
-    /// `[daemon.postgres]` cannot be used as given.
-    #[error("{0}")]
-    Config(String),
-    /// This replica's key is not the one the shared ledger is keyed with.
-    #[error("{0}")]
-    KeyMismatch(String),
-}
 
 /// The ledger's rows, in whichever backend the config names.
 pub enum Store {

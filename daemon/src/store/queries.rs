@@ -6,11 +6,15 @@
 //! single use holds on any backend whose `UPDATE ... WHERE consumed_at IS NULL` (or
 //! insert on a unique key) has one winner.
 
+use crate::error::{DaemonError, StoreError};
 use crate::record::{Binding, EventRow, NewEvent};
-use crate::store::StoreError;
 
 /// What every query returns.
 pub type Q<T> = Result<T, StoreError>;
+
+/// What a write's rules return ([`crate::store::Store::write`]): outer `Err` rolls back,
+/// inner `Err` commits then refuses (a drifted token is spent *and* refused).
+pub type Written<T> = Result<Result<T, DaemonError>, DaemonError>;
 
 /// A token row as the spending rules read it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,8 +13,7 @@ use tokio_rustls::rustls;
 
 use super::schema::{MIGRATE_LOCK, MIGRATIONS, SCHEMA_VERSION};
 use super::tx::PgTx;
-use crate::error::DaemonError;
-use crate::store::StoreError;
+use crate::error::{DaemonError, StoreError};
 
 /// Replicas seen within this long count as running (`tcctl status`).
 const SEEN_MS: i64 = 5 * 60 * 1000;
@@ -211,11 +210,7 @@ pub fn register(tx: &PgTx<'_>) -> Result<String, DaemonError> {
     let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map(|h| h.trim().to_string())
         .unwrap_or_default();
-    let id = format!(
-        "{host}/{}/{}",
-        std::process::id(),
-        crate::ledger::random_b64(6)
-    );
+    let id = format!("{host}/{}/{}", std::process::id(), crate::random::b64(6));
     let now = tc_core::now_ms();
     tx.exec(
         "INSERT INTO replicas (id, host, started_at, seen_at) VALUES ($1, $2, $3, $3)",

@@ -16,7 +16,7 @@ use std::task::Poll;
 use tokio_postgres::{Client, NoTls, Statement};
 
 use super::connect::Connector;
-use crate::store::StoreError;
+use crate::error::StoreError;
 
 /// The connection's I/O half, boxed so that plain and TLS connections are one type.
 type Io = Pin<Box<dyn Future<Output = Result<(), tokio_postgres::Error>> + Send>>;

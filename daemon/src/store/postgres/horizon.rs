@@ -2,59 +2,23 @@
 //! waiting a little for events above it, and a watcher wakes `--follow` streams once
 //! events that were held back pass it (their writers' older neighbours may commit silently).
 
-use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::SeqCst};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use deadpool_postgres::Pool;
-use tokio::sync::Notify;
 
+use super::held::{Held, SETTLE_MAX};
 use super::schema::HORIZON;
 use super::tx::{Params, PgTx, Read};
 use crate::store::queries::Q;
 use crate::store::signals::Signals;
 
-/// How long a read waits for events above the horizon (older transactions still
-/// running) before it returns those below: tc's own transactions last milliseconds.
-const SETTLE_MAX: Duration = Duration::from_secs(1);
 const FIRST_PAUSE: Duration = Duration::from_millis(1);
 const MAX_PAUSE: Duration = Duration::from_millis(50);
 /// The watcher's polling, once a read gave up waiting (a long transaction elsewhere on
 /// the server holds the horizon back).
 const WATCH_FIRST: Duration = Duration::from_millis(20);
 const WATCH_MAX: Duration = Duration::from_secs(1);
-
-/// The newest event a read left above the horizon (0: none), for the watcher; and how
-/// long reads wait for the horizon ([`SETTLE_MAX`]; a unit test shortens it).
-pub struct Held {
-    newest: AtomicI64,
-    wake: Notify,
-    settle_ms: AtomicU64,
-}
-
-impl Default for Held {
-    fn default() -> Held {
-        Held {
-            newest: AtomicI64::new(0),
-            wake: Notify::new(),
-            settle_ms: AtomicU64::new(SETTLE_MAX.as_millis() as u64),
-        }
-    }
-}
-
-impl Held {
-    /// Reads wait at most `ms` for the horizon (a test that holds it back on purpose
-    /// must not hold back the parallel tests on the same server for long).
-    #[cfg(test)]
-    pub fn settle_for(&self, ms: u64) {
-        self.settle_ms.store(ms, SeqCst);
-    }
-
-    fn note(&self, id: i64) {
-        self.newest.fetch_max(id, SeqCst);
-        self.wake.notify_one();
-    }
-}
 
 impl PgTx<'_> {
     /// The rows of `sql` that are below the horizon, read by `read`. `sql` returns rows
@@ -63,9 +27,7 @@ impl PgTx<'_> {
     /// [`SETTLE_MAX`]; then returns the rows below and tells the watcher which id to
     /// wake the streams for.
     pub fn below_horizon<T>(&self, sql: &str, params: Params<'_>, read: Read<T>) -> Q<Vec<T>> {
-        let settle = self.held.map_or(SETTLE_MAX, |h| {
-            Duration::from_millis(h.settle_ms.load(SeqCst))
-        });
+        let settle = self.held.map_or(SETTLE_MAX, Held::settle);
         let start = Instant::now();
         let mut pause = FIRST_PAUSE;
         loop {
@@ -101,10 +63,10 @@ impl PgTx<'_> {
 pub async fn watch(pool: Pool, held: Arc<Held>, signals: Arc<Signals>) {
     let sql = format!("SELECT {HORIZON}");
     loop {
-        held.wake.notified().await;
+        held.noted().await;
         let mut pause = WATCH_FIRST;
         loop {
-            let target = held.newest.load(SeqCst);
+            let target = held.newest();
             if target == 0 {
                 break;
             }
@@ -119,7 +81,7 @@ pub async fn watch(pool: Pool, held: Arc<Held>, signals: Arc<Signals>) {
             };
             if matches!(horizon, Ok(h) if h > target) {
                 // A newer held id noted meanwhile keeps the loop going.
-                let _ = held.newest.compare_exchange(target, 0, SeqCst, SeqCst);
+                held.passed(target);
                 signals.committed(target);
                 pause = WATCH_FIRST;
             }

@@ -15,6 +15,7 @@ mod driven;
 mod events;
 mod factors;
 mod grants;
+mod held;
 mod horizon;
 #[cfg(test)]
 mod horizon_tests;
@@ -38,11 +39,10 @@ use tokio_postgres::types::ToSql;
 
 pub use tx::PgTx;
 
-use crate::error::DaemonError;
+use crate::error::{DaemonError, StoreError};
 use crate::record::NewEvent;
-use crate::store::queries::Tx;
+use crate::store::queries::{Tx, Written};
 use crate::store::signals::Signals;
-use crate::store::{StoreError, Written};
 
 /// The ledger in PostgreSQL, as one replica sees it.
 pub struct PgStore {
@@ -53,7 +53,7 @@ pub struct PgStore {
     rt: Option<tokio::runtime::Runtime>,
     signals: Arc<Signals>,
     /// Events reads left above the horizon, for the watcher that wakes the streams.
-    held: Arc<horizon::Held>,
+    held: Arc<held::Held>,
     /// Announces this replica's commits to the others (after the commit).
     notifier: Arc<notify::Notifier>,
     /// "host:port/database, schema N", for `tcctl status` and errors.
@@ -86,7 +86,7 @@ impl PgStore {
         let background = conn.pool(2)?;
         let handle = rt.handle().clone();
         handle.spawn(listen::run(conn, signals.clone(), describe.clone()));
-        let held = Arc::new(horizon::Held::default());
+        let held = Arc::new(held::Held::default());
         handle.spawn(horizon::watch(
             background.clone(),
             held.clone(),

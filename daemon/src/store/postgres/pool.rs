@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::connect::Connector;
 use super::driven::Driven;
-use crate::store::StoreError;
+use crate::error::StoreError;
 
 /// How long a rule waits for a free connection before the store is "unavailable".
 const WAIT: Duration = Duration::from_secs(10);

@@ -53,7 +53,7 @@ impl PgStore {
         let row = tx.one(sql, &[])?;
         Ok(row
             .try_get::<_, Option<i64>>(0)
-            .map_err(crate::store::StoreError::from)?
+            .map_err(crate::error::StoreError::from)?
             .unwrap_or(0))
     }
 

@@ -5,7 +5,7 @@ use tokio_postgres::types::ToSql;
 use tokio_postgres::{Row, Statement};
 
 use super::driven::Driven;
-use super::horizon::Held;
+use super::held::Held;
 use crate::store::queries::Q;
 
 /// The parameters of one query.

@@ -11,11 +11,10 @@ use std::sync::{mpsc, Arc, Condvar, Mutex};
 use rusqlite::{Connection, TransactionBehavior};
 
 use super::schema::{MIGRATIONS, SCHEMA_VERSION};
-use crate::error::DaemonError;
+use crate::error::{DaemonError, StoreError};
 use crate::record::NewEvent;
-use crate::store::queries::{EventQueries, Tx};
+use crate::store::queries::{EventQueries, Tx, Written};
 use crate::store::signals::Signals;
-use crate::store::{StoreError, Written};
 
 /// The database, the in-memory counters, and the "events committed" signal
 /// `ListEvents --follow` waits on.
