@@ -14,13 +14,16 @@ use tc_core::{now_ms, Reason};
 
 use crate::error::DaemonError;
 use crate::factor::{self, Approver};
-use crate::ledger::{Binding, Ledger, Pending};
-use crate::record::{NewEvent, APPROVED, DECLINED, EXPIRED, PENDING};
+use crate::ledger::Ledger;
+use crate::raised::{Pending, Raised};
+use crate::record::{Binding, NewEvent, APPROVED, DECLINED, EXPIRED, PENDING};
 use crate::store::queries::{NewRaised, NewToken, RaisedRow as Row, TokenRow, Tx};
 
 /// Request ids: 8 characters without look-alikes (no 0/o, 1/l/i), ~8.5e11 of them.
 const ID_ALPHABET: &[u8] = b"23456789abcdefghjkmnpqrstuvwxyz";
 const ID_LEN: usize = 8;
+/// The longest argument summary a raised request keeps, in characters.
+pub const SUMMARY_MAX: usize = 8000;
 /// The longest `args_json` kept, in bytes; a longer one is cut visibly.
 pub const ARGS_JSON_MAX: usize = 64 * 1024;
 /// The longest `covers` text and decline reason kept, in characters.
@@ -75,19 +78,6 @@ impl Proof<'_> {
             Proof::Code(_) => None,
         }
     }
-}
-
-/// A recorded raise.
-#[derive(Debug, Clone)]
-pub struct Raised {
-    pub request_id: String,
-    pub raised_at_ms: i64,
-    pub expires_at_ms: i64,
-    /// The live grant that covers the call and approved it (no prompt), if one did.
-    pub grant_id: Option<String>,
-    /// A new id: no human has been told of this request yet (a retry of one still
-    /// pending keeps its id and is not news).
-    pub fresh: bool,
 }
 
 /// What an approval is bound to, as `Approve` reports it.
@@ -239,7 +229,7 @@ impl Ledger {
         shown_is_bound(b, text.args_json)?;
         // A model can raise at will (each refused call does): bounded per caller.
         self.charge(&b.vault, &b.caller)?;
-        let summary = capped(text.summary, crate::ledger::SUMMARY_MAX);
+        let summary = capped(text.summary, SUMMARY_MAX);
         let args_json = capped_json(text.args_json);
         let covers = capped(text.covers, COVERS_MAX);
         let preview = tc_core::preview::capped(text.preview);

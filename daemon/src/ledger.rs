@@ -1,10 +1,13 @@
 //! The confirmation ledger: single-use tokens, their redemptions and release, what ran
 //! (states and cursors: `states.rs`; raised requests: `approvals.rs`). Each change commits with its event.
 //!
-//! - [`Ledger`]: the operations, synchronous (the service runs them on blocking threads).
-//! - [`Binding`]: vault, tool, caller, args_hash — what every confirmation is bound to.
+//! - [`Ledger`]: the operations, synchronous (the service runs them on blocking threads),
+//!   over the store, the keys and what tcd's config sets: rate limits (`limits.rs`), grant
+//!   rules (`grant_rules.rs`), the push of a fresh raise (`raised.rs`'s `Push`). What it
+//!   binds every confirmation to is `record.rs`'s `Binding`. The modules that add
+//!   operations to it (`approvals.rs`, `grants/`, `states.rs`, ...) sit above it.
 
-use std::sync::RwLock;
+use std::sync::{Arc, RwLock};
 
 use hmac::{Hmac, Mac};
 use serde_json::json;
@@ -13,8 +16,10 @@ use tc_core::codes::events;
 use tc_core::{now_ms, Reason};
 
 use crate::error::DaemonError;
-pub use crate::record::Binding;
-use crate::record::{check_hash, NewEvent, DECLINED};
+use crate::grant_rules::GrantRules;
+use crate::limits::Limits;
+use crate::raised::Push;
+use crate::record::{check_hash, Binding, NewEvent, DECLINED};
 use crate::secret::Secret;
 use crate::store::queries::{NewToken, TokenRow, Tx, Written};
 use crate::store::Store;
@@ -64,34 +69,6 @@ fn find_redemption(tx: &dyn Tx, redemption_id: &str) -> Result<Option<Redemption
 /// late replay is still told `spent` and `tcctl events` can be read against it.
 pub const TOKEN_RETENTION_MS: i64 = 7 * 86_400_000;
 
-/// The longest argument summary a raised request keeps, in characters.
-pub const SUMMARY_MAX: usize = 8000;
-
-/// A request waiting for a human, as `tcctl pending` shows it.
-#[derive(Debug, Clone)]
-pub struct Pending {
-    pub binding: Binding,
-    pub state_fp: String,
-    pub summary: String,
-    pub raised_at_ms: i64,
-    pub expires_at_ms: i64,
-    pub minted: bool,
-    /// Short id for `tcctl approve ID` / `tcctl decline ID`.
-    pub request_id: String,
-    /// `pending`, `approved`, `declined` or `expired`.
-    pub status: &'static str,
-    /// The full arguments as JSON (capped), as the shim sent them.
-    pub args_json: String,
-    /// What the approval covers, in words.
-    pub covers: String,
-    /// uid of the peer that raised it (none for a request raised before schema 6).
-    pub raised_by_uid: Option<u32>,
-    /// Why it was declined (declined only).
-    pub reason: String,
-    /// The gate's preview, as the raiser sent it (capped).
-    pub preview: String,
-}
-
 /// A ledger on a fresh store in a temporary directory, for unit tests.
 #[cfg(test)]
 pub(crate) fn scratch() -> (tempfile::TempDir, Ledger) {
@@ -106,15 +83,15 @@ pub struct Ledger {
     secret: RwLock<Secret>,
     pub(crate) ttl_ms: i64,
     /// What each (vault, caller) may make us write (`limits.rs`).
-    pub(crate) limits: crate::limits::Limits,
+    pub(crate) limits: Limits,
     /// Guarded mode: every approval (Mint, Approve) needs the human's factor.
     pub(crate) mode: tc_core::config::Mode,
     /// `[guarded] humans` (names or uids): whose factors root may enroll and unlock.
     pub(crate) humans: Vec<String>,
-    /// What each gate allows of grants, from tcd's own config (`grants.rs`).
-    pub(crate) grant_rules: crate::grants::GrantRules,
+    /// What each gate allows of grants, from tcd's own config (`grant_rules.rs`).
+    pub(crate) grant_rules: GrantRules,
     /// `[notify]` targets told of each request a raise creates (`push/`).
-    pub(crate) push: Option<std::sync::Arc<crate::push::Pusher>>,
+    pub(crate) push: Option<Arc<dyn Push>>,
 }
 
 impl Ledger {
@@ -123,7 +100,7 @@ impl Ledger {
             store,
             secret: RwLock::new(secret),
             ttl_ms: i64::from(ttl_seconds) * 1000,
-            limits: crate::limits::Limits::new(
+            limits: Limits::new(
                 tc_core::config::DEFAULT_RATE_LIMIT_PER_MINUTE,
                 tc_core::config::DEFAULT_RATE_LIMIT_BURST,
             ),
@@ -134,9 +111,8 @@ impl Ledger {
         }
     }
 
-    /// The same ledger serving these `[guarded] humans`.
-    /// The gates' grant rules (see [`crate::grants::rules_of`]).
-    pub fn with_grant_rules(self, grant_rules: crate::grants::GrantRules) -> Ledger {
+    /// The gates' grant rules (see [`crate::grant_rules::rules_of`]).
+    pub fn with_grant_rules(self, grant_rules: GrantRules) -> Ledger {
         Ledger {
             grant_rules,
             ..self
@@ -144,10 +120,11 @@ impl Ledger {
     }
 
     /// The same ledger pushing each newly raised request to `push`'s targets.
-    pub fn with_push(self, push: Option<std::sync::Arc<crate::push::Pusher>>) -> Ledger {
+    pub fn with_push(self, push: Option<Arc<dyn Push>>) -> Ledger {
         Ledger { push, ..self }
     }
 
+    /// The same ledger serving these `[guarded] humans`.
     pub fn with_humans(self, humans: Vec<String>) -> Ledger {
         Ledger { humans, ..self }
     }
@@ -168,8 +145,20 @@ impl Ledger {
     }
 
     /// The same ledger with these rate limits instead of the defaults.
-    pub fn with_limits(self, limits: crate::limits::Limits) -> Ledger {
+    pub fn with_limits(self, limits: Limits) -> Ledger {
         Ledger { limits, ..self }
+    }
+
+    /// Charges one model-causable write to (vault, caller): past the rate it is refused
+    /// `rate_limited` and nothing is written ([`Limits::charge`]).
+    pub(crate) fn charge(&self, vault: &str, caller: &str) -> Result<(), DaemonError> {
+        self.limits.charge(&self.store, vault, caller)
+    }
+
+    /// Whether a refusal event of `kind` for (vault, caller) may be written: past the rate
+    /// it is dropped and counted instead ([`Limits::may_record`]).
+    pub(crate) fn may_record(&self, vault: &str, caller: &str, kind: &str) -> bool {
+        self.limits.may_record(&self.store, vault, caller, kind)
     }
 
     pub(crate) fn keys<T>(&self, f: impl FnOnce(&Secret) -> T) -> T {

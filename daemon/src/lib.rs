@@ -11,12 +11,14 @@ pub mod deploy;
 pub mod error;
 pub mod factor;
 pub mod fsutil;
+pub mod grant_rules;
 pub mod grants;
 pub mod ledger;
 pub mod limits;
 pub mod listener;
 pub mod page;
 pub mod push;
+pub mod raised;
 pub mod random;
 pub mod record;
 pub mod retention;
@@ -252,8 +254,8 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
             .with_limits(limits)
             .with_mode(cfg.daemon.mode)
             .with_humans(cfg.guarded.humans.clone())
-            .with_grant_rules(grants::rules_of(&cfg.vaults))
-            .with_push(pusher.clone()),
+            .with_grant_rules(grant_rules::rules_of(&cfg.vaults))
+            .with_push(pusher.clone().map(|p| p as Arc<dyn raised::Push>)),
     );
     let bound = listener::bind(&socket, reach)?;
     let auth = auth::AuthLayer {

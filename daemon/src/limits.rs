@@ -2,9 +2,10 @@
 //! (vault, caller) in a bounded table, and the ledger's two uses of it.
 //!
 //! - [`Limits`]: the buckets (`[daemon] rate_limit_per_minute`, `rate_limit_burst`).
-//! - [`Ledger::charge`]: a Raise or a client-reported event past the rate is refused
-//!   `rate_limited` and writes nothing; [`Ledger::may_record`]: a refusal event past the
-//!   rate is not written (the refusal itself still is what it is), only counted.
+//! - [`Limits::charge`]: a Raise or a client-reported event past the rate is refused
+//!   `rate_limited` and writes nothing; [`Limits::may_record`]: a refusal event past the
+//!   rate is not written (the refusal itself still is what it is), only counted (the
+//!   store's counters). The ledger calls both (`Ledger::charge`, `Ledger::may_record`).
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -13,7 +14,7 @@ use std::time::Instant;
 use tc_core::Reason;
 
 use crate::error::DaemonError;
-use crate::ledger::Ledger;
+use crate::store::Store;
 
 /// At most this many (vault, caller) buckets are kept; past it, idle (full) buckets are
 /// dropped, and if none is idle every new key shares one overflow bucket. The keys come
@@ -162,20 +163,20 @@ fn label(v: &str) -> String {
     out
 }
 
-impl Ledger {
+impl Limits {
     /// Charges one model-causable write to (vault, caller); past the rate it is refused
     /// `rate_limited`, counted (`tc_rate_limited_total`) and, once in a while, logged.
-    pub(crate) fn charge(&self, vault: &str, caller: &str) -> Result<(), DaemonError> {
-        let Err(l) = self.limits.take(vault, caller) else {
+    pub fn charge(&self, store: &Store, vault: &str, caller: &str) -> Result<(), DaemonError> {
+        let Err(l) = self.take(vault, caller) else {
             return Ok(());
         };
-        self.limited(vault, caller, l, "refusing its requests");
+        self.limited(store, vault, caller, l, "refusing its requests");
         Err(DaemonError::refused(
             Reason::RateLimited,
             format!(
                 "too many confirmation requests and refusals from caller {caller:?} in vault {vault:?} \
                  ({}); nothing was recorded; retry in {} s",
-                self.limits.describe(),
+                self.describe(),
                 l.retry_after_ms.div_ceil(1000)
             ),
         ))
@@ -183,12 +184,12 @@ impl Ledger {
 
     /// Whether a refusal event of `kind` for (vault, caller) may be written: past the rate
     /// it is dropped and counted (`tc_events_dropped_total`) instead.
-    pub(crate) fn may_record(&self, vault: &str, caller: &str, kind: &str) -> bool {
-        let Err(l) = self.limits.take(vault, caller) else {
+    pub fn may_record(&self, store: &Store, vault: &str, caller: &str, kind: &str) -> bool {
+        let Err(l) = self.take(vault, caller) else {
             return true;
         };
-        self.limited(vault, caller, l, "not recording its refusal events");
-        self.store.bump(
+        self.limited(store, vault, caller, l, "not recording its refusal events");
+        store.bump(
             (
                 "tc_events_dropped_total".into(),
                 format!("kind=\"{}\"", label(kind)),
@@ -198,19 +199,19 @@ impl Ledger {
         false
     }
 
-    fn limited(&self, vault: &str, caller: &str, l: Limited, what: &str) {
+    fn limited(&self, store: &Store, vault: &str, caller: &str, l: Limited, what: &str) {
         // Only keys that have a bucket of their own get their own series (bounded).
-        let labels = if self.limits.keys() < MAX_KEYS {
+        let labels = if self.keys() < MAX_KEYS {
             format!("vault=\"{}\",caller=\"{}\"", label(vault), label(caller))
         } else {
             "vault=\"*\",caller=\"*\"".into()
         };
-        self.store.bump(("tc_rate_limited_total".into(), labels), 1);
+        store.bump(("tc_rate_limited_total".into(), labels), 1);
         if l.log {
             tracing::warn!(
                 vault = %label(vault),
                 caller = %label(caller),
-                limit = %self.limits.describe(),
+                limit = %self.describe(),
                 "rate limit reached: {what} for about {} s",
                 l.retry_after_ms.div_ceil(1000)
             );

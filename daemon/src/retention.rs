@@ -183,7 +183,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::ledger::Binding;
+    use crate::record::Binding;
     use crate::record::NewEvent;
     use crate::secret::Secret;
     use crate::store::Store;

@@ -16,9 +16,9 @@ use tc_core::Reason;
 use crate::auth;
 use crate::error::DaemonError;
 use crate::factor::{self, Approver};
-use crate::ledger::{Binding, Ledger};
+use crate::ledger::Ledger;
 use crate::page;
-use crate::record::NewEvent;
+use crate::record::{Binding, NewEvent};
 use crate::shutdown::Switch;
 
 /// Everything `Status` reports besides the ledger.

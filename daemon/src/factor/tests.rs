@@ -287,7 +287,8 @@ fn events_hold_no_code_and_no_secret() {
 /// The ledger's side: in guarded mode Mint checks the factor inside its own write.
 mod mint {
     use super::*;
-    use crate::ledger::{Binding, Ledger};
+    use crate::ledger::Ledger;
+    use crate::record::Binding;
     use tc_core::config::Mode;
 
     fn ledger(mode: Mode) -> (tempfile::TempDir, Ledger, Vec<u8>, Binding) {

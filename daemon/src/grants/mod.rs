@@ -9,18 +9,18 @@
 
 pub mod wire;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use rand::Rng;
 use serde_json::json;
 use tc_core::codes::events;
-use tc_core::config::VaultConfig;
 use tc_core::grant::{ArgRule, RealPaths, Scope};
 use tc_core::{now_ms, Reason};
 
 use crate::error::DaemonError;
-use crate::ledger::{Binding, Ledger};
-use crate::record::NewEvent;
+use crate::grant_rules::GrantRule;
+use crate::ledger::Ledger;
+use crate::record::{Binding, NewEvent};
 use crate::store::queries::{GrantRow, NewToken, RaisedRow, Tx};
 
 /// Grant ids: "g-" and 10 characters without look-alikes.
@@ -28,37 +28,6 @@ const ID_ALPHABET: &[u8] = b"23456789abcdefghjkmnpqrstuvwxyz";
 const ID_LEN: usize = 10;
 /// How long ended grants stay listed (`tcctl grants` shows what just ended).
 pub const ENDED_KEPT_MS: i64 = 24 * 3_600_000;
-
-/// What a gate allows of grants (`grants`, `max_grant_seconds`, `max_grant_uses`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct GrantRule {
-    pub allowed: bool,
-    pub max_seconds: u64,
-    pub max_uses: Option<u32>,
-    /// The gate's own path arguments ([`tc_core::config::Gate::path_args`]): widened only
-    /// by a glob, never to "any value", whatever a raise says of them.
-    pub path_args: Vec<String>,
-}
-
-/// Each gate's rule, by (vault, tool), from the daemon's own config.
-pub type GrantRules = HashMap<(String, String), GrantRule>;
-
-/// The rules of every gate of `vaults`.
-pub fn rules_of(vaults: &[VaultConfig]) -> GrantRules {
-    let mut rules = GrantRules::new();
-    for v in vaults {
-        for g in &v.gates {
-            let rule = GrantRule {
-                allowed: g.grants,
-                max_seconds: g.grant_seconds_cap(),
-                max_uses: g.max_grant_uses,
-                path_args: g.path_args(),
-            };
-            rules.insert((v.id.clone(), g.tool.clone()), rule);
-        }
-    }
-    rules
-}
 
 /// What the human asks for with an approval.
 #[derive(Debug, Clone, Default, PartialEq)]

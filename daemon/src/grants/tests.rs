@@ -10,8 +10,10 @@ use tc_core::grant::{ArgRule, RealPaths};
 use tc_core::Reason;
 
 use super::*;
-use crate::approvals::{Proof, RaiseText, Raised};
+use crate::approvals::{Proof, RaiseText};
 use crate::factor::Approver;
+use crate::grant_rules::GrantRules;
+use crate::raised::Raised;
 use crate::secret::Secret;
 use crate::store::Store;
 

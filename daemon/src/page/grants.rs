@@ -21,7 +21,8 @@ use super::routes::{acting, bad, ledger, Refusal};
 use super::{Page, Viewer};
 use crate::error::DaemonError;
 use crate::grants::GrantAsk;
-use crate::ledger::{Ledger, Pending};
+use crate::ledger::Ledger;
+use crate::raised::Pending;
 
 /// How much of an argument's value the form shows ("exactly as shown"; the whole call is
 /// in the request's arguments above it).
@@ -267,7 +268,7 @@ mod tests {
     /// raised (it really leads there); the form the page offers for it.
     fn offered(allowed: bool) -> Option<Vec<GrantArg>> {
         use crate::approvals::RaiseText;
-        use crate::grants::{GrantRule, GrantRules};
+        use crate::grant_rules::{GrantRule, GrantRules};
         let dir = tempfile::tempdir().unwrap();
         let store = crate::store::Store::for_test(dir.path());
         let rule = GrantRule {
@@ -280,7 +281,7 @@ mod tests {
         let secret = crate::secret::Secret::ephemeral();
         let l = Ledger::new(store, secret, 300).with_grant_rules(rules);
         let args = json!({ "path": "notes/a\u{202e}.md", "content": "x", "to": "../x" });
-        let b = crate::ledger::Binding {
+        let b = crate::record::Binding {
             vault: "v".into(),
             tool: "write".into(),
             caller: "c".into(),
@@ -334,7 +335,7 @@ mod tests {
     #[test]
     fn a_re_raise_with_other_real_paths_does_not_change_what_the_form_offers() {
         use crate::approvals::RaiseText;
-        use crate::grants::{GrantRule, GrantRules};
+        use crate::grant_rules::{GrantRule, GrantRules};
         let dir = tempfile::tempdir().unwrap();
         let store = crate::store::Store::for_test(dir.path());
         let rule = GrantRule {
@@ -346,7 +347,7 @@ mod tests {
         let rules = GrantRules::from([(("v".to_string(), "write".to_string()), rule)]);
         let l = Ledger::new(store, crate::secret::Secret::ephemeral(), 300).with_grant_rules(rules);
         let args = json!({ "path": "notes/deep/a.md", "content": "x" });
-        let b = crate::ledger::Binding {
+        let b = crate::record::Binding {
             vault: "v".into(),
             tool: "write".into(),
             caller: "c".into(),

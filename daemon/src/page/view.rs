@@ -4,7 +4,7 @@
 use serde::Serialize;
 use tc_core::display::{escape, pretty_args};
 
-use crate::ledger::Pending;
+use crate::raised::Pending;
 
 #[derive(Debug, Serialize)]
 pub struct RequestView {
@@ -63,7 +63,7 @@ impl RequestView {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ledger::Binding;
+    use crate::record::Binding;
 
     #[test]
     fn every_text_is_escaped_as_for_the_terminal() {

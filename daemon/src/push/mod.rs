@@ -2,7 +2,7 @@
 //! target gets a message naming it and linking its page, sent from a queue of its own.
 //!
 //! - [`Pusher`]: the targets, built from the config at start (token and secret files
-//!   read and checked then); [`Pusher::offer`] is what a raise calls, and never waits.
+//!   read and checked then); its [`Push::offer`] is what a raise calls, and never waits.
 //! - `send`: each target's sender: retries with capped exponential backoff, and the
 //!   outcome as counters and, when a push is given up, a `tc.push.failed` event.
 //!
@@ -21,8 +21,9 @@ use std::time::Duration;
 
 use tc_core::config::{ApprovalsConfig, Config, NotifyConfig};
 
-use crate::approvals::Raised;
-use crate::ledger::{Binding, Ledger};
+use crate::ledger::Ledger;
+use crate::raised::{Push, Raised};
+use crate::record::Binding;
 use crate::store::Store;
 pub use files::FileError;
 use queue::Queue;
@@ -187,33 +188,6 @@ impl Pusher {
         each.collect::<Vec<_>>().join(", ")
     }
 
-    /// Queues a push of the request `r` just raised for `b` on every target. Never waits
-    /// (the ledger calls this): a full queue drops its oldest push, counted per target.
-    pub fn offer(&self, store: &Store, b: &Binding, r: &Raised) {
-        let n = Notice {
-            request_id: r.request_id.clone(),
-            vault: b.vault.clone(),
-            tool: b.tool.clone(),
-            caller: b.caller.clone(),
-            link: (self.notify)
-                .request_url(&self.approvals, &r.request_id)
-                .unwrap_or_default(),
-            raised_at_ms: r.raised_at_ms,
-            expires_at_ms: r.expires_at_ms,
-            delivery: crate::random::b64(12),
-            args_hash: b.args_hash.clone(),
-        };
-        for t in &self.targets {
-            if t.queue.offer(n.clone()) {
-                store.bump(send::counter("tc_push_dropped_total", &t.name), 1);
-                tracing::warn!(
-                    target_name = %t.name,
-                    "push queue full: the oldest waiting push was dropped"
-                );
-            }
-        }
-    }
-
     /// Starts one sender per target; they run until aborted (at shutdown, with whatever
     /// is still queued: a push is a nudge, the request itself is in the ledger).
     pub fn spawn(self: &Arc<Self>, ledger: Arc<Ledger>) -> Vec<tokio::task::JoinHandle<()>> {
@@ -242,6 +216,35 @@ impl Pusher {
                 tokio::spawn(run)
             })
             .collect()
+    }
+}
+
+impl Push for Pusher {
+    /// Queues a push of the request `r` just raised for `b` on every target. Never waits
+    /// (the ledger calls this): a full queue drops its oldest push, counted per target.
+    fn offer(&self, store: &Store, b: &Binding, r: &Raised) {
+        let n = Notice {
+            request_id: r.request_id.clone(),
+            vault: b.vault.clone(),
+            tool: b.tool.clone(),
+            caller: b.caller.clone(),
+            link: (self.notify)
+                .request_url(&self.approvals, &r.request_id)
+                .unwrap_or_default(),
+            raised_at_ms: r.raised_at_ms,
+            expires_at_ms: r.expires_at_ms,
+            delivery: crate::random::b64(12),
+            args_hash: b.args_hash.clone(),
+        };
+        for t in &self.targets {
+            if t.queue.offer(n.clone()) {
+                store.bump(send::counter("tc_push_dropped_total", &t.name), 1);
+                tracing::warn!(
+                    target_name = %t.name,
+                    "push queue full: the oldest waiting push was dropped"
+                );
+            }
+        }
     }
 }
 
