@@ -310,7 +310,7 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
     };
     let remote_page = match remote_spec.as_ref().zip(remote_tls.as_ref()) {
         Some((s, t)) => Some(
-            page::remote::start(s, t, ledger.clone(), draining.clone())
+            page::start_remote(s, t, ledger.clone(), draining.clone())
                 .await
                 .map_err(unbind)?,
         ),

@@ -319,7 +319,7 @@ impl Confirm for Service {
             .run(move |l| l.open_state(&r.request_state, &b, r.consume, &r.current_state_fp))
             .await?;
         let inner =
-            crate::seal::decode_inner(&s.inner).map_err(|e| Status::from(DaemonError::from(e)))?;
+            tc_seal::decode_inner(&s.inner).map_err(|e| Status::from(DaemonError::from(e)))?;
         Ok(Response::new(v1::OpenStateReply {
             state_fp: s.state_fp,
             inner,

@@ -17,7 +17,8 @@ use serde_json::{json, Value};
 use tc_core::display::escape;
 use tc_core::grant::RealPaths;
 
-use super::routes::{acting, bad, ledger, Refusal};
+use super::answer::{bad, ledger, Refusal};
+use super::checks::acting;
 use super::{Page, Viewer};
 use crate::error::DaemonError;
 use crate::grants::GrantAsk;

@@ -3,13 +3,15 @@
 //! human whose `tcctl page` link opened the session, and to nobody else.
 //!
 //! - [`listen_addr`]: `[approvals] listen`, refused unless loopback.
-//! - [`start`]: binds and serves until `draining` flips.
-//! - [`remote`]: the same page over HTTPS off the machine (`[approvals] remote`), behind a
+//! - [`start`]: binds and serves until `draining` flips; [`start_remote`] the same for
+//!   [`remote`]: the page over HTTPS off the machine (`[approvals] remote`), behind a
 //!   passkey sign-in; its certificate in [`tls`].
 //! - A request's view is `/requests/<ID>` (`ApprovalsConfig::request_url`); a session is
 //!   opened at `/open?t=…` ([`links`]).
 
+pub mod answer;
 pub mod assets;
+pub mod checks;
 pub mod codes;
 pub mod grants;
 pub mod history;
@@ -29,6 +31,7 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 
 use anyhow::Context;
+use tc_core::config::RemoteSpec;
 use tokio::task::JoinHandle;
 
 use crate::ledger::Ledger;
@@ -128,6 +131,41 @@ pub async fn start(
             .await;
         if let Err(e) = served {
             tracing::warn!(error = %e, "the approval page stopped");
+        }
+    }))
+}
+
+/// Binds `spec.listen` (at start: a taken port fails tcd's start) and serves the remote
+/// page ([`remote`]) over TLS until `draining` flips.
+pub async fn start_remote(
+    spec: &RemoteSpec,
+    served: &tls::Served,
+    ledger: Arc<Ledger>,
+    draining: Switch,
+) -> anyhow::Result<JoinHandle<()>> {
+    let tcp = tokio::net::TcpListener::bind(spec.listen)
+        .await
+        .with_context(|| format!("[approvals] remote: cannot listen on {}", spec.listen))?;
+    let addr: SocketAddr = tcp.local_addr()?;
+    let listener = tls::Listener::new(tcp, served.config.clone())?;
+    let page = Arc::new(Page {
+        addr,
+        ledger,
+        guard: security::Guard::remote(spec),
+        sessions: security::Sessions::default(),
+        webauthn: remote::webauthn(spec)?,
+        draining: draining.clone(),
+        code_failures: Default::default(),
+        remote: Some(remote::Remote::new(spec.origin.clone())),
+    });
+    let app = routes::router(page);
+    tracing::info!(url = %spec.origin, listen = %addr, "approval page (remote) ready");
+    Ok(tokio::spawn(async move {
+        let served = axum::serve(listener, app.into_make_service())
+            .with_graceful_shutdown(draining.flipped())
+            .await;
+        if let Err(e) = served {
+            tracing::warn!(error = %e, "the remote approval page stopped");
         }
     }))
 }

@@ -6,11 +6,9 @@
 //! `tcctl page --remote` link. Without a session it shows the sign-in and nothing else.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use axum::extract::State;
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -19,17 +17,16 @@ use rand::RngCore;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use tc_core::config::RemoteSpec;
-use tokio::task::JoinHandle;
 use webauthn_rs::prelude::{PasskeyAuthentication, Url};
 use webauthn_rs::{Webauthn, WebauthnBuilder};
 
-use super::routes::{bad, html, ledger, verified_assertion, Answer, Refusal};
+use super::answer::{bad, html, ledger, Answer, Refusal};
+use super::checks::verified_assertion;
 use super::security::{self, Access};
-use super::{assets, links, passkeys, tls, Page};
+use super::{assets, links, passkeys, Page};
 use crate::error::DaemonError;
 use crate::ledger::Ledger;
 use crate::record::NewEvent;
-use crate::shutdown::Switch;
 
 /// Sign-ins under way at once (the oldest goes first): anyone who reaches the page may
 /// start one, so they are few and short-lived.
@@ -43,50 +40,22 @@ pub struct Remote {
     signins: Mutex<HashMap<String, (PasskeyAuthentication, Instant)>>,
 }
 
+impl Remote {
+    /// The remote page's own state, answering to `origin`.
+    pub fn new(origin: String) -> Remote {
+        Remote {
+            origin,
+            signins: Mutex::default(),
+        }
+    }
+}
+
 /// The relying party: `public_url`'s host, its origin, user verification required.
 pub fn webauthn(spec: &RemoteSpec) -> anyhow::Result<Webauthn> {
     let origin = Url::parse(&spec.origin)?;
     Ok(WebauthnBuilder::new(&spec.rp_id, &origin)?
         .rp_name("tc approvals")
         .build()?)
-}
-
-/// Binds `spec.listen` (at start: a taken port fails tcd's start) and serves the page
-/// over TLS until `draining` flips.
-pub async fn start(
-    spec: &RemoteSpec,
-    served: &tls::Served,
-    ledger: Arc<Ledger>,
-    draining: Switch,
-) -> anyhow::Result<JoinHandle<()>> {
-    let tcp = tokio::net::TcpListener::bind(spec.listen)
-        .await
-        .with_context(|| format!("[approvals] remote: cannot listen on {}", spec.listen))?;
-    let addr: SocketAddr = tcp.local_addr()?;
-    let listener = tls::Listener::new(tcp, served.config.clone())?;
-    let page = Arc::new(Page {
-        addr,
-        ledger,
-        guard: security::Guard::remote(spec),
-        sessions: security::Sessions::default(),
-        webauthn: webauthn(spec)?,
-        draining: draining.clone(),
-        code_failures: Default::default(),
-        remote: Some(Remote {
-            origin: spec.origin.clone(),
-            signins: Mutex::default(),
-        }),
-    });
-    let app = super::routes::router(page);
-    tracing::info!(url = %spec.origin, listen = %addr, "approval page (remote) ready");
-    Ok(tokio::spawn(async move {
-        let served = axum::serve(listener, app.into_make_service())
-            .with_graceful_shutdown(draining.flipped())
-            .await;
-        if let Err(e) = served {
-            tracing::warn!(error = %e, "the remote approval page stopped");
-        }
-    }))
 }
 
 /// `/` and `/requests/<ID>`: the page for a signed-in session; the registration form for

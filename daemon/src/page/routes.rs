@@ -3,7 +3,7 @@
 //! guarded mode), with a grant when asked (`grants.rs`), Revoke of a grant and passkey
 //! registration; on the remote page also the passkey sign-in (`remote.rs`). Everything
 //! but the assets, the closed shell and the sign-in needs a session; every POST passes
-//! the CSRF check too; every decision is the ledger's.
+//! the CSRF check too (`checks.rs`); every decision is the ledger's (`answer.rs`).
 
 use std::sync::Arc;
 
@@ -14,11 +14,11 @@ use axum::routing::{get, post};
 use axum::{middleware, Json, Router};
 use serde::Deserialize;
 use serde_json::{json, Value};
-use webauthn_rs::prelude::{
-    AuthenticationResult, PasskeyAuthentication, PublicKeyCredential, RegisterPublicKeyCredential,
-};
+use webauthn_rs::prelude::RegisterPublicKeyCredential;
 
-use super::{assets, codes, grants, links, passkeys, remote, security, sse, Page, Viewer};
+use super::answer::{bad, forbidden, html, ledger, Answer, Refusal};
+use super::checks::{acting, registering, session, verified_assertion};
+use super::{assets, codes, grants, links, passkeys, remote, security, sse, Page};
 use crate::approvals::{is_request_id, Proof};
 use crate::error::DaemonError;
 use crate::factor::Approver;
@@ -61,127 +61,6 @@ pub fn router(page: Arc<Page>) -> Router {
         .with_state(page)
 }
 
-/// A refusal as the page shows it: a status and a message (JSON `{"error": …}`, escaped:
-/// a refusal may quote what the agent sent, a path or an argument's name).
-pub struct Refusal(pub(super) StatusCode, pub(super) String);
-
-impl IntoResponse for Refusal {
-    fn into_response(self) -> Response {
-        (self.0, Json(json!({ "error": self.1 }))).into_response()
-    }
-}
-
-impl From<DaemonError> for Refusal {
-    fn from(e: DaemonError) -> Self {
-        match e {
-            DaemonError::Refused { reason, message } => Refusal(
-                StatusCode::CONFLICT,
-                tc_core::display::escape(&format!("{}: {message}", reason.as_str())).into_owned(),
-            ),
-            other => {
-                tracing::warn!(error = %other, "approval page: internal error");
-                Refusal(
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    "internal error (see tcd's log)".into(),
-                )
-            }
-        }
-    }
-}
-
-pub(super) type Answer = Result<Response, Refusal>;
-
-pub(super) fn forbidden(why: &str) -> Refusal {
-    Refusal(StatusCode::FORBIDDEN, why.into())
-}
-
-/// A passkey assertion checked against its challenge `state`, with user verification;
-/// `else_` says what did not happen when it fails ("nothing was approved").
-pub(super) fn verified_assertion(
-    page: &Page,
-    credential: Value,
-    state: &PasskeyAuthentication,
-    else_: &str,
-) -> Result<AuthenticationResult, Refusal> {
-    let cred: PublicKeyCredential =
-        serde_json::from_value(credential).map_err(|_| bad("malformed assertion"))?;
-    let res = page
-        .webauthn
-        .finish_passkey_authentication(&cred, state)
-        .map_err(|e| {
-            tracing::warn!(error = %e, "approval page: a passkey assertion did not verify");
-            forbidden(&format!("the passkey assertion did not verify; {else_}"))
-        })?;
-    if !res.user_verified() {
-        return Err(forbidden(&format!(
-            "the passkey did not verify the user; {else_}"
-        )));
-    }
-    Ok(res)
-}
-
-pub(super) fn bad(why: &str) -> Refusal {
-    Refusal(StatusCode::BAD_REQUEST, why.into())
-}
-
-fn csrf(page: &Page, h: &HeaderMap) -> Result<(), Refusal> {
-    if page.sessions.csrf_ok(h) {
-        Ok(())
-    } else {
-        Err(forbidden(
-            "forbidden: missing or wrong CSRF token (reload the page)",
-        ))
-    }
-}
-
-/// The viewer of the request's session: every route but the shell needs one, with full
-/// access (a registration-only session sees nothing).
-fn session(page: &Page, h: &HeaderMap) -> Result<Viewer, Refusal> {
-    page.sessions
-        .with(h, |s| {
-            (s.access == security::Access::Full).then(|| page.viewer(s.uid))
-        })
-        .flatten()
-        .ok_or_else(|| no_session(page))
-}
-
-fn no_session(page: &Page) -> Refusal {
-    let why = if page.remote.is_some() {
-        "no page session: sign in with your passkey"
-    } else {
-        "no page session: run `tcctl page` on your terminal and open the link it prints"
-    };
-    Refusal(StatusCode::UNAUTHORIZED, why.into())
-}
-
-/// A passkey registration's session: CSRF-checked, any access (a registration-only
-/// session is for this), allowed to act.
-fn registering(page: &Page, h: &HeaderMap) -> Result<Viewer, Refusal> {
-    csrf(page, h)?;
-    let v = page
-        .sessions
-        .with(h, |s| page.viewer(s.uid))
-        .ok_or_else(|| no_session(page))?;
-    if v.read_only {
-        return Err(forbidden(
-            "root's page session is read-only: each human registers their own passkeys",
-        ));
-    }
-    Ok(v)
-}
-
-/// A POST's session: CSRF-checked, and allowed to act (root's guarded view is read-only).
-pub(super) fn acting(page: &Page, h: &HeaderMap) -> Result<Viewer, Refusal> {
-    csrf(page, h)?;
-    let v = session(page, h)?;
-    if v.read_only {
-        return Err(forbidden(
-            "root's page session is read-only: each human approves and declines their own requests",
-        ));
-    }
-    Ok(v)
-}
-
 fn request_id(id: &str) -> Result<(), Refusal> {
     if is_request_id(id) {
         Ok(())
@@ -192,15 +71,6 @@ fn request_id(id: &str) -> Result<(), Refusal> {
 
 async fn asset(kind: &'static str, body: &'static str) -> Response {
     ([(header::CONTENT_TYPE, kind)], body).into_response()
-}
-
-pub(super) fn html(status: StatusCode, body: String) -> Response {
-    (
-        status,
-        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
-        body,
-    )
-        .into_response()
 }
 
 /// The shell (also for `/requests/<ID>`, which the script scrolls to) for a session;
@@ -266,15 +136,6 @@ async fn state(State(page): State<Arc<Page>>, h: HeaderMap) -> Answer {
 async fn events(State(page): State<Arc<Page>>, h: HeaderMap) -> Answer {
     let v = session(&page, &h)?;
     Ok(sse::feed(page, v).into_response())
-}
-
-/// Runs a ledger call on the store thread.
-pub(super) async fn ledger<T: Send + 'static>(
-    page: &Page,
-    f: impl FnOnce(&crate::ledger::Ledger) -> Result<T, DaemonError> + Send + 'static,
-) -> Result<T, Refusal> {
-    let l = page.ledger.clone();
-    Ok(page.ledger.store.call(move || f(&l)).await?)
 }
 
 #[derive(Deserialize)]
