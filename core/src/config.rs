@@ -7,8 +7,8 @@
 //! - `http`, `http_auth`, `remote`: [`HttpFront`] and who its callers are ([`HttpAuth`]);
 //!   a vault's remote server (`url`, headers, bearer) and what a root-less vault may gate.
 //! - `notify`: [`NotifyConfig`]: where tcd pushes "a request waits" (ntfy, webhooks).
-//! - `validate`, `error`: the rules serde cannot express, every problem reported
-//!   ([`ConfigError`]); unknown keys are refused when parsing, naming the key.
+//! - `validate`, `findings`, `error`: the rules serde cannot express, every problem
+//!   reported ([`ConfigError`]); unknown keys are refused when parsing, naming the key.
 
 use std::ffi::OsString;
 use std::path::{Path, PathBuf};
@@ -19,6 +19,7 @@ use crate::paths::{self, PathError};
 
 mod daemon;
 mod error;
+mod findings;
 mod gate;
 mod http;
 mod http_auth;

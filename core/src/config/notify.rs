@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use super::validate::Findings;
+use super::findings::Findings;
 use super::{ApprovalsConfig, Config};
 
 /// Default pushes kept per target while earlier ones are being sent.

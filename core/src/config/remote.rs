@@ -1,7 +1,7 @@
 //! Validation of a vault's remote server (`url`, `[vaults.headers]`, `[vaults.bearer]`)
 //! and of what a vault without a local root may gate on.
 
-use super::validate::Findings;
+use super::findings::Findings;
 use super::{Bearer, Targets, VaultConfig};
 
 /// Headers tc-shim sets itself on every request to a remote server (and the ones HTTP

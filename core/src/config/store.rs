@@ -5,7 +5,7 @@ use std::path::PathBuf;
 
 use serde::Deserialize;
 
-use super::validate::Findings;
+use super::findings::Findings;
 use super::Config;
 #[cfg(test)]
 use super::ConfigError;

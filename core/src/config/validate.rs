@@ -3,43 +3,10 @@
 
 use std::collections::HashSet;
 
+use super::findings::Findings;
 use super::{
-    Config, ConfigError, Gate, Preview, Problem, Problems, Targets, VaultConfig,
-    MIN_EVENTS_MAX_BYTES,
+    Config, ConfigError, Gate, Preview, Problems, Targets, VaultConfig, MIN_EVENTS_MAX_BYTES,
 };
-
-/// The problems found so far, and where validation is looking: a problem recorded now
-/// is in this vault and this gate.
-#[derive(Default)]
-pub(super) struct Findings {
-    problems: Vec<Problem>,
-    vault: Option<String>,
-    tool: Option<String>,
-}
-
-impl Findings {
-    /// Records that `key` breaks a rule, and why.
-    pub(super) fn add(&mut self, key: impl Into<String>, reason: impl Into<String>) {
-        self.problems.push(Problem {
-            key: key.into(),
-            vault: self.vault.clone(),
-            tool: self.tool.clone(),
-            reason: reason.into(),
-        });
-    }
-
-    /// Problems recorded from now on are in the gate for `tool` (None: in no gate).
-    pub(super) fn in_gate(&mut self, tool: Option<&str>) {
-        self.tool = tool.map(str::to_string);
-    }
-
-    /// Records `reason` at `key` unless `ok`.
-    fn require(&mut self, ok: bool, key: impl Into<String>, reason: impl Into<String>) {
-        if !ok {
-            self.add(key, reason);
-        }
-    }
-}
 
 impl Config {
     /// Checks every rule serde cannot express, and reports every one broken.
@@ -50,15 +17,16 @@ impl Config {
         self.check_notify(&mut found);
         let mut ids = HashSet::new();
         for (i, v) in self.vaults.iter().enumerate() {
-            found.vault = Some(v.id.clone());
+            found.in_vault(&v.id);
             check_vault(&mut found, &format!("vaults[{i}]"), v, &mut ids);
         }
-        if found.problems.is_empty() {
+        let problems = found.into_problems();
+        if problems.is_empty() {
             return Ok(());
         }
         Err(ConfigError::Invalid {
             path: self.source.clone().unwrap_or_default(),
-            problems: Problems(found.problems),
+            problems: Problems(problems),
         })
     }
 
