@@ -9,7 +9,7 @@ use tc_core::display::{escape, reescape};
 use tc_proto::v1;
 
 use crate::client::{self, status_error, Target};
-use crate::commands::rfc3339;
+use crate::output::rfc3339;
 use crate::{exit, tty, CliError};
 
 #[derive(Debug, Args)]

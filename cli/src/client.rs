@@ -1,5 +1,5 @@
-//! Connecting to `tcd` from the CLI, checking the protocol handshake, and turning
-//! transport and daemon errors into [`CliError`]s a person can act on.
+//! Connecting to `tcd` from the CLI (and which vault a command means), checking the protocol
+//! handshake, and turning transport and daemon errors into [`CliError`]s a person can act on.
 
 use std::path::{Path, PathBuf};
 
@@ -72,6 +72,28 @@ pub fn target(
                 },
             ))
         }
+    }
+}
+
+/// The vault a command means: the one given, else the config's only vault.
+pub(crate) fn vault_for(config: &Config, given: Option<String>) -> Result<String, CliError> {
+    if let Some(v) = given {
+        return Ok(v);
+    }
+    match config.vaults.as_slice() {
+        [only] => Ok(only.id.clone()),
+        [] => Err(CliError::new(
+            exit::FAILURE,
+            "--vault is required: the config lists no vaults (copy the command from the refusal, it names the vault)",
+        )),
+        many => Err(CliError::new(
+            exit::FAILURE,
+            format!(
+                "--vault is required: the config lists {} vaults ({})",
+                many.len(),
+                many.iter().map(|v| v.id.as_str()).collect::<Vec<_>>().join(", ")
+            ),
+        )),
     }
 }
 

@@ -75,7 +75,7 @@ pub async fn enroll_totp(target: &Target, user: &str) -> Result<(), CliError> {
         r.otpauth_uri,
         r.secret_base32
     );
-    crate::commands::emit(&shown)?;
+    crate::output::emit(&shown)?;
     for n in 1..=CONFIRM_TRIES {
         let code = match tty::read_code(&format!(
             "code shown by the app, to confirm ({n} of {CONFIRM_TRIES}): "
@@ -96,7 +96,7 @@ pub async fn enroll_totp(target: &Target, user: &str) -> Result<(), CliError> {
             .await;
         match sent {
             Ok(_) => {
-                return crate::commands::emit(&format!(
+                return crate::output::emit(&format!(
                     "enrolled: approvals by {shown_user} now need a code from this app\n"
                 ))
             }
@@ -127,7 +127,7 @@ pub async fn unlock(target: &Target, user: &str) -> Result<(), CliError> {
         .unlock_factor(v1::UnlockFactorRequest { user: user.into() })
         .await
         .map_err(|s| status_error(socket, &s))?;
-    crate::commands::emit(&format!(
+    crate::output::emit(&format!(
         "unlocked: the factor of {} accepts codes again\n",
         tc_core::display::escape(user)
     ))

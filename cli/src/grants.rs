@@ -8,7 +8,7 @@ use tc_core::display::{escape, json_safe};
 use tc_proto::v1;
 
 use crate::client::{self, status_error, Target};
-use crate::commands::rfc3339;
+use crate::output::rfc3339;
 use crate::CliError;
 
 /// The grant flags of `tcctl approve`.
@@ -114,7 +114,7 @@ pub async fn list(target: Target, json: bool) -> Result<(), CliError> {
         }
         out.push('\n');
     }
-    crate::commands::emit(&out)
+    crate::output::emit(&out)
 }
 
 fn text(g: &v1::Grant) -> String {

@@ -6,6 +6,7 @@
 //! - [`commands`]: one function per subcommand.
 //! - [`desktop`]: `tcctl watch`'s desktop notifications (D-Bus).
 //! - [`factor`]: guarded mode's second factor (enroll, unlock, the approval code).
+//! - [`output`]: what a command writes on stdout, and times as RFC 3339.
 //! - [`page`]: `tcctl approvals open`, `tcctl passkey add` (the approval page).
 //! - [`token`]: `tcctl token mint`, bearer tokens for HTTP callers.
 //! - [`policy_init`]: `tcctl policy init`, a starter policy read from a real server.
@@ -18,6 +19,7 @@ pub mod commands;
 pub mod desktop;
 pub mod factor;
 pub mod grants;
+pub mod output;
 pub mod page;
 pub mod policy_init;
 pub mod token;

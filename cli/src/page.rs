@@ -9,7 +9,7 @@ use tc_core::display::{escape, json_safe};
 use tc_proto::v1;
 
 use crate::client::{self, status_error, Target};
-use crate::commands::{emit, rfc3339};
+use crate::output::{emit, rfc3339};
 use crate::{exit, CliError};
 
 /// Whether a desktop session is there to open a browser in.

@@ -72,7 +72,7 @@ fn audience(config: &Config, vault: &str) -> Result<String, CliError> {
 
 /// Mints and prints the token.
 pub async fn mint(config: &Config, target: Target, a: MintArgs) -> Result<(), CliError> {
-    let vault = crate::commands::vault_for(config, a.vault)?;
+    let vault = crate::client::vault_for(config, a.vault)?;
     let audience = audience(config, &vault)?;
     let mut d = client::connect(&target).await?;
     let reply = d

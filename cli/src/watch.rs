@@ -12,7 +12,7 @@ use tonic::transport::Channel;
 use tonic::Streaming;
 
 use crate::client::{self, status_error, Target};
-use crate::commands::rfc3339;
+use crate::output::rfc3339;
 use crate::{exit, CliError};
 
 /// Follows tcd for newly raised requests. The event stream is opened before the first
@@ -196,7 +196,7 @@ pub fn grant_line(e: &v1::Event, d: &serde_json::Value) -> Option<String> {
             format!(
                 "given: {} until {}{uses}; tcctl revoke {} ends it",
                 escape(&s("scope")),
-                crate::commands::rfc3339(until),
+                rfc3339(until),
                 escape(&s("grant_id"))
             )
         }
