@@ -15,7 +15,7 @@ use std::task::Poll;
 
 use tokio_postgres::{Client, NoTls, Statement};
 
-use super::connect::Connector;
+use super::connector::Connector;
 use crate::error::StoreError;
 
 /// The connection's I/O half, boxed so that plain and TLS connections are one type.

@@ -10,7 +10,7 @@ use futures_util::StreamExt;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio_postgres::{AsyncMessage, Client, Connection, NoTls};
 
-use super::connect::Connector;
+use super::connector::Connector;
 use super::schema::CHANNEL;
 use crate::store::signals::Signals;
 

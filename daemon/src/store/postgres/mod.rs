@@ -1,16 +1,18 @@
 //! The PostgreSQL backend: one database shared by several tcd replicas. Each write is one
 //! READ COMMITTED transaction on a pooled connection; commits are announced with NOTIFY.
 //!
-//! - [`PgStore`]: connects (TLS via rustls with `ca_file`), migrates under an advisory
-//!   lock, checks that this replica's key is the one the database was keyed with, and
-//!   runs the rules' transactions ([`PgTx`]) on blocking threads, each driving its leased
-//!   connection itself (`pool`, `driven`).
+//! - [`PgStore`]: connects (`connector`: URL, password file, TLS via rustls with
+//!   `ca_file`), migrates under an advisory lock and checks that this replica's key is
+//!   the one the database was keyed with (`connect`), and runs the rules' transactions
+//!   ([`PgTx`]) on blocking threads, each driving its leased connection itself (`pool`,
+//!   `driven`).
 //! - `listen`: a dedicated LISTEN connection that wakes `--follow` streams on any
-//!   replica's commit, reconnecting with backoff; `horizon`: reads of the log stop where
-//!   every older transaction has ended, so ids that commit out of order are never passed;
-//!   `notify`: this replica's commits announced after they commit.
+//!   replica's commit, reconnecting with backoff; `horizon` (with `held`): reads of the
+//!   log stop where every older transaction has ended, so ids that commit out of order are
+//!   never passed; `notify`: this replica's commits announced after they commit.
 
 mod connect;
+mod connector;
 mod driven;
 mod events;
 mod factors;
@@ -72,7 +74,7 @@ impl PgStore {
             .thread_name("tcd-pg")
             .enable_all()
             .build()?;
-        let conn = connect::Connector::new(cfg)?;
+        let conn = connector::Connector::new(cfg)?;
         let describe = conn.describe();
         let pool = Box::new(pool::Pool::new(conn.clone(), cfg.pool_size as usize));
         let first = connect::first_client(&pool, &describe)?;

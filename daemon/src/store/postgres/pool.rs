@@ -4,7 +4,7 @@
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-use super::connect::Connector;
+use super::connector::Connector;
 use super::driven::Driven;
 use crate::error::StoreError;
 
