@@ -12,8 +12,12 @@
 //! PostgreSQL (the cluster's processes), from /proc, and how full each replica's pool was
 //! (pg_stat_activity sampled every 10 ms, with what each busy backend waited on).
 //! Knobs: `TC_BENCH_N` (sequential samples, default 1000), `TC_BENCH_CONC_TOTAL`
-//! (concurrent redeems, default 2400), `TCD_BIN`, `TC_BENCH_PG` (the PostgreSQL runs as
-//! `REPLICASxPOOL`, default `1x8,3x8`: the pool is each replica's `pool_size`).
+//! (concurrent redeems, default 2400), `TCD_BIN`, `TC_BENCH_PG` (the PostgreSQL runs in
+//! order, as `REPLICASxPOOL`, default `1x8,3x8,1x8,3x8`: the pool is each replica's
+//! `pool_size`). One and three replicas alternate, each run starting right after a
+//! `CHECKPOINT`, and the last line compares the mean rates: on this disk a run is slower
+//! the later it comes (the first PostgreSQL run was the fastest in every order tried), so
+//! a single "one, then three" pair measures the order as much as the replicas.
 //! Redeemed calls are recorded as run between timed batches (untimed), which keeps the
 //! raised requests under tcd's cap.
 
@@ -48,7 +52,7 @@ fn main() -> anyhow::Result<()> {
     );
     rt.block_on(floor(&cluster, n))?;
     let mut runs = vec![("sqlite".to_string(), 0, 0)];
-    let pg = std::env::var("TC_BENCH_PG").unwrap_or_else(|_| "1x8,3x8".into());
+    let pg = std::env::var("TC_BENCH_PG").unwrap_or_else(|_| "1x8,3x8,1x8,3x8".into());
     for spec in pg.split(',') {
         let (r, p) = spec
             .split_once('x')
@@ -60,12 +64,40 @@ fn main() -> anyhow::Result<()> {
         };
         runs.push((name, r, p));
     }
+    let mut rates: Vec<(String, f64)> = Vec::new();
     for (name, replicas, pool) in runs {
         let dir = tempfile::tempdir_in(tmp.path())?;
         let daemons = start(&tcd, dir.path(), &cluster, replicas, pool)?;
-        rt.block_on(measure(&name, &daemons, &cluster, n, total, pool))?;
+        let rate = rt.block_on(measure(&name, &daemons, &cluster, n, total, pool))?;
+        rates.push((name, rate));
     }
+    compare(&rates);
     Ok(())
+}
+
+/// Each PostgreSQL configuration's redeems/s over its runs, and its mean against one
+/// replica's (pool 8).
+fn compare(rates: &[(String, f64)]) {
+    let mut names: Vec<&str> = Vec::new();
+    for (n, _) in rates.iter().skip(1) {
+        if !names.contains(&n.as_str()) {
+            names.push(n);
+        }
+    }
+    let mean = |name: &str| {
+        let r: Vec<f64> = rates.iter().filter(|x| x.0 == name).map(|x| x.1).collect();
+        (r.iter().sum::<f64>() / r.len().max(1) as f64, r)
+    };
+    let (one, _) = mean("postgres x1");
+    for name in names {
+        let (m, all) = mean(name);
+        let each: Vec<String> = all.iter().map(|r| format!("{r:.0}")).collect();
+        println!(
+            "{name:<12} redeems/s over its runs: {} (mean {m:.0}, {:.2}× one replica's mean)",
+            each.join(", "),
+            m / one,
+        );
+    }
 }
 
 /// The floor's connection: one `INSERT` in its own committed transaction (`BEGIN`,
@@ -128,8 +160,10 @@ fn start(
     let key = key_file(dir, "ledger.key");
     let password = cluster.password_file(dir);
     if replicas > 0 {
-        // A fresh ledger per store: drop what the previous one left.
+        // A fresh ledger per store: drop what the previous one left; and each run starts
+        // right after a checkpoint, not with the previous run's pages still to write.
         cluster.query("DROP SCHEMA public CASCADE; CREATE SCHEMA public AUTHORIZATION tc");
+        cluster.query("CHECKPOINT");
     }
     let mut out = Vec::new();
     for i in 0..replicas.max(1) {
@@ -537,7 +571,7 @@ async fn measure(
     n: usize,
     total: usize,
     pool: u32,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<f64> {
     let fp = sha256_hex(b"fp");
     let mut clients = Vec::new();
     for i in 0..CLIENTS {
@@ -587,5 +621,5 @@ async fn measure(
         2.0 * per(m.busy),
         "",
     );
-    Ok(())
+    Ok(rate)
 }
