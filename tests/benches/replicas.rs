@@ -13,10 +13,11 @@
 //! (pg_stat_activity sampled every 10 ms, with what each busy backend waited on).
 //! Knobs: `TC_BENCH_N` (sequential samples, default 1000), `TC_BENCH_CONC_TOTAL`
 //! (concurrent redeems, default 2400), `TCD_BIN`, `TC_BENCH_PG` (the PostgreSQL runs in
-//! order, as `REPLICASxPOOL`, default `1x8,3x8,1x8,3x8`: the pool is each replica's
-//! `pool_size`). One and three replicas alternate, each run starting right after a
-//! `CHECKPOINT`, and the last line compares the mean rates: on this disk a run is slower
-//! the later it comes (the first PostgreSQL run was the fastest in every order tried), so
+//! order, as `REPLICASxPOOL`, default `1x4,3x4,1x4,3x4,3x8,1x24`: the pool is each
+//! replica's `pool_size`, 4 by default; one replica of 24 holds as many connections as
+//! three of 8). One and three replicas alternate, each run starting right after a
+//! `CHECKPOINT`, and the last lines compare each configuration's mean rate with one
+//! replica's at the default pool: runs minutes apart differ by up to 10% on this disk, so
 //! a single "one, then three" pair measures the order as much as the replicas.
 //! Redeemed calls are recorded as run between timed batches (untimed), which keeps the
 //! raised requests under tcd's cap.
@@ -28,6 +29,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context;
+use tc_core::config::DEFAULT_POOL_SIZE;
 use tc_core::hash::sha256_hex;
 use tc_proto::v1::{Binding, MintRequest, RecordConsumedRequest, RedeemRequest, SealStateRequest};
 use tc_tests::bench::{cpu_time, env_usize, release_binary, target_tempdir, us, Stats};
@@ -52,14 +54,14 @@ fn main() -> anyhow::Result<()> {
     );
     rt.block_on(floor(&cluster, n))?;
     let mut runs = vec![("sqlite".to_string(), 0, 0)];
-    let pg = std::env::var("TC_BENCH_PG").unwrap_or_else(|_| "1x8,3x8,1x8,3x8".into());
+    let pg = std::env::var("TC_BENCH_PG").unwrap_or_else(|_| "1x4,3x4,1x4,3x4,3x8,1x24".into());
     for spec in pg.split(',') {
         let (r, p) = spec
             .split_once('x')
             .and_then(|(r, p)| Some((r.parse().ok()?, p.parse().ok()?)))
             .with_context(|| format!("TC_BENCH_PG: {spec:?} is not REPLICASxPOOL"))?;
         let name = match p {
-            8 => format!("postgres x{r}"),
+            DEFAULT_POOL_SIZE => format!("postgres x{r}"),
             _ => format!("pg x{r} pool {p}"),
         };
         runs.push((name, r, p));
