@@ -13,8 +13,8 @@ use super::ConfigError;
 /// Default connections per replica in `[daemon.postgres] pool_size`. Four, not more:
 /// a redeem is CPU and a WAL flush on the server, and past a few transactions in flight
 /// per server core, commits queue on the WAL and cost more CPU each (docs/BENCHMARKS.md,
-/// "Several replicas": on two cores one replica did as well with 4 as with 8, and three
-/// replicas of 8 lost 19% where three of 4 lost 1–5%).
+/// "Several replicas": on two cores one replica did 0.96× as well with 4 as with 8;
+/// three replicas of 4 kept 0.90–1.07× one replica's rate, three of 8 0.81–0.85×).
 pub const DEFAULT_POOL_SIZE: u32 = 4;
 
 /// `[daemon] store`: which backend holds the ledger.
