@@ -26,12 +26,13 @@ pub use tc_seal as seal;
 pub mod secret;
 pub mod service;
 pub mod shutdown;
+pub mod startup;
 pub mod states;
 pub mod store;
 
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
@@ -42,8 +43,6 @@ use tokio_stream::wrappers::UnixListenerStream;
 use tokio_stream::StreamExt;
 
 use crate::ledger::Ledger;
-use crate::secret::Secret;
-use crate::store::Store;
 
 /// Command line of `tcd`.
 #[derive(Debug, Parser)]
@@ -121,41 +120,6 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(2);
 /// How long cut connections get to unwind before `serve` returns regardless.
 const CUT_WAIT: Duration = Duration::from_secs(1);
 
-/// Why the database could not be opened, when the cause is the directory: SQLite's own
-/// message ("unable to open database file") does not say that it is read-only.
-fn unwritable(dir: &std::path::Path) -> String {
-    match nix::unistd::access(dir, nix::unistd::AccessFlags::W_OK) {
-        Ok(()) => String::new(),
-        Err(e) => format!(
-            " (the cache directory {} is not writable: {e}; remount it read-write, fix its \
-             permissions or start tcd with another --cache-dir)",
-            dir.display()
-        ),
-    }
-}
-
-/// The store the config names: `<cache_dir>/cache.db`, or the PostgreSQL ledger (connected,
-/// migrated and key-checked on a blocking thread). Also returns what the log line names.
-async fn open_store(
-    pg: Option<&tc_core::config::PostgresConfig>,
-    cache_dir: &std::path::Path,
-    secret: &Secret,
-) -> anyhow::Result<(Store, String)> {
-    let Some(pg) = pg else {
-        let db = cache_dir.join("cache.db");
-        let store = Store::open(&db).map_err(|e| {
-            anyhow::anyhow!("cannot open {}: {e}{}", db.display(), unwritable(cache_dir))
-        })?;
-        return Ok((store, db.display().to_string()));
-    };
-    let (pg, check) = (pg.clone(), secret.keys.check);
-    let opened = tokio::task::spawn_blocking(move || store::postgres::PgStore::open(&pg, &check))
-        .await
-        .context("opening the PostgreSQL store")??;
-    let what = opened.describe.clone();
-    Ok((Store::Postgres(opened), what))
-}
-
 /// Garbage collection: every minute (and once at start) the ledger's expired rows and the
 /// events retention lets go; in between, retention alone whenever a commit pushed the
 /// log past its size cap by an eighth (at most once a second), so a flood is pruned
@@ -184,188 +148,63 @@ async fn collect(ledger: Arc<Ledger>, policy: retention::Retention) {
     }
 }
 
-/// What the start-up `elicit:` line says of the mode: personal mode states what it does
-/// not stop.
-fn mode_line(mode: tc_core::config::Mode) -> &'static str {
-    match mode {
-        tc_core::config::Mode::Personal => {
-            "mode: personal (an agent with a shell as this user can approve its own calls; \
-             guarded mode closes that, see README)"
-        }
-        tc_core::config::Mode::Guarded => {
-            "mode: guarded (every approval needs a listed human's factor)"
-        }
-    }
-}
-
 /// Opens the store, binds the socket and serves until a shutdown signal.
 pub async fn serve(opts: Options) -> anyhow::Result<()> {
     // First: a SIGTERM that arrives while starting (the socket accepts as soon as it is
     // bound, before serving) must still mean a clean stop that removes the socket, not
     // the default death that leaves it behind.
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    let cfg = &opts.config;
-    let (access, reach) = deploy::access(cfg, opts.policy.as_ref())?;
-    let (cache_dir, socket) = deploy::locations(cfg)?;
-    // A non-loopback `[approvals] listen` stops the start, before anything is bound.
-    let page_addr = page::listen_addr(&cfg.approvals)?;
-    let remote_spec = match &cfg.approvals.remote {
-        Some(r) => Some(r.spec().map_err(|errs| {
-            let (k, why) = errs.into_iter().next().unwrap_or(("listen", String::new()));
-            anyhow::anyhow!("[approvals] remote.{k}: {why}")
-        })?),
-        None => None,
-    };
-    fsutil::ensure_private_dir(&cache_dir)
-        .with_context(|| format!("cache directory {}", cache_dir.display()))?;
-    let pg = cfg.daemon.postgres();
-    let secret = match pg {
-        Some(_) if opts.ephemeral => anyhow::bail!(
-            "--ephemeral cannot serve a ledger shared on PostgreSQL: every replica must use the \
-             same [daemon.postgres] secret_file"
-        ),
-        Some(p) => Secret::load_shared(&p.secret_file)?,
-        None if opts.ephemeral => Secret::ephemeral(),
-        None => Secret::load_or_create(&cache_dir)?,
-    };
-    eprintln!(
-        "{}; {}",
-        secret.source.elicit_line(),
-        mode_line(cfg.daemon.mode)
-    );
-    // The targets' token and secret files are read (and checked) before anything starts.
-    let pusher = push::Pusher::from_config(cfg)?.map(Arc::new);
-    // The remote page's certificate, before anything is bound: a bad file stops the start.
-    let remote_tls = match &remote_spec {
-        Some(s) => Some(page::tls::load(&s.cert, &s.rp_id, &cache_dir)?),
-        None => None,
-    };
-    let (store, db) = open_store(pg, &cache_dir, &secret).await?;
+    let term = signal(SignalKind::terminate())?;
+    let int = signal(SignalKind::interrupt())?;
+    let checked = startup::check(&opts)?;
+    let pg = opts.config.daemon.postgres();
+    let (store, db) = startup::open_store(pg, &checked.cache_dir, &checked.secret).await?;
     let runner = tokio::spawn(store.runner()?);
-    let retention = retention::Retention::from_config(&cfg.daemon);
-    store.set_prune_threshold(retention::wake_threshold(retention.max_bytes));
-    let limits = limits::Limits::new(
-        cfg.daemon.rate_limit_per_minute,
-        cfg.daemon.rate_limit_burst,
-    );
-    let ledger = Arc::new(
-        Ledger::new(store, secret, cfg.daemon.elicit_ttl_seconds)
-            .with_limits(limits)
-            .with_mode(cfg.daemon.mode)
-            .with_humans(cfg.guarded.humans.clone())
-            .with_grant_rules(grant_rules::rules_of(&cfg.vaults))
-            .with_push(pusher.clone().map(|p| p as Arc<dyn raised::Push>)),
-    );
-    let bound = listener::bind(&socket, reach)?;
+    let info = startup::info(&opts, &checked);
+    let (ledger, retention) = startup::ledger(&opts.config, store, checked.secret, &checked.pusher);
+    let bound = listener::bind(&checked.socket, checked.reach)?;
     let auth = auth::AuthLayer {
-        access,
+        access: checked.access,
         ledger: ledger.clone(),
     };
     // `draining`: the signal came, no new connections, follow streams end.
     // `cut`: the grace is over, every connection still open fails its next read/write.
     let draining = shutdown::Switch::default();
     let cut = shutdown::Switch::default();
-    let service = service::Service::new(
-        ledger.clone(),
-        service::Info {
-            socket: socket.clone(),
-            cache_dir: cache_dir.clone(),
-            started: Instant::now(),
-            policy: opts.policy.clone(),
-            page: page_addr,
-            remote: remote_spec.as_ref().zip(remote_tls.as_ref()).map(|(s, t)| {
-                service::RemoteInfo {
-                    origin: s.origin.clone(),
-                    cert_sha256: t.cert_sha256.clone(),
-                    spki_sha256: t.spki_sha256.clone(),
-                }
-            }),
-        },
-        draining.clone(),
-    );
-
-    let gc = tokio::spawn(collect(ledger.clone(), retention));
-    let senders = match &pusher {
-        Some(p) => {
-            tracing::info!(targets = %p.describe(), "push: each raised request is pushed");
-            p.spawn(ledger.clone())
-        }
-        None => Vec::new(),
-    };
+    let service = service::Service::new(ledger.clone(), info, draining.clone());
+    let mut tasks = vec![tokio::spawn(collect(ledger.clone(), retention))];
+    if let Some(p) = &checked.pusher {
+        tracing::info!(targets = %p.describe(), "push: each raised request is pushed");
+        tasks.extend(p.spawn(ledger.clone()));
+    }
     // A page that cannot start stops tcd: the socket it bound goes with it.
-    let unbind = |e: anyhow::Error| {
-        if let Some(path) = &bound.cleanup {
-            let _ = std::fs::remove_file(path);
-        }
-        e
-    };
-    let page = match page_addr {
-        Some(addr) => Some(
-            page::start(addr, ledger.clone(), draining.clone())
-                .await
-                .map_err(unbind)?,
-        ),
-        None => None,
-    };
-    let remote_page = match remote_spec.as_ref().zip(remote_tls.as_ref()) {
-        Some((s, t)) => Some(
-            page::start_remote(s, t, ledger.clone(), draining.clone())
-                .await
-                .map_err(unbind)?,
-        ),
-        None => None,
-    };
-
-    let shutdown = {
-        let draining = draining.clone();
-        async move {
-            tokio::select! {
-                _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
-                _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+    match startup::pages(checked.page, &checked.remote, &ledger, &draining).await {
+        Ok(pages) => tasks.extend(pages),
+        Err(e) => {
+            if let Some(path) = &bound.cleanup {
+                let _ = std::fs::remove_file(path);
             }
-            draining.flip();
+            return Err(e);
         }
-    };
-    // tonic's graceful shutdown waits for every connection to close, with no deadline: an
-    // idle client, or one stopped with SIGSTOP that cannot even answer GOAWAY, would keep
-    // tcd alive forever. After the grace the connections are cut. A write is never lost
-    // by this: each reply is sent only after its commit, so a cut RPC either committed
-    // (and its reply is lost, as on a crash) or did nothing.
-    let deadline = {
+    }
+    let incoming = UnixListenerStream::new(bound.listener).map({
         let cut = cut.clone();
-        let draining = draining.flipped();
-        async move {
-            draining.await;
-            tokio::time::sleep(SHUTDOWN_GRACE).await;
-            tracing::warn!(
-                grace_ms = SHUTDOWN_GRACE.as_millis() as u64,
-                "clients still connected after the shutdown grace; closing their connections"
-            );
-            cut.flip();
-            tokio::time::sleep(CUT_WAIT).await;
-        }
-    };
-    let incoming = UnixListenerStream::new(bound.listener).map(move |c| c.map(|s| cut.wrap(s)));
-    tracing::info!(socket = %socket.display(), activated = bound.activated, db = %db, "tcd ready");
+        move |c| c.map(|s| cut.wrap(s))
+    });
+    tracing::info!(socket = %checked.socket.display(), activated = bound.activated, db = %db, "tcd ready");
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Ready]);
     let server = tonic::transport::Server::builder()
         .layer(auth)
         .add_service(ConfirmServer::new(service))
-        .serve_with_incoming_shutdown(incoming, shutdown);
+        .serve_with_incoming_shutdown(incoming, on_signal(term, int, draining.clone()));
     let result = tokio::select! {
         r = server => r,
-        _ = deadline => {
+        _ = cut_after_grace(cut, draining) => {
             tracing::warn!("connections did not unwind after being closed; exiting anyway");
             Ok(())
         }
     };
     let _ = sd_notify::notify(false, &[sd_notify::NotifyState::Stopping]);
-    gc.abort();
-    senders.iter().for_each(|s| s.abort());
-    for p in [page, remote_page].into_iter().flatten() {
-        p.abort();
-    }
+    tasks.iter().for_each(|t| t.abort());
     // Every write that was accepted is committed (and answered, if its client is still
     // there) before the process exits.
     ledger.store.close();
@@ -375,4 +214,34 @@ pub async fn serve(opts: Options) -> anyhow::Result<()> {
         let _ = std::fs::remove_file(path);
     }
     result.context("gRPC server failed")
+}
+
+/// Resolves on SIGTERM or SIGINT, once `draining` is flipped.
+async fn on_signal(
+    mut term: tokio::signal::unix::Signal,
+    mut int: tokio::signal::unix::Signal,
+    draining: shutdown::Switch,
+) {
+    tokio::select! {
+        _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+        _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+    }
+    draining.flip();
+}
+
+/// tonic's graceful shutdown waits for every connection to close, with no deadline: an
+/// idle client, or one stopped with SIGSTOP that cannot even answer GOAWAY, would keep
+/// tcd alive forever. After the grace the connections are cut. A write is never lost
+/// by this: each reply is sent only after its commit, so a cut RPC either committed
+/// (and its reply is lost, as on a crash) or did nothing. Resolves if they still have
+/// not unwound [`CUT_WAIT`] later.
+async fn cut_after_grace(cut: shutdown::Switch, draining: shutdown::Switch) {
+    draining.flipped().await;
+    tokio::time::sleep(SHUTDOWN_GRACE).await;
+    tracing::warn!(
+        grace_ms = SHUTDOWN_GRACE.as_millis() as u64,
+        "clients still connected after the shutdown grace; closing their connections"
+    );
+    cut.flip();
+    tokio::time::sleep(CUT_WAIT).await;
 }
