@@ -17,7 +17,7 @@ use crate::factor::{self, Approver};
 use crate::ledger::Ledger;
 use crate::raised::{Pending, Raised};
 use crate::record::{Binding, NewEvent, APPROVED, DECLINED, EXPIRED, PENDING};
-use crate::store::queries::{NewRaised, NewToken, RaisedRow as Row, TokenRow, Tx};
+use crate::store::queries::{NewRaised, NewToken, RaisedRow as Row, TokenRow, Tx, Written};
 
 /// Request ids: 8 characters without look-alikes (no 0/o, 1/l/i), ~8.5e11 of them.
 const ID_ALPHABET: &[u8] = b"23456789abcdefghjkmnpqrstuvwxyz";
@@ -229,38 +229,22 @@ impl Ledger {
         shown_is_bound(b, text.args_json)?;
         // A model can raise at will (each refused call does): bounded per caller.
         self.charge(&b.vault, &b.caller)?;
-        let summary = capped(text.summary, SUMMARY_MAX);
-        let args_json = capped_json(text.args_json);
-        let covers = capped(text.covers, COVERS_MAX);
-        let preview = tc_core::preview::capped(text.preview);
+        let Stored {
+            summary,
+            args_json,
+            covers,
+            preview,
+            real_paths_json,
+        } = Stored::of(text);
         let no_paths = tc_core::grant::RealPaths::new();
         let real_paths = text.real_paths.unwrap_or(&no_paths);
-        // Kept for the grant form and to check a glob against the approved call; capped
-        // like the arguments (past the cap nothing is kept: no glob can be given for it).
-        let real_paths_json = serde_json::to_string(real_paths)
-            .ok()
-            .filter(|s| s.len() <= ARGS_JSON_MAX)
-            .unwrap_or_default();
         let now = now_ms();
         let exp = now + self.ttl_ms;
         let raised = self.store.write(|tx, evs| {
             let old = tx.raised_by_call(b)?;
-            let keep = match &old {
-                Some(o) if o.expires_at > now && o.status == DECLINED => {
-                    return Ok(Err(declined(&o.reason)));
-                }
-                Some(o) if o.expires_at <= now => {
-                    log_expired(tx, evs, o)?;
-                    None
-                }
-                Some(o)
-                    if o.status == PENDING
-                        && o.state_fp == state_fp
-                        && o.binding.tool == b.tool =>
-                {
-                    o.request_id.clone()
-                }
-                _ => None,
+            let keep = match kept_id(tx, evs, old.as_ref(), b, state_fp, now)? {
+                Ok(keep) => keep,
+                Err(e) => return Ok(Err(e)),
             };
             if old.is_none() && !room_for_one_more(tx, evs, now)? {
                 return Ok(Err(full()));
@@ -362,21 +346,7 @@ impl Ledger {
             }
             let live = token(tx, row.token_id)?
                 .is_some_and(|t| t.consumed_at.is_none() && t.expires_at > now);
-            match status_at(&row.status, row.expires_at, now) {
-                DECLINED => return Err(DaemonError::refused(
-                    Reason::Declined,
-                    "this request was declined; a declined request cannot be approved (the agent's retry raises a new one once the decline lapses)",
-                )),
-                EXPIRED => return Err(DaemonError::refused(
-                    Reason::Expired,
-                    "this request expired unanswered; the agent's retry of the call raises a fresh one",
-                )),
-                APPROVED if live => return Err(DaemonError::refused(
-                    Reason::Spent,
-                    "this request is already approved; the agent's identical retry runs it once",
-                )),
-                _ => {}
-            }
+            approvable(&row, live, now)?;
             let who = match proof {
                 Proof::Code(who) => who.clone(),
                 Proof::Passkey { .. } => Approver { uid: row.uid.unwrap_or(u32::MAX), code: None },
@@ -570,6 +540,81 @@ pub(crate) fn sweep(tx: &dyn Tx, evs: &mut Vec<NewEvent>, now: i64) -> Result<()
 
 /// Whether a new row fits under [`MAX_RAISED`]; at the cap, expired rows go at once
 /// (not an hour later) to make room, so only live requests can keep new ones out.
+/// What a raise stores of the texts shown with it, each capped.
+struct Stored<'a> {
+    summary: String,
+    args_json: String,
+    covers: String,
+    preview: std::borrow::Cow<'a, str>,
+    /// Kept for the grant form and to check a glob against the approved call; capped like
+    /// the arguments (past the cap nothing is kept: no glob can be given for it).
+    real_paths_json: String,
+}
+
+impl<'a> Stored<'a> {
+    fn of(text: &RaiseText<'a>) -> Stored<'a> {
+        let no_paths = tc_core::grant::RealPaths::new();
+        let real_paths = text.real_paths.unwrap_or(&no_paths);
+        Stored {
+            summary: capped(text.summary, SUMMARY_MAX),
+            args_json: capped_json(text.args_json),
+            covers: capped(text.covers, COVERS_MAX),
+            preview: tc_core::preview::capped(text.preview),
+            real_paths_json: serde_json::to_string(real_paths)
+                .ok()
+                .filter(|s| s.len() <= ARGS_JSON_MAX)
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// The id a raise of `b` keeps from the call's previous request `old`: a request still
+/// pending for the same tool and target keeps its id (an approval the human is about to
+/// give stays valid); an expired one is logged as such and replaced; a standing decline
+/// refuses the raise.
+fn kept_id(
+    tx: &dyn Tx,
+    evs: &mut Vec<NewEvent>,
+    old: Option<&Row>,
+    b: &Binding,
+    state_fp: &str,
+    now: i64,
+) -> Written<Option<String>> {
+    Ok(Ok(match old {
+        Some(o) if o.expires_at > now && o.status == DECLINED => {
+            return Ok(Err(declined(&o.reason)));
+        }
+        Some(o) if o.expires_at <= now => {
+            log_expired(tx, evs, o)?;
+            None
+        }
+        Some(o) if o.status == PENDING && o.state_fp == state_fp && o.binding.tool == b.tool => {
+            o.request_id.clone()
+        }
+        _ => None,
+    }))
+}
+
+/// Whether the request `row` may be approved now (`live`: its approval, if any, is still
+/// unspent): not declined, not expired, not approved and waiting to run.
+fn approvable(row: &Row, live: bool, now: i64) -> Result<(), DaemonError> {
+    match status_at(&row.status, row.expires_at, now) {
+        DECLINED => Err(DaemonError::refused(
+            Reason::Declined,
+            "this request was declined; a declined request cannot be approved (the agent's retry raises a new one once the decline lapses)",
+        )),
+        EXPIRED => Err(DaemonError::refused(
+            Reason::Expired,
+            "this request expired unanswered; the agent's retry of the call raises a fresh one",
+        )),
+        APPROVED if live => Err(DaemonError::refused(
+            Reason::Spent,
+            "this request is already approved; the agent's identical retry runs it once",
+        )),
+        _ => Ok(()),
+    }
+}
+
 fn room_for_one_more(tx: &dyn Tx, evs: &mut Vec<NewEvent>, now: i64) -> Result<bool, DaemonError> {
     if tx.count_raised()? < MAX_RAISED {
         return Ok(true);
