@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use tc_core::codes::events;
 use tc_proto::v1;
-use tc_tests::{binding, h, next_event_of, raise_request, redeem_approved, Reason};
+use tc_tests::{binding, event_stream, h, next_event_of, raise_request, redeem_approved, Reason};
 
 use super::Replicas;
 
@@ -18,15 +18,7 @@ async fn a_raise_on_one_replica_reaches_follow_on_another_and_its_approval_runs_
     let Some(r) = Replicas::start(2) else { return };
     let clients = r.clients().await;
     let (mut a, mut b) = (clients[0].clone(), clients[1].clone());
-    let mut follow = b
-        .list_events(v1::ListEventsRequest {
-            after_id: 0,
-            limit: 0,
-            follow: true,
-        })
-        .await
-        .expect("follow")
-        .into_inner();
+    let mut follow = event_stream(&mut b, true).await.expect("follow");
     let call = binding("v", "t", "c", "live");
     let fp = h("fp");
     let raised = raise_request(&mut a, &call, &fp, "live")

@@ -8,7 +8,7 @@
 use std::time::Duration;
 
 use tc_proto::v1;
-use tc_tests::Client;
+use tc_tests::{event_stream, Client};
 use tokio_postgres::NoTls;
 
 use super::Replicas;
@@ -64,15 +64,7 @@ async fn an_event_committed_after_a_higher_id_is_still_seen_once() {
     let Some(r) = Replicas::start(2) else { return };
     let clients = r.clients().await;
     let (mut a, mut b) = (clients[0].clone(), clients[1].clone());
-    let mut follow = b
-        .list_events(v1::ListEventsRequest {
-            after_id: 0,
-            limit: 0,
-            follow: true,
-        })
-        .await
-        .expect("follow")
-        .into_inner();
+    let mut follow = event_stream(&mut b, true).await.expect("follow");
     let (first, second) = (connect(&r).await, connect(&r).await);
     first.batch_execute("BEGIN").await.unwrap();
     let low = append(&first, "test.first").await;

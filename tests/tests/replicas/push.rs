@@ -4,9 +4,8 @@
 use std::time::Duration;
 
 use tc_core::codes::events;
-use tc_proto::v1;
 use tc_tests::receiver::{Hit, Receiver};
-use tc_tests::{binding, h, next_event_of, raise_request};
+use tc_tests::{binding, event_stream, h, next_event_of, raise_request};
 
 use super::Replicas;
 
@@ -51,17 +50,8 @@ async fn only_the_replica_that_raised_a_request_pushes_it() {
     }
     let clients = r.clients().await;
     let (mut a, mut b) = (clients[0].clone(), clients[1].clone());
-    let follow = |mut c: tc_tests::Client| async move {
-        c.list_events(v1::ListEventsRequest {
-            after_id: 0,
-            limit: 0,
-            follow: true,
-        })
-        .await
-        .expect("follow")
-        .into_inner()
-    };
-    let (mut on_a, mut on_b) = (follow(a.clone()).await, follow(b.clone()).await);
+    let mut on_a = event_stream(&mut a.clone(), true).await.expect("follow");
+    let mut on_b = event_stream(&mut b.clone(), true).await.expect("follow");
     let fp = h("fp");
 
     let r1 = raise_request(&mut a, &binding("v", "t", "c", "one"), &fp, "s")
