@@ -1,6 +1,8 @@
 //! PostgreSQL: [`EventQueries`]. An event's id is its transaction's id << 16 plus its
 //! rank (`tc_append_event`); reads in id order stop at the horizon (`schema::HORIZON`).
 
+use tokio_postgres::types::ToSql;
+
 use super::schema::{HORIZON, PRUNE_LOCK};
 use super::tx::{uid, PgTx};
 use crate::record::{EventRow, NewEvent};
@@ -12,23 +14,34 @@ const EVENT_BYTES: &str = "(octet_length(kind) + octet_length(vault) + octet_len
     + octet_length(caller) + octet_length(args_hash) + octet_length(state_fp)
     + octet_length(detail) + 64)";
 
+/// Appends one event with an id in its transaction's range; takes [`append_params`].
+pub(super) const APPEND_EVENT: &str = "SELECT tc_append_event($1, $2, $3, $4, $5, $6, $7, $8, $9)";
+
+/// [`APPEND_EVENT`]'s parameters for `ev`, in `tc_append_event`'s order (`owner`: its
+/// owner's uid as stored, [`uid`]).
+pub(super) fn append_params<'a>(
+    at_ms: &'a i64,
+    ev: &'a NewEvent,
+    detail: &'a (dyn ToSql + Sync),
+    owner: &'a Option<i64>,
+) -> [&'a (dyn ToSql + Sync); 9] {
+    [
+        at_ms,
+        &ev.kind,
+        &ev.vault,
+        &ev.tool,
+        &ev.caller,
+        &ev.args_hash,
+        &ev.state_fp,
+        detail,
+        owner,
+    ]
+}
+
 impl EventQueries for PgTx<'_> {
     fn insert_event(&self, ev: &NewEvent, detail: &str, at_ms: i64) -> Q<i64> {
         let owner = ev.owner_uid().map(uid);
-        let r = self.one(
-            "SELECT tc_append_event($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-            &[
-                &at_ms,
-                &ev.kind,
-                &ev.vault,
-                &ev.tool,
-                &ev.caller,
-                &ev.args_hash,
-                &ev.state_fp,
-                &detail,
-                &owner,
-            ],
-        )?;
+        let r = self.one(APPEND_EVENT, &append_params(&at_ms, ev, &detail, &owner))?;
         Ok(r.try_get(0)?)
     }
 

@@ -227,33 +227,15 @@ enum Tail {
 fn log_and_commit(tx: &PgTx<'_>, events: &[NewEvent]) -> Result<(i64, u64), Tail> {
     let now = tc_core::now_ms();
     let details: Vec<String> = events.iter().map(NewEvent::detail_text).collect();
-    let owners: Vec<Option<i64>> = events
-        .iter()
-        .map(|e| e.owner_uid().map(i64::from))
-        .collect();
+    let owners: Vec<Option<i64>> = events.iter().map(|e| e.owner_uid().map(tx::uid)).collect();
     let params: Vec<[&(dyn ToSql + Sync); 9]> = events
         .iter()
         .zip(&details)
         .zip(&owners)
-        .map(|((ev, detail), owner)| {
-            [
-                &now as &(dyn ToSql + Sync),
-                &ev.kind,
-                &ev.vault,
-                &ev.tool,
-                &ev.caller,
-                &ev.args_hash,
-                &ev.state_fp,
-                detail,
-                owner,
-            ]
-        })
+        .map(|((ev, detail), owner)| events::append_params(&now, ev, detail, owner))
         .collect();
     let lists: Vec<&[&(dyn ToSql + Sync)]> = params.iter().map(|p| &p[..]).collect();
-    let (rows, commit) = tx.all_then_commit(
-        "SELECT tc_append_event($1, $2, $3, $4, $5, $6, $7, $8, $9)",
-        &lists,
-    );
+    let (rows, commit) = tx.all_then_commit(events::APPEND_EVENT, &lists);
     commit.map_err(Tail::Unsure)?;
     let mut last = 0;
     for row in rows {
