@@ -46,15 +46,28 @@ impl<'a> PgTx<'a> {
         &self,
         f: impl std::future::Future<Output = Result<T, tokio_postgres::Error>> + Send,
     ) -> Q<T> {
-        if self.begin.replace(false) {
-            let begin = self
-                .client()
-                .batch_execute("BEGIN ISOLATION LEVEL READ COMMITTED");
-            let (b, r) = self.conn.run(futures_util::future::join(begin, f));
-            b?;
-            return Ok(r?);
+        let (begun, r) = self
+            .conn
+            .run(futures_util::future::join(self.due_begin(), f));
+        begun?;
+        Ok(r?)
+    }
+
+    /// The transaction's `BEGIN` if it is still due (then no longer), else nothing. A
+    /// request goes out on its first poll, so what is joined after this leaves behind it.
+    fn due_begin(
+        &self,
+    ) -> impl std::future::Future<Output = Result<(), tokio_postgres::Error>> + Send + '_ {
+        let begin = self.begin.replace(false).then(|| {
+            self.client()
+                .batch_execute("BEGIN ISOLATION LEVEL READ COMMITTED")
+        });
+        async move {
+            match begin {
+                Some(b) => b.await,
+                None => Ok(()),
+            }
         }
-        Ok(self.conn.run(f)?)
     }
 
     fn client(&self) -> &tokio_postgres::Client {
@@ -73,19 +86,10 @@ impl<'a> PgTx<'a> {
             // unknown outcome, and the connection is not reused).
             Err(e) => return (vec![Err(e)], self.batch("ROLLBACK")),
         };
-        let begin = self.begin.replace(false).then(|| {
-            self.client()
-                .batch_execute("BEGIN ISOLATION LEVEL READ COMMITTED")
-        });
+        let begin = self.due_begin();
         let rows =
             futures_util::future::join_all(params.iter().map(|p| self.client().query_one(&st, p)));
         let commit = self.client().batch_execute("COMMIT");
-        let begin = async {
-            match begin {
-                Some(b) => b.await,
-                None => Ok(()),
-            }
-        };
         // join3 polls its futures in this order, and a request goes out on its first
         // poll: BEGIN, the statements and COMMIT leave back to back.
         let (begun, rows, commit) = self
